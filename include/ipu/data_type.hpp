@@ -1,0 +1,82 @@
+#pragma once
+// Element types: the PopEF set, with sizes and names.
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace ipu {
+
+enum class data_type : std::uint8_t {
+  BOOL, U8, S8, U16, S16, S32, U32, S64, U64, F16, F32, F64, F8143, F8152,
+};
+
+inline constexpr data_type all_data_types[] = {
+    data_type::BOOL, data_type::U8,  data_type::S8,  data_type::U16, data_type::S16,
+    data_type::S32,  data_type::U32, data_type::S64, data_type::U64, data_type::F16,
+    data_type::F32,  data_type::F64, data_type::F8143, data_type::F8152,
+};
+
+/// Bytes per element.
+constexpr std::size_t size_of(data_type t) noexcept {
+  switch (t) {
+    case data_type::BOOL:
+    case data_type::U8:
+    case data_type::S8:
+    case data_type::F8143:
+    case data_type::F8152: return 1;
+    case data_type::U16:
+    case data_type::S16:
+    case data_type::F16: return 2;
+    case data_type::S32:
+    case data_type::U32:
+    case data_type::F32: return 4;
+    case data_type::S64:
+    case data_type::U64:
+    case data_type::F64: return 8;
+  }
+  return 0;
+}
+
+/// PopEF's spelling: "F32", "S64", ...
+constexpr std::string_view to_string(data_type t) noexcept {
+  switch (t) {
+    case data_type::BOOL: return "BOOL";
+    case data_type::U8: return "U8";
+    case data_type::S8: return "S8";
+    case data_type::U16: return "U16";
+    case data_type::S16: return "S16";
+    case data_type::S32: return "S32";
+    case data_type::U32: return "U32";
+    case data_type::S64: return "S64";
+    case data_type::U64: return "U64";
+    case data_type::F16: return "F16";
+    case data_type::F32: return "F32";
+    case data_type::F64: return "F64";
+    case data_type::F8143: return "F8143";
+    case data_type::F8152: return "F8152";
+  }
+  return "?";
+}
+
+/// Parses PopEF's spelling; nullopt for an unknown name.
+constexpr std::optional<data_type> data_type_from_string(std::string_view s) noexcept {
+  for (auto t : all_data_types)
+    if (to_string(t) == s) return t;
+  return std::nullopt;
+}
+
+constexpr bool is_floating_point(data_type t) noexcept {
+  return t == data_type::F16 || t == data_type::F32 || t == data_type::F64 || t == data_type::F8143 ||
+         t == data_type::F8152;
+}
+
+constexpr bool is_signed_integer(data_type t) noexcept {
+  return t == data_type::S8 || t == data_type::S16 || t == data_type::S32 || t == data_type::S64;
+}
+
+constexpr bool is_unsigned_integer(data_type t) noexcept {
+  return t == data_type::U8 || t == data_type::U16 || t == data_type::U32 || t == data_type::U64;
+}
+
+}  // namespace ipu
