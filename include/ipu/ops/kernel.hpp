@@ -1,0 +1,88 @@
+#pragma once
+// The contract between a host kernel and whatever schedules it (the CPU device, or a simulated
+// IPU's worker). A kernel reads its inputs, writes its preallocated outputs, and knows nothing
+// about how ops are ordered or where buffers live.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "ipu/error.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/tensor.hpp"
+
+namespace ipu {
+
+/// Runs a subgraph (If / Loop bodies) on the same device that runs the calling kernel.
+struct subgraph_runner {
+  virtual ~subgraph_runner() = default;
+  /// Binds `inputs` to `body`'s graph inputs in order and returns its outputs in order.
+  virtual std::vector<host_tensor> run(const graph& body, std::span<const const_tensor_view> inputs) = 0;
+};
+
+/// Splits [0, n) into chunks run concurrently. Chunking depends only on `n` and the thread count,
+/// so results are deterministic for a given thread count.
+using parallel_for_fn =
+    std::function<void(std::size_t n, const std::function<void(std::size_t begin, std::size_t end)>&)>;
+
+inline void serial_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {
+  if (n) body(0, n);
+}
+
+struct kernel_context {
+  const op_node& op;
+  std::span<const const_tensor_view> inputs;  // an omitted optional input is an empty view
+  std::span<const tensor_view> outputs;       // allocated with the shapes in the IR
+  parallel_for_fn parallel_for = serial_for;
+  subgraph_runner* subgraphs = nullptr;
+
+  [[nodiscard]] bool has_input(std::size_t i) const noexcept { return i < inputs.size() && !inputs[i].empty(); }
+  [[nodiscard]] const_tensor_view input(std::size_t i) const {
+    if (!has_input(i))
+      throw error(error_category::runtime, "required input #" + std::to_string(i) + " is missing",
+                  "op " + graph::describe(op), "connect the input in the model");
+    return inputs[i];
+  }
+
+  // Attribute access with defaults; a present attribute of the wrong kind is an error.
+  [[nodiscard]] std::int64_t attr_int(std::string_view name, std::int64_t fallback) const {
+    return get<std::int64_t>(name, fallback);
+  }
+  [[nodiscard]] float attr_float(std::string_view name, float fallback) const { return get<float>(name, fallback); }
+  [[nodiscard]] std::string attr_string(std::string_view name, const std::string& fallback = {}) const {
+    return get<std::string>(name, fallback);
+  }
+  [[nodiscard]] std::vector<std::int64_t> attr_ints(std::string_view name,
+                                                    const std::vector<std::int64_t>& fallback = {}) const {
+    return get<std::vector<std::int64_t>>(name, fallback);
+  }
+  [[nodiscard]] std::vector<float> attr_floats(std::string_view name, const std::vector<float>& fallback = {}) const {
+    return get<std::vector<float>>(name, fallback);
+  }
+  [[nodiscard]] bool has_attr(std::string_view name) const { return op.find_attribute(name) != nullptr; }
+
+  /// An error about this op's inputs or attributes (for values only known at run time).
+  [[nodiscard]] error fail(const std::string& what, const std::string& fix = {}) const {
+    return error(error_category::runtime, what, "op " + graph::describe(op), fix);
+  }
+
+ private:
+  template <class T>
+  T get(std::string_view name, const T& fallback) const {
+    const attribute* a = op.find_attribute(name);
+    if (!a) return fallback;
+    if (const T* v = std::get_if<T>(&a->value)) return *v;
+    throw error(error_category::graph,
+                "attribute '" + std::string(name) + "' is " + std::string(to_string(a->kind())) +
+                    ", not the kind expected",
+                "op " + graph::describe(op), "check the model against the ONNX operator specification");
+  }
+};
+
+using kernel_fn = void (*)(const kernel_context&);
+
+}  // namespace ipu

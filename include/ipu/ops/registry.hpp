@@ -1,0 +1,38 @@
+#pragma once
+// The op registry: one entry per (domain, op type) with its host kernel. Kernel headers add their
+// entries in `register_*` functions; `ipu::default_op_registry()` (ipu/ops/all.hpp) holds them all.
+#include <algorithm>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipu/ops/kernel.hpp"
+
+namespace ipu {
+
+struct op_entry {
+  std::string_view domain;  // "" for ai.onnx
+  std::string_view type;
+  kernel_fn kernel = nullptr;
+};
+
+class op_registry {
+ public:
+  void add(op_entry e) {
+    if (find(e.domain, e.type))
+      throw error(error_category::internal, "op " + std::string(e.type) + " registered twice", "op registry");
+    entries_.push_back(e);
+  }
+  [[nodiscard]] const op_entry* find(std::string_view domain, std::string_view type) const noexcept {
+    if (domain == "ai.onnx") domain = "";
+    auto it = std::find_if(entries_.begin(), entries_.end(),
+                           [&](const op_entry& e) { return e.domain == domain && e.type == type; });
+    return it == entries_.end() ? nullptr : &*it;
+  }
+  [[nodiscard]] const std::vector<op_entry>& entries() const noexcept { return entries_; }
+
+ private:
+  std::vector<op_entry> entries_;
+};
+
+}  // namespace ipu

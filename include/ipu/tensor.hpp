@@ -1,0 +1,204 @@
+#pragma once
+// Tensors: an owning host tensor, non-owning views, a static-extent tensor whose shape is part of
+// its type, and the `tensor` concept they all satisfy.
+#include <array>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ipu/byte_buffer.hpp"
+#include "ipu/data_type.hpp"
+#include "ipu/error.hpp"
+#include "ipu/half.hpp"
+#include "ipu/tensor_info.hpp"
+
+namespace ipu {
+
+// --- element type <-> data_type -------------------------------------------------------------------
+template <class T>
+struct data_type_of;  // no definition: an unsupported element type fails to compile
+template <> struct data_type_of<bool> { static constexpr data_type value = data_type::BOOL; };
+template <> struct data_type_of<std::uint8_t> { static constexpr data_type value = data_type::U8; };
+template <> struct data_type_of<std::int8_t> { static constexpr data_type value = data_type::S8; };
+template <> struct data_type_of<std::uint16_t> { static constexpr data_type value = data_type::U16; };
+template <> struct data_type_of<std::int16_t> { static constexpr data_type value = data_type::S16; };
+template <> struct data_type_of<std::int32_t> { static constexpr data_type value = data_type::S32; };
+template <> struct data_type_of<std::uint32_t> { static constexpr data_type value = data_type::U32; };
+template <> struct data_type_of<std::int64_t> { static constexpr data_type value = data_type::S64; };
+template <> struct data_type_of<std::uint64_t> { static constexpr data_type value = data_type::U64; };
+template <> struct data_type_of<half> { static constexpr data_type value = data_type::F16; };
+template <> struct data_type_of<float> { static constexpr data_type value = data_type::F32; };
+template <> struct data_type_of<double> { static constexpr data_type value = data_type::F64; };
+template <class T>
+inline constexpr data_type data_type_of_v = data_type_of<T>::value;
+
+// --- the concept ---------------------------------------------------------------------------------
+struct tensor_tag {};
+
+/// Types opt in by declaring `using tensor_concept = ipu::tensor_tag;` or by specialising this.
+template <class T>
+inline constexpr bool enable_tensor = requires { typename T::tensor_concept; } &&
+                                      std::same_as<typename T::tensor_concept, tensor_tag>;
+
+/// Something with a type, a shape and contiguous row-major bytes.
+template <class T>
+concept tensor = enable_tensor<std::remove_cvref_t<T>> && requires(const T& t) {
+  { t.info() } -> std::convertible_to<tensor_info>;
+  { t.bytes() } -> std::convertible_to<std::span<const std::byte>>;
+};
+
+namespace detail {
+template <class T>
+constexpr void check_element_type(const tensor_info& info) {
+  if (info.type != data_type_of_v<T>)
+    throw error(error_category::shape,
+                "tensor holds " + std::string(to_string(info.type)) + " elements, not " +
+                    std::string(to_string(data_type_of_v<T>)),
+                {}, "access it with the matching element type");
+}
+}  // namespace detail
+
+// --- views ---------------------------------------------------------------------------------------
+/// Read-only view of someone else's tensor bytes.
+class const_tensor_view {
+ public:
+  using tensor_concept = tensor_tag;
+  const_tensor_view() = default;
+  const_tensor_view(tensor_info info, const std::byte* data) : info_(std::move(info)), data_(data) {}
+
+  [[nodiscard]] const tensor_info& info() const noexcept { return info_; }
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, data_ ? info_.num_bytes() : 0}; }
+  [[nodiscard]] const std::byte* data() const noexcept { return data_; }
+  [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
+  template <class T>
+  [[nodiscard]] std::span<const T> as() const {
+    detail::check_element_type<T>(info_);
+    return {reinterpret_cast<const T*>(data_), static_cast<std::size_t>(info_.num_elements())};
+  }
+
+ private:
+  tensor_info info_;
+  const std::byte* data_ = nullptr;
+};
+
+/// Writable view of someone else's tensor bytes.
+class tensor_view {
+ public:
+  using tensor_concept = tensor_tag;
+  tensor_view() = default;
+  tensor_view(tensor_info info, std::byte* data) : info_(std::move(info)), data_(data) {}
+
+  [[nodiscard]] const tensor_info& info() const noexcept { return info_; }
+  [[nodiscard]] std::span<std::byte> bytes() const noexcept { return {data_, data_ ? info_.num_bytes() : 0}; }
+  [[nodiscard]] std::byte* data() const noexcept { return data_; }
+  template <class T>
+  [[nodiscard]] std::span<T> as() const {
+    detail::check_element_type<T>(info_);
+    return {reinterpret_cast<T*>(data_), static_cast<std::size_t>(info_.num_elements())};
+  }
+  operator const_tensor_view() const { return {info_, data_}; }  // NOLINT: views convert freely
+
+ private:
+  tensor_info info_;
+  std::byte* data_ = nullptr;
+};
+
+// --- owning host tensor ---------------------------------------------------------------------------
+/// A tensor that owns its bytes (zero-initialised), 64-byte aligned for vector kernels.
+class host_tensor {
+ public:
+  using tensor_concept = tensor_tag;
+  host_tensor() = default;
+  explicit host_tensor(tensor_info info) : info_(std::move(info)), storage_(allocate(info_.num_bytes())) {}
+
+  /// A tensor holding a copy of `values`, with `s` giving the shape.
+  template <class T>
+  static host_tensor from(ipu::shape s, std::span<const T> values) {
+    host_tensor t({data_type_of_v<T>, std::move(s)});
+    if (values.size() != static_cast<std::size_t>(t.info_.num_elements()))
+      throw error(error_category::shape,
+                  std::to_string(values.size()) + " values given for shape " + to_string(t.info_.shape) + " of " +
+                      std::to_string(t.info_.num_elements()) + " elements",
+                  {}, "give exactly one value per element");
+    if (!values.empty()) std::memcpy(t.storage_.get(), values.data(), values.size_bytes());
+    return t;
+  }
+  template <class T>
+  static host_tensor from(ipu::shape s, std::initializer_list<T> values) {
+    return from<T>(std::move(s), std::span<const T>(values.begin(), values.size()));
+  }
+  /// A tensor holding a copy of any tensor's bytes.
+  template <tensor Src>
+  static host_tensor copy_of(const Src& src) {
+    host_tensor t(tensor_info(src.info()));
+    auto b = std::span<const std::byte>(src.bytes());
+    if (!b.empty()) std::memcpy(t.storage_.get(), b.data(), b.size());
+    return t;
+  }
+
+  host_tensor(const host_tensor& o) : host_tensor(copy_of(o)) {}
+  host_tensor(host_tensor&&) noexcept = default;
+  host_tensor& operator=(const host_tensor& o) {
+    if (this != &o) *this = copy_of(o);
+    return *this;
+  }
+  host_tensor& operator=(host_tensor&&) noexcept = default;
+
+  [[nodiscard]] const tensor_info& info() const noexcept { return info_; }
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {storage_.get(), info_.num_bytes()}; }
+  [[nodiscard]] std::span<std::byte> bytes() noexcept { return {storage_.get(), info_.num_bytes()}; }
+  [[nodiscard]] std::byte* data() noexcept { return storage_.get(); }
+  [[nodiscard]] const std::byte* data() const noexcept { return storage_.get(); }
+  template <class T>
+  [[nodiscard]] std::span<T> as() {
+    return view().as<T>();
+  }
+  template <class T>
+  [[nodiscard]] std::span<const T> as() const {
+    return view().as<T>();
+  }
+  [[nodiscard]] tensor_view view() noexcept { return {info_, storage_.get()}; }
+  [[nodiscard]] const_tensor_view view() const noexcept { return {info_, storage_.get()}; }
+
+ private:
+  struct aligned_delete {
+    void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
+  };
+  static std::unique_ptr<std::byte[], aligned_delete> allocate(std::size_t n) {
+    auto* p = static_cast<std::byte*>(::operator new[](n ? n : 1, std::align_val_t{64}));
+    std::memset(p, 0, n);
+    return std::unique_ptr<std::byte[], aligned_delete>(p);
+  }
+
+  tensor_info info_;
+  std::unique_ptr<std::byte[], aligned_delete> storage_ = allocate(0);
+};
+
+// --- static-extent tensor -------------------------------------------------------------------------
+/// A tensor whose element type and shape are part of its type; usable in constant expressions.
+template <class T, std::int64_t... Dims>
+class static_tensor {
+  static_assert(((Dims >= 0) && ...), "ipu: static_tensor dimensions must be non-negative");
+
+ public:
+  using tensor_concept = tensor_tag;
+  using value_type = T;
+  static constexpr std::size_t rank = sizeof...(Dims);
+  static constexpr std::size_t size = (std::size_t{1} * ... * static_cast<std::size_t>(Dims));
+
+  std::array<T, size> values{};
+
+  [[nodiscard]] static constexpr ipu::shape shape() { return ipu::shape{Dims...}; }
+  [[nodiscard]] constexpr tensor_info info() const { return {data_type_of_v<T>, shape()}; }
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return std::as_bytes(std::span(values)); }
+  [[nodiscard]] constexpr T& operator[](std::size_t i) { return values[i]; }
+  [[nodiscard]] constexpr const T& operator[](std::size_t i) const { return values[i]; }
+};
+
+}  // namespace ipu
