@@ -1,0 +1,211 @@
+#pragma once
+// A bounded single-producer / single-consumer queue with a compile-time capacity.
+//
+// Shared by the pipelined executor (stage to stage) and the runtime's queue manager (host to
+// device). The design follows the well-known cached-index SPSC ring: producer and consumer each
+// own one index on its own cache line and keep a cached copy of the other side's index, so in the
+// steady state neither touches the other's cache line. Indices grow without bound (64-bit, never
+// wrap in practice) and are masked on access, so all Capacity slots are usable.
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <new>
+#include <optional>
+#include <span>
+#include <thread>
+#include <type_traits>
+#include <utility>
+
+namespace ipu {
+
+namespace detail {
+// Fixed rather than std::hardware_destructive_interference_size, whose value GCC warns may change
+// between compiler versions (an ABI hazard for a header-only library).
+inline constexpr std::size_t cache_line = 64;
+
+/// Spins briefly, then yields: lowest latency when the other side is about to answer, without
+/// burning a core when it is not.
+class backoff {
+ public:
+  void pause() noexcept {
+    if (spins_ < 64) {
+      ++spins_;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause();
+#endif
+    } else {
+      std::this_thread::yield();
+    }
+  }
+
+ private:
+  unsigned spins_ = 0;
+};
+}  // namespace detail
+
+template <class T, std::size_t Capacity>
+class ring_buffer {
+  static_assert(Capacity >= 2 && std::has_single_bit(Capacity),
+                "ipu: ring_buffer capacity must be a power of two >= 2; round it up with std::bit_ceil");
+  static_assert(std::is_nothrow_move_constructible_v<T> && std::is_nothrow_destructible_v<T>,
+                "ipu: ring_buffer elements must be nothrow move-constructible and destructible; "
+                "store a pointer or handle instead");
+
+ public:
+  using value_type = T;
+  static constexpr std::size_t capacity() noexcept { return Capacity; }
+
+  ring_buffer() = default;
+  ring_buffer(const ring_buffer&) = delete;
+  ring_buffer& operator=(const ring_buffer&) = delete;
+  ~ring_buffer() {
+    if constexpr (!std::is_trivially_destructible_v<T>)
+      while (try_pop()) {
+      }
+  }
+
+  // --- producer side ------------------------------------------------------------------------
+  template <class... Args>
+  bool try_emplace(Args&&... args) noexcept(std::is_nothrow_constructible_v<T, Args...>) {
+    const auto head = head_.load(std::memory_order_relaxed);
+    if (head - tail_cache_ == Capacity) {
+      tail_cache_ = tail_.load(std::memory_order_acquire);
+      if (head - tail_cache_ == Capacity) return false;
+    }
+    std::construct_at(slot(head), std::forward<Args>(args)...);
+    head_.store(head + 1, std::memory_order_release);
+    return true;
+  }
+  bool try_push(const T& v) noexcept(std::is_nothrow_copy_constructible_v<T>) { return try_emplace(v); }
+  bool try_push(T&& v) noexcept { return try_emplace(std::move(v)); }
+
+  /// Blocks (spin, then yield) until there is room.
+  void push(T v) noexcept {
+    detail::backoff b;
+    while (!try_emplace(std::move(v))) b.pause();
+  }
+
+  /// Gives up after `timeout`; returns whether the value was pushed.
+  template <class Rep, class Period>
+  bool push_for(T v, std::chrono::duration<Rep, Period> timeout) noexcept {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    detail::backoff b;
+    while (!try_emplace(std::move(v))) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      b.pause();
+    }
+    return true;
+  }
+
+  /// Pushes as many of `values` as fit (moving them) and returns how many; one release store.
+  std::size_t try_push_bulk(std::span<T> values) noexcept {
+    const auto head = head_.load(std::memory_order_relaxed);
+    auto room = Capacity - (head - tail_cache_);
+    if (room < values.size()) {
+      tail_cache_ = tail_.load(std::memory_order_acquire);
+      room = Capacity - (head - tail_cache_);
+    }
+    const auto n = std::min(room, values.size());
+    for (std::size_t i = 0; i < n; ++i) std::construct_at(slot(head + i), std::move(values[i]));
+    if (n) head_.store(head + n, std::memory_order_release);
+    return n;
+  }
+
+  /// Blocks until every value has been pushed.
+  void push_bulk(std::span<T> values) noexcept {
+    detail::backoff b;
+    while (!values.empty()) {
+      const auto n = try_push_bulk(values);
+      values = values.subspan(n);
+      if (!n) b.pause();
+    }
+  }
+
+  // --- consumer side ------------------------------------------------------------------------
+  bool try_pop(T& out) noexcept {
+    const auto tail = tail_.load(std::memory_order_relaxed);
+    if (tail == head_cache_) {
+      head_cache_ = head_.load(std::memory_order_acquire);
+      if (tail == head_cache_) return false;
+    }
+    T* s = slot(tail);
+    out = std::move(*s);
+    std::destroy_at(s);
+    tail_.store(tail + 1, std::memory_order_release);
+    return true;
+  }
+  std::optional<T> try_pop() noexcept {
+    const auto tail = tail_.load(std::memory_order_relaxed);
+    if (tail == head_cache_) {
+      head_cache_ = head_.load(std::memory_order_acquire);
+      if (tail == head_cache_) return std::nullopt;
+    }
+    T* s = slot(tail);
+    std::optional<T> out(std::move(*s));
+    std::destroy_at(s);
+    tail_.store(tail + 1, std::memory_order_release);
+    return out;
+  }
+
+  /// Blocks (spin, then yield) until a value arrives.
+  T pop() noexcept {
+    detail::backoff b;
+    for (;;) {
+      if (auto v = try_pop()) return std::move(*v);
+      b.pause();
+    }
+  }
+
+  template <class Rep, class Period>
+  std::optional<T> pop_for(std::chrono::duration<Rep, Period> timeout) noexcept {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    detail::backoff b;
+    for (;;) {
+      if (auto v = try_pop()) return v;
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+      b.pause();
+    }
+  }
+
+  /// Pops up to out.size() values and returns how many; one release store.
+  std::size_t try_pop_bulk(std::span<T> out) noexcept {
+    const auto tail = tail_.load(std::memory_order_relaxed);
+    auto avail = head_cache_ - tail;
+    if (avail < out.size()) {
+      head_cache_ = head_.load(std::memory_order_acquire);
+      avail = head_cache_ - tail;
+    }
+    const auto n = std::min(avail, out.size());
+    for (std::size_t i = 0; i < n; ++i) {
+      T* s = slot(tail + i);
+      out[i] = std::move(*s);
+      std::destroy_at(s);
+    }
+    if (n) tail_.store(tail + n, std::memory_order_release);
+    return n;
+  }
+
+  // --- either side (approximate while the other side runs) ------------------------------------
+  [[nodiscard]] std::size_t size() const noexcept {
+    const auto tail = tail_.load(std::memory_order_acquire);
+    return head_.load(std::memory_order_acquire) - tail;
+  }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+
+ private:
+  T* slot(std::size_t i) noexcept { return std::launder(reinterpret_cast<T*>(storage_ + (i & (Capacity - 1)) * sizeof(T))); }
+
+  // Producer's line: its index and its view of the consumer's.
+  alignas(detail::cache_line) std::atomic<std::size_t> head_{0};
+  std::size_t tail_cache_ = 0;
+  // Consumer's line.
+  alignas(detail::cache_line) std::atomic<std::size_t> tail_{0};
+  std::size_t head_cache_ = 0;
+  // Slots on their own lines so element writes never share with the indices.
+  alignas(std::max(detail::cache_line, alignof(T))) std::byte storage_[Capacity * sizeof(T)];
+};
+
+}  // namespace ipu
