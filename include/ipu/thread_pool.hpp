@@ -1,0 +1,176 @@
+#pragma once
+// A fixed-size pool of worker threads with a statically chunked parallel_for.
+//
+// Host kernels get their parallelism through `ipu::parallel_for_fn` (ops/kernel.hpp). Results must
+// be deterministic for a given thread count, so [0, n) is always cut into the same chunks — chunk
+// i of k is [i*n/k, (i+1)*n/k) with k = min(threads, n) — whoever runs them. The calling thread
+// runs chunk 0 itself, so a pool of N threads starts N-1 workers.
+#include <algorithm>
+#include <condition_variable>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ipu/error.hpp"
+#include "ipu/ops/kernel.hpp"
+
+namespace ipu {
+
+struct thread_pool_options {
+  /// Threads that run chunks, the caller included; 0 means std::thread::hardware_concurrency().
+  std::size_t threads = 0;
+};
+
+class thread_pool {
+ public:
+  explicit thread_pool(thread_pool_options options = {}) : threads_(resolve(options.threads)) {
+    workers_.reserve(threads_ - 1);
+    try {
+      for (std::size_t w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+    } catch (...) {
+      shutdown();
+      throw error(error_category::runtime,
+                  "could not start " + std::to_string(threads_ - 1) + " worker threads", "thread_pool",
+                  "ask for fewer threads");
+    }
+  }
+  thread_pool(const thread_pool&) = delete;
+  thread_pool& operator=(const thread_pool&) = delete;
+  /// Joins the workers; a parallel_for still running on another thread must have returned first.
+  ~thread_pool() { shutdown(); }
+
+  [[nodiscard]] std::size_t size() const noexcept { return threads_; }
+
+  /// The chunk boundaries parallel_for uses for `n` items: chunks()+1 ascending offsets.
+  [[nodiscard]] std::vector<std::size_t> chunk_bounds(std::size_t n) const {
+    const std::size_t k = std::min(threads_, n);
+    std::vector<std::size_t> b(k + 1);
+    for (std::size_t i = 0; i <= k; ++i) b[i] = bound(i, k, n);
+    return b;
+  }
+
+  /// Runs body(begin, end) over the static chunks of [0, n) and waits for all of them. If chunks
+  /// throw, every chunk still finishes and the exception of the lowest-numbered failing chunk is
+  /// rethrown. A nested call (from inside a chunk) runs its chunks in order on the calling
+  /// thread: same boundaries, no deadlock. Calls from unrelated threads take turns.
+  void parallel_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {
+    if (n == 0) return;
+    const std::size_t k = std::min(threads_, n);
+    if (k == 1) {
+      body(0, n);
+      return;
+    }
+    if (active_pool == this) {
+      run_inline(n, k, body);
+      return;
+    }
+    std::lock_guard dispatch(dispatch_);  // one job at a time uses the workers
+    std::vector<std::exception_ptr> errors(k);
+    {
+      std::lock_guard lock(mutex_);
+      job_ = job{n, k, &body, &errors};
+      pending_ = k - 1;
+      ++generation_;
+    }
+    wake_.notify_all();
+    run_chunk(0, n, k, body, errors);
+    {
+      std::unique_lock lock(mutex_);
+      done_.wait(lock, [&] { return pending_ == 0; });
+      job_ = {};
+    }
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+  /// This pool as the `parallel_for` of a kernel_context (the pool must outlive it).
+  [[nodiscard]] parallel_for_fn as_parallel_for() {
+    return [this](std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) { parallel_for(n, body); };
+  }
+
+ private:
+  struct job {
+    std::size_t n = 0, chunks = 0;
+    const std::function<void(std::size_t, std::size_t)>* body = nullptr;
+    std::vector<std::exception_ptr>* errors = nullptr;
+  };
+
+  static std::size_t resolve(std::size_t threads) {
+    if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    return threads;
+  }
+  static std::size_t bound(std::size_t i, std::size_t k, std::size_t n) noexcept {
+    // i*n/k without overflowing for huge n.
+    return (n / k) * i + (n % k) * i / k;
+  }
+
+  void run_chunk(std::size_t i, std::size_t n, std::size_t k, const std::function<void(std::size_t, std::size_t)>& body,
+                 std::vector<std::exception_ptr>& errors) {
+    thread_pool* outer = active_pool;
+    active_pool = this;
+    try {
+      body(bound(i, k, n), bound(i + 1, k, n));
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+    active_pool = outer;
+  }
+
+  void run_inline(std::size_t n, std::size_t k, const std::function<void(std::size_t, std::size_t)>& body) {
+    std::vector<std::exception_ptr> errors(k);
+    for (std::size_t i = 0; i < k; ++i) run_chunk(i, n, k, body, errors);
+    for (auto& e : errors)
+      if (e) std::rethrow_exception(e);
+  }
+
+  void work(std::size_t index) {
+    std::size_t seen = 0;
+    for (;;) {
+      job j;
+      {
+        std::unique_lock lock(mutex_);
+        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+        if (stop_) return;
+        seen = generation_;
+        j = job_;
+      }
+      if (index >= j.chunks) continue;  // fewer chunks than threads: nothing for this worker
+      run_chunk(index, j.n, j.chunks, *j.body, *j.errors);
+      bool last;
+      {
+        std::lock_guard lock(mutex_);
+        last = --pending_ == 0;
+      }
+      if (last) done_.notify_one();
+    }
+  }
+
+  void shutdown() noexcept {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    for (auto& t : workers_)
+      if (t.joinable()) t.join();
+    workers_.clear();
+  }
+
+  static inline thread_local thread_pool* active_pool = nullptr;
+
+  std::size_t threads_;
+  std::vector<std::thread> workers_;
+  std::mutex dispatch_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  job job_;
+  std::size_t pending_ = 0;
+  std::size_t generation_ = 0;
+  bool stop_ = false;
+};
+
+}  // namespace ipu
