@@ -27,6 +27,9 @@ class byte_buffer {
 
   /// Shares `size` bytes at `data`, kept valid for as long as `owner` lives.
   static byte_buffer share(std::shared_ptr<const void> owner, const std::byte* data, std::size_t size) {
+    if (!data && size != 0)
+      throw error(error_category::usage, "byte_buffer::share given a null pointer for " + std::to_string(size) + " bytes",
+                  {}, "pass the address of the shared region, or size 0");
     byte_buffer b;
     b.control_ = new control{std::move(owner)};
     b.data_ = data;

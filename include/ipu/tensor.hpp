@@ -15,6 +15,7 @@
 #include "ipu/byte_buffer.hpp"
 #include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
+#include "ipu/float8.hpp"
 #include "ipu/half.hpp"
 #include "ipu/tensor_info.hpp"
 
@@ -35,6 +36,8 @@ template <> struct data_type_of<std::uint64_t> { static constexpr data_type valu
 template <> struct data_type_of<half> { static constexpr data_type value = data_type::F16; };
 template <> struct data_type_of<float> { static constexpr data_type value = data_type::F32; };
 template <> struct data_type_of<double> { static constexpr data_type value = data_type::F64; };
+template <> struct data_type_of<float8_143> { static constexpr data_type value = data_type::F8143; };
+template <> struct data_type_of<float8_152> { static constexpr data_type value = data_type::F8152; };
 template <class T>
 inline constexpr data_type data_type_of_v = data_type_of<T>::value;
 
@@ -42,9 +45,9 @@ inline constexpr data_type data_type_of_v = data_type_of<T>::value;
 struct tensor_tag {};
 
 /// Types opt in by declaring `using tensor_concept = ipu::tensor_tag;` or by specialising this.
+/// (A nested requirement, so that a type without `tensor_concept` is simply not a tensor.)
 template <class T>
-inline constexpr bool enable_tensor = requires { typename T::tensor_concept; } &&
-                                      std::same_as<typename T::tensor_concept, tensor_tag>;
+inline constexpr bool enable_tensor = requires { requires std::same_as<typename T::tensor_concept, tensor_tag>; };
 
 /// Something with a type, a shape and contiguous row-major bytes.
 template <class T>
@@ -62,6 +65,19 @@ constexpr void check_element_type(const tensor_info& info) {
                     std::string(to_string(data_type_of_v<T>)),
                 {}, "access it with the matching element type");
 }
+
+/// The elements at `data` as T: checks the type and the alignment; no elements for a null view.
+template <class T, class Byte>
+std::span<T> typed_span(const tensor_info& info, Byte* data) {
+  check_element_type<std::remove_const_t<T>>(info);
+  if (!data) return {};
+  if (reinterpret_cast<std::uintptr_t>(data) % alignof(T) != 0)
+    throw error(error_category::usage,
+                "tensor data is not aligned for " + std::string(to_string(info.type)) + " elements (needs " +
+                    std::to_string(alignof(T)) + "-byte alignment)",
+                {}, "read it through bytes(), or copy it into a host_tensor (64-byte aligned)");
+  return {reinterpret_cast<T*>(data), static_cast<std::size_t>(info.num_elements())};
+}
 }  // namespace detail
 
 // --- views ---------------------------------------------------------------------------------------
@@ -76,10 +92,10 @@ class const_tensor_view {
   [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {data_, data_ ? info_.num_bytes() : 0}; }
   [[nodiscard]] const std::byte* data() const noexcept { return data_; }
   [[nodiscard]] bool empty() const noexcept { return data_ == nullptr; }
+  /// The elements as T; throws for another element type or misaligned data; empty for an empty view.
   template <class T>
   [[nodiscard]] std::span<const T> as() const {
-    detail::check_element_type<T>(info_);
-    return {reinterpret_cast<const T*>(data_), static_cast<std::size_t>(info_.num_elements())};
+    return detail::typed_span<const T>(info_, data_);
   }
 
  private:
@@ -97,10 +113,10 @@ class tensor_view {
   [[nodiscard]] const tensor_info& info() const noexcept { return info_; }
   [[nodiscard]] std::span<std::byte> bytes() const noexcept { return {data_, data_ ? info_.num_bytes() : 0}; }
   [[nodiscard]] std::byte* data() const noexcept { return data_; }
+  /// The elements as T; throws for another element type or misaligned data; empty for an empty view.
   template <class T>
   [[nodiscard]] std::span<T> as() const {
-    detail::check_element_type<T>(info_);
-    return {reinterpret_cast<T*>(data_), static_cast<std::size_t>(info_.num_elements())};
+    return detail::typed_span<T>(info_, data_);
   }
   operator const_tensor_view() const { return {info_, data_}; }  // NOLINT: views convert freely
 
@@ -114,7 +130,8 @@ class tensor_view {
 class host_tensor {
  public:
   using tensor_concept = tensor_tag;
-  host_tensor() = default;
+  /// An F32 scalar holding 0.
+  host_tensor() : host_tensor(tensor_info{}) {}
   explicit host_tensor(tensor_info info) : info_(std::move(info)), storage_(allocate(info_.num_bytes())) {}
 
   /// A tensor holding a copy of `values`, with `s` giving the shape.
@@ -151,8 +168,9 @@ class host_tensor {
   host_tensor& operator=(host_tensor&&) noexcept = default;
 
   [[nodiscard]] const tensor_info& info() const noexcept { return info_; }
-  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {storage_.get(), info_.num_bytes()}; }
-  [[nodiscard]] std::span<std::byte> bytes() noexcept { return {storage_.get(), info_.num_bytes()}; }
+  // A moved-from tensor has no storage: it reports no bytes rather than bytes it does not own.
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return {storage_.get(), storage_ ? info_.num_bytes() : 0}; }
+  [[nodiscard]] std::span<std::byte> bytes() noexcept { return {storage_.get(), storage_ ? info_.num_bytes() : 0}; }
   [[nodiscard]] std::byte* data() noexcept { return storage_.get(); }
   [[nodiscard]] const std::byte* data() const noexcept { return storage_.get(); }
   template <class T>
@@ -177,7 +195,7 @@ class host_tensor {
   }
 
   tensor_info info_;
-  std::unique_ptr<std::byte[], aligned_delete> storage_ = allocate(0);
+  std::unique_ptr<std::byte[], aligned_delete> storage_;
 };
 
 // --- static-extent tensor -------------------------------------------------------------------------

@@ -1,0 +1,71 @@
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "ipu/data_type.hpp"
+#include "ipu/float8.hpp"
+#include "ipu/half.hpp"
+#include "ipu/tensor.hpp"
+
+using ipu::data_type;
+
+TEST_CASE("data types: PopEF names round-trip and are unique") {
+  std::set<std::string> names;
+  for (auto t : ipu::all_data_types) {
+    const auto name = ipu::to_string(t);
+    CHECK(name != "?");
+    CHECK(names.insert(std::string(name)).second);
+    REQUIRE(ipu::data_type_from_string(name).has_value());
+    CHECK(*ipu::data_type_from_string(name) == t);
+  }
+  CHECK(names.size() == 14);  // the PopEF set
+  CHECK_FALSE(ipu::data_type_from_string("f32").has_value());  // PopEF spelling is exact
+  CHECK_FALSE(ipu::data_type_from_string("FLOAT").has_value());
+  CHECK_FALSE(ipu::data_type_from_string("").has_value());
+}
+
+TEST_CASE("data types: sizes match the C++ element types") {
+  CHECK(ipu::size_of(data_type::BOOL) == sizeof(bool));
+  CHECK(ipu::size_of(data_type::U8) == sizeof(std::uint8_t));
+  CHECK(ipu::size_of(data_type::S8) == sizeof(std::int8_t));
+  CHECK(ipu::size_of(data_type::U16) == sizeof(std::uint16_t));
+  CHECK(ipu::size_of(data_type::S16) == sizeof(std::int16_t));
+  CHECK(ipu::size_of(data_type::S32) == sizeof(std::int32_t));
+  CHECK(ipu::size_of(data_type::U32) == sizeof(std::uint32_t));
+  CHECK(ipu::size_of(data_type::S64) == sizeof(std::int64_t));
+  CHECK(ipu::size_of(data_type::U64) == sizeof(std::uint64_t));
+  CHECK(ipu::size_of(data_type::F16) == sizeof(ipu::half));
+  CHECK(ipu::size_of(data_type::F32) == sizeof(float));
+  CHECK(ipu::size_of(data_type::F64) == sizeof(double));
+  CHECK(ipu::size_of(data_type::F8143) == sizeof(ipu::float8_143));
+  CHECK(ipu::size_of(data_type::F8152) == sizeof(ipu::float8_152));
+  static_assert(ipu::size_of(data_type::F16) == 2);
+}
+
+TEST_CASE("data types: classification is a partition of the numeric types") {
+  int floats = 0, signed_ints = 0, unsigned_ints = 0;
+  for (auto t : ipu::all_data_types) {
+    const int kinds = int(ipu::is_floating_point(t)) + int(ipu::is_signed_integer(t)) + int(ipu::is_unsigned_integer(t));
+    CHECK(kinds == (t == data_type::BOOL ? 0 : 1));
+    floats += ipu::is_floating_point(t);
+    signed_ints += ipu::is_signed_integer(t);
+    unsigned_ints += ipu::is_unsigned_integer(t);
+  }
+  CHECK(floats == 5);
+  CHECK(signed_ints == 4);
+  CHECK(unsigned_ints == 4);
+  CHECK(ipu::is_floating_point(data_type::F8143));
+  CHECK(ipu::is_floating_point(data_type::F8152));
+}
+
+TEST_CASE("data_type_of maps element types, including both float8 formats") {
+  static_assert(ipu::data_type_of_v<float> == data_type::F32);
+  static_assert(ipu::data_type_of_v<ipu::half> == data_type::F16);
+  static_assert(ipu::data_type_of_v<ipu::float8_143> == data_type::F8143);
+  static_assert(ipu::data_type_of_v<ipu::float8_152> == data_type::F8152);
+  static_assert(ipu::data_type_of_v<std::int64_t> == data_type::S64);
+  static_assert(ipu::data_type_of_v<bool> == data_type::BOOL);
+  for (auto t : ipu::all_data_types) CHECK(ipu::size_of(t) > 0);
+}
