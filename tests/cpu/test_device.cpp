@@ -1,0 +1,200 @@
+#include "ipu/cpu/device.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "test_kernels.hpp"
+
+using namespace test_kernels;
+
+namespace {
+ipu::cpu::device_options opts(std::size_t threads = 1) { return {.threads = threads, .registry = &registry()}; }
+
+// y = Relu(x + w) ; z = Neg(y) ; outputs (z, y)
+ipu::graph small_model() {
+  ipu::graph g("small");
+  auto x = g.add_tensor("x", f32({4}), ipu::tensor_kind::input);
+  const float wv[] = {1, -2, 3, -4};
+  auto w = g.add_tensor("w", f32({4}), ipu::tensor_kind::variable, ipu::byte_buffer::from_values<float>(wv));
+  auto s = op(g, "Add", {x, w}, "s", f32({4}));
+  auto y = op(g, "Relu", {s}, "y", f32({4}));
+  auto z = op(g, "Neg", {y}, "z", f32({4}));
+  g.mark_output(z);
+  g.mark_output(y);
+  return g;
+}
+
+std::vector<float> values(const ipu::host_tensor& t) {
+  auto s = t.as<float>();
+  return {s.begin(), s.end()};
+}
+}  // namespace
+
+TEST_CASE("cpu device: runs a graph and returns every output, by position or by name") {
+  ipu::cpu::device dev(small_model(), opts());
+  auto x = ipu::host_tensor::from<float>({4}, {0.5f, 0.5f, -1.0f, 10.0f});
+  auto out = dev.run(std::vector<ipu::host_tensor>{x});
+  REQUIRE(out.size() == 2);
+  CHECK(values(out[0]) == std::vector<float>{-1.5f, 0.0f, -2.0f, -6.0f});
+  CHECK(values(out[1]) == std::vector<float>{1.5f, 0.0f, 2.0f, 6.0f});
+  CHECK(out[0].info() == f32({4}));
+
+  auto named = dev.run(ipu::cpu::named_tensors{{"x", x.view()}});
+  CHECK(values(named[0]) == values(out[0]));
+  CHECK(values(named[1]) == values(out[1]));
+  // Repeated runs reuse the arena and give the same answer.
+  for (int i = 0; i < 3; ++i) CHECK(values(dev.run(std::vector<ipu::host_tensor>{x})[0]) == values(out[0]));
+}
+
+TEST_CASE("cpu device: weights are read in place from the graph's byte_buffer") {
+  static const std::byte* seen = nullptr;
+  ipu::op_registry reg;
+  reg.add({"", "Peek", [](const ipu::kernel_context& c) {
+             seen = c.input(0).data();
+             std::memcpy(c.outputs[0].data(), c.input(0).data(), 16);
+           }});
+  auto storage = std::make_shared<std::vector<float>>(std::vector<float>{1, 2, 3, 4});
+  auto buf = ipu::byte_buffer::share(storage, reinterpret_cast<const std::byte*>(storage->data()), 16);
+  ipu::graph g("weights");
+  auto w = g.add_tensor("w", f32({4}), ipu::tensor_kind::constant, buf);
+  g.mark_output(op(g, "Peek", {w}, "y", f32({4})));
+  ipu::cpu::device dev(std::move(g), {.threads = 1, .registry = &reg});
+  auto out = dev.run(std::vector<ipu::host_tensor>{});
+  CHECK(seen == reinterpret_cast<const std::byte*>(storage->data()));
+  CHECK(values(out[0]) == std::vector<float>{1, 2, 3, 4});
+}
+
+TEST_CASE("cpu device: a wrong input is an error naming the input, what was expected and what came") {
+  ipu::cpu::device dev(small_model(), opts());
+  auto wrong_shape = ipu::host_tensor::from<float>({5}, {1, 2, 3, 4, 5});
+  CHECK_THROWS_WITH_AS(dev.run(std::vector<ipu::host_tensor>{wrong_shape}),
+                       doctest::Contains("input 'x' expects F32[4] but received F32[5]"), ipu::error);
+  auto wrong_type = ipu::host_tensor::from<std::int32_t>({4}, {1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(dev.run(std::vector<ipu::host_tensor>{wrong_type}),
+                       doctest::Contains("input 'x' expects F32[4] but received S32[4]"), ipu::error);
+  CHECK_THROWS_WITH_AS(dev.run(std::vector<ipu::host_tensor>{}),
+                       doctest::Contains("the graph has 1 input (x F32[4]) but 0 were given"), ipu::error);
+  auto x = ipu::host_tensor::from<float>({4}, {1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(dev.run(ipu::cpu::named_tensors{{"nope", x.view()}}),
+                       doctest::Contains("no graph input named 'nope'"), ipu::error);
+  CHECK_THROWS_WITH_AS(dev.run(ipu::cpu::named_tensors{{"y", x.view()}}),
+                       doctest::Contains("'y' is an intermediate, not a graph input"), ipu::error);
+  CHECK_THROWS_WITH_AS(dev.run(ipu::cpu::named_tensors{{"w", x.view()}}),
+                       doctest::Contains("'w' is a variable, not a graph input"), ipu::error);
+  CHECK_THROWS_WITH_AS(dev.run(ipu::cpu::named_tensors{}), doctest::Contains("input 'x' is not given"), ipu::error);
+  CHECK_THROWS_WITH_AS(dev.run(ipu::cpu::named_tensors{{"x", x.view()}, {"x", x.view()}}),
+                       doctest::Contains("input 'x' is given twice"), ipu::error);
+  try {
+    (void)dev.run(std::vector<ipu::host_tensor>{wrong_shape});
+  } catch (const ipu::error& e) {
+    CHECK(e.category() == ipu::error_category::shape);
+  }
+}
+
+TEST_CASE("cpu device: misaligned caller memory is accepted (copied, not read through a bad pointer)") {
+  ipu::cpu::device dev(small_model(), opts());
+  alignas(16) std::byte raw[4 * sizeof(float) + 1];
+  const float xs[] = {0.5f, 0.5f, -1.0f, 10.0f};
+  std::memcpy(raw + 1, xs, sizeof xs);
+  auto out = dev.run(std::vector<ipu::const_tensor_view>{ipu::const_tensor_view(f32({4}), raw + 1)});
+  CHECK(values(out[1]) == std::vector<float>{1.5f, 0.0f, 2.0f, 6.0f});
+}
+
+TEST_CASE("cpu device: a missing kernel fails at construction, listing the ops") {
+  ipu::graph g("m");
+  auto x = g.add_tensor("x", f32({4}), ipu::tensor_kind::input);
+  g.mark_output(op(g, "Softmax", {x}, "y", f32({4})));
+  CHECK_THROWS_WITH_AS(ipu::cpu::device(std::move(g), opts()), doctest::Contains("without a host kernel: Softmax"),
+                       ipu::error);
+}
+
+TEST_CASE("cpu device: a kernel's own exception becomes an error naming the op") {
+  ipu::graph g("t");
+  auto x = g.add_tensor("x", f32({1}), ipu::tensor_kind::input);
+  g.mark_output(op(g, "Throw", {x}, "boom", f32({1})));
+  ipu::cpu::device dev(std::move(g), opts());
+  auto in = ipu::host_tensor::from<float>({1}, {1.0f});
+  CHECK_THROWS_WITH_AS(dev.run(std::vector<ipu::host_tensor>{in}), doctest::Contains("op Throw 'boom'"), ipu::error);
+}
+
+TEST_CASE("cpu device: results are identical across runs with the same thread count") {
+  ipu::graph g("sum");
+  auto x = g.add_tensor("x", f32({10001}), ipu::tensor_kind::input);
+  g.mark_output(op(g, "ReduceSum", {op(g, "Relu", {x}, "r", f32({10001}))}, "s", f32({1})));
+  std::vector<float> xs(10001);
+  for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = 1.0f / static_cast<float>(i % 977 + 1) + 1e-3f * static_cast<float>(i);
+  auto in = ipu::host_tensor::from<float>({10001}, std::span<const float>(xs));
+  for (std::size_t threads : {1u, 2u, 3u}) {
+    ipu::cpu::device dev(ipu::graph(g), opts(threads));
+    CHECK(dev.threads() == threads);
+    const float first = dev.run(std::vector<ipu::host_tensor>{in})[0].as<float>()[0];
+    for (int i = 0; i < 10; ++i) CHECK(dev.run(std::vector<ipu::host_tensor>{in})[0].as<float>()[0] == first);
+    ipu::cpu::device again(ipu::graph(g), opts(threads));
+    CHECK(again.run(std::vector<ipu::host_tensor>{in})[0].as<float>()[0] == first);
+    double exact = 0;
+    for (float v : xs) exact += v;
+    CHECK(first == doctest::Approx(exact).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("cpu device: If bodies run through the subgraph runner and read enclosing tensors") {
+  ipu::graph then_body("then");
+  then_body.mark_output(op(then_body, "Relu", {then_body.add_tensor("a", f32({3}))}, "then_out", f32({3})));
+  ipu::graph else_body("else");
+  else_body.mark_output(op(else_body, "Neg", {else_body.add_tensor("a", f32({3}))}, "else_out", f32({3})));
+
+  ipu::graph g("if");
+  auto x = g.add_tensor("x", f32({3}), ipu::tensor_kind::input);
+  auto cond = g.add_tensor("cond", {ipu::data_type::BOOL, {}}, ipu::tensor_kind::input);
+  auto a = op(g, "Add", {x, x}, "a", f32({3}));
+  auto b = op(g, "Neg", {a}, "b", f32({3}));
+  auto c = op(g, "If", {cond}, "c", f32({3}),
+              {{"then_branch", ipu::subgraph{ipu::detail::box<ipu::graph>(then_body)}},
+               {"else_branch", ipu::subgraph{ipu::detail::box<ipu::graph>(else_body)}}});
+  g.mark_output(op(g, "Add", {b, c}, "out", f32({3})));
+  ipu::cpu::device dev(std::move(g), opts(2));
+  auto xs = ipu::host_tensor::from<float>({3}, {1.0f, -2.0f, 3.0f});
+  auto yes = ipu::host_tensor::from<bool>({}, {true});
+  auto no = ipu::host_tensor::from<bool>({}, {false});
+  // a = 2x = {2,-4,6}; b = -a; then: relu(a) = {2,0,6}; else: -a.
+  CHECK(values(dev.run(std::vector<ipu::host_tensor>{xs, yes})[0]) == std::vector<float>{0, 4, 0});
+  CHECK(values(dev.run(std::vector<ipu::host_tensor>{xs, no})[0]) == std::vector<float>{-4, 8, -12});
+}
+
+TEST_CASE("cpu device: outputs that are inputs or weights are copies") {
+  ipu::graph g("passthrough");
+  auto x = g.add_tensor("x", f32({2}), ipu::tensor_kind::input);
+  const float cv[] = {7, 8};
+  auto k = g.add_tensor("k", f32({2}), ipu::tensor_kind::constant, ipu::byte_buffer::from_values<float>(cv));
+  auto y = op(g, "Relu", {x}, "y", f32({2}));
+  g.mark_output(x);
+  g.mark_output(k);
+  g.mark_output(y);
+  ipu::cpu::device dev(std::move(g), opts());
+  auto in = ipu::host_tensor::from<float>({2}, {-1.0f, 2.0f});
+  auto out = dev.run(std::vector<ipu::host_tensor>{in});
+  REQUIRE(out.size() == 3);
+  CHECK(values(out[0]) == std::vector<float>{-1, 2});
+  CHECK(out[0].data() != in.data());
+  CHECK(values(out[1]) == std::vector<float>{7, 8});
+  CHECK(values(out[2]) == std::vector<float>{0, 2});
+}
+
+TEST_CASE("cpu device: in-place and view-only steps give the same results as fresh buffers") {
+  ipu::graph g("views");
+  auto x = g.add_tensor("x", f32({2, 3}), ipu::tensor_kind::input);
+  auto a = op(g, "Relu", {x}, "a", f32({2, 3}));
+  auto r = op(g, "Reshape", {a}, "r", f32({6}));
+  auto n = op(g, "Neg", {r}, "n", f32({6}));
+  g.mark_output(op(g, "Add", {n, n}, "out", f32({6})));
+  auto in = ipu::host_tensor::from<float>({2, 3}, {1, -2, 3, -4, 5, -6});
+  ipu::cpu::device fast(ipu::graph(g), opts());
+  ipu::cpu::device plain(ipu::graph(g), {.threads = 1, .registry = &registry(), .plan = {.reuse_memory = false, .in_place = false}});
+  CHECK(fast.plan().num_in_place() == 2);
+  CHECK(plain.plan().num_in_place() == 0);
+  const std::vector<float> expect{-2, 0, -6, 0, -10, 0};
+  CHECK(values(fast.run(std::vector<ipu::host_tensor>{in})[0]) == expect);
+  CHECK(values(plain.run(std::vector<ipu::host_tensor>{in})[0]) == expect);
+}
