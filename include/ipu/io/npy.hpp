@@ -1,0 +1,304 @@
+#pragma once
+// NumPy .npy files: read and write host tensors.
+//
+// Format (numpy.lib.format): "\x93NUMPY", major, minor, a little-endian header length (2 bytes in
+// version 1, 4 in versions 2 and 3), a Python dict literal with 'descr', 'fortran_order' and
+// 'shape', padded so the data starts on a 64-byte boundary, then the raw elements. Only what maps
+// onto ipu tensors is accepted: little-endian numbers and bools in C order.
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipu/data_type.hpp"
+#include "ipu/error.hpp"
+#include "ipu/tensor.hpp"
+
+namespace ipu::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "ipu: npy I/O assumes a little-endian host; add byte swapping to port it");
+
+/// NumPy's dtype string for `t` ("<f4", "|b1", ...); nullopt for types NumPy lacks (float8).
+constexpr std::optional<std::string_view> npy_descr(data_type t) noexcept {
+  switch (t) {
+    case data_type::BOOL: return "|b1";
+    case data_type::U8: return "|u1";
+    case data_type::S8: return "|i1";
+    case data_type::U16: return "<u2";
+    case data_type::S16: return "<i2";
+    case data_type::S32: return "<i4";
+    case data_type::U32: return "<u4";
+    case data_type::S64: return "<i8";
+    case data_type::U64: return "<u8";
+    case data_type::F16: return "<f2";
+    case data_type::F32: return "<f4";
+    case data_type::F64: return "<f8";
+    case data_type::F8143:
+    case data_type::F8152: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+
+inline constexpr std::string_view npy_magic = "\x93NUMPY";
+
+inline error npy_error(const std::string& what, const std::string& where, const std::string& fix = {}) {
+  return error(error_category::io, what, where, fix);
+}
+
+/// A cursor over the header's Python literal: just enough grammar for what numpy writes.
+class npy_header_parser {
+ public:
+  npy_header_parser(std::string_view text, const std::string& where) : s_(text), where_(where) {}
+
+  struct header {
+    std::string descr;
+    bool fortran_order = false;
+    std::vector<std::int64_t> shape;
+  };
+
+  header parse() {
+    header h;
+    bool has_descr = false, has_order = false, has_shape = false;
+    expect('{');
+    while (!peek('}')) {
+      const auto key = string_literal();
+      expect(':');
+      if (key == "descr") {
+        skip_space();
+        if (!peek('\'') && !peek('"'))
+          throw npy_error("the array has a structured dtype", where_,
+                          "save a plain numeric array (ipu tensors have one element type)");
+        h.descr = string_literal();
+        has_descr = true;
+      } else if (key == "fortran_order") {
+        h.fortran_order = boolean();
+        has_order = true;
+      } else if (key == "shape") {
+        h.shape = tuple();
+        has_shape = true;
+      } else {
+        throw bad("unknown header key '" + key + "'");
+      }
+      if (!peek(',')) break;
+      expect(',');
+    }
+    expect('}');
+    if (!has_descr || !has_order || !has_shape)
+      throw bad(std::string("the header lacks '") + (!has_descr ? "descr" : !has_order ? "fortran_order" : "shape") +
+                "'");
+    return h;
+  }
+
+ private:
+  error bad(const std::string& what) const {
+    return npy_error("malformed .npy header: " + what + " (header: " + std::string(s_.substr(0, 200)) + ")", where_,
+                     "the file is not a valid .npy file; write it with numpy.save");
+  }
+  void skip_space() {
+    while (i_ < s_.size() && (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) ++i_;
+  }
+  bool peek(char c) {
+    skip_space();
+    return i_ < s_.size() && s_[i_] == c;
+  }
+  void expect(char c) {
+    if (!peek(c)) throw bad(std::string("expected '") + c + "' at offset " + std::to_string(i_));
+    ++i_;
+  }
+  std::string string_literal() {
+    skip_space();
+    if (i_ >= s_.size() || (s_[i_] != '\'' && s_[i_] != '"')) throw bad("expected a string at offset " + std::to_string(i_));
+    const char q = s_[i_++];
+    const auto end = s_.find(q, i_);
+    if (end == std::string_view::npos) throw bad("unterminated string");
+    std::string v(s_.substr(i_, end - i_));
+    i_ = end + 1;
+    return v;
+  }
+  bool boolean() {
+    skip_space();
+    if (s_.substr(i_, 4) == "True") {
+      i_ += 4;
+      return true;
+    }
+    if (s_.substr(i_, 5) == "False") {
+      i_ += 5;
+      return false;
+    }
+    throw bad("expected True or False at offset " + std::to_string(i_));
+  }
+  std::vector<std::int64_t> tuple() {
+    std::vector<std::int64_t> dims;
+    expect('(');
+    while (!peek(')')) {
+      skip_space();
+      std::int64_t v = 0;
+      std::size_t digits = 0;
+      while (i_ < s_.size() && s_[i_] >= '0' && s_[i_] <= '9') {
+        if (v > (std::int64_t{1} << 50)) throw bad("a dimension is impossibly large");
+        v = v * 10 + (s_[i_++] - '0');
+        ++digits;
+      }
+      if (!digits) throw bad("expected a non-negative dimension at offset " + std::to_string(i_));
+      if (i_ < s_.size() && s_[i_] == 'L') ++i_;  // Python 2 longs
+      dims.push_back(v);
+      if (!peek(',')) break;
+      expect(',');
+    }
+    expect(')');
+    return dims;
+  }
+
+  std::string_view s_;
+  std::size_t i_ = 0;
+  const std::string& where_;
+};
+
+inline data_type npy_type(const std::string& descr, const std::string& where) {
+  if (descr.size() >= 2) {
+    const char order = descr[0];
+    const std::string_view code = std::string_view(descr).substr(1);
+    for (auto t : all_data_types) {
+      const auto d = npy_descr(t);
+      if (!d || d->substr(1) != code) continue;
+      // One-byte types have no byte order ('|'); numpy also accepts '<' or '=' for them.
+      if (order == '<' || order == '|' || order == '=') return t;
+      if (order == '>' && size_of(t) == 1) return t;
+      if (order == '>')
+        throw npy_error("dtype '" + descr + "' is big-endian", where,
+                        "convert it in numpy first: a.astype(a.dtype.newbyteorder('<'))");
+    }
+  }
+  throw npy_error("dtype '" + descr + "' is not supported", where,
+                  "use bool, (u)int8/16/32/64, float16, float32 or float64");
+}
+
+inline std::uint64_t read_le(std::span<const std::byte> b) {
+  std::uint64_t v = 0;
+  for (std::size_t i = b.size(); i-- > 0;) v = (v << 8) | static_cast<std::uint8_t>(b[i]);
+  return v;
+}
+
+}  // namespace detail
+
+/// Parses an in-memory .npy file; `where` names it in errors.
+inline host_tensor parse_npy(std::span<const std::byte> file, const std::string& where = "npy data") {
+  using detail::npy_error;
+  if (file.size() < 10 || std::memcmp(file.data(), detail::npy_magic.data(), detail::npy_magic.size()) != 0)
+    throw npy_error(file.size() < 10 ? "the file is too short to be a .npy file (" + std::to_string(file.size()) + " bytes)"
+                                     : "the file does not start with the .npy magic \"\\x93NUMPY\"",
+                    where, "pass a file written by numpy.save");
+  const auto major = static_cast<std::uint8_t>(file[6]);
+  const auto minor = static_cast<std::uint8_t>(file[7]);
+  if (major < 1 || major > 3)
+    throw npy_error(".npy format version " + std::to_string(major) + "." + std::to_string(minor) + " is not supported",
+                    where, "write it with numpy.save (versions 1.0, 2.0 and 3.0 are read)");
+  const std::size_t len_bytes = major == 1 ? 2 : 4;
+  if (file.size() < 8 + len_bytes) throw npy_error("the file is truncated inside the header length", where);
+  const auto header_len = detail::read_le(file.subspan(8, len_bytes));
+  const std::size_t data_start = 8 + len_bytes + header_len;
+  if (header_len > file.size() || data_start > file.size())
+    throw npy_error("the file is truncated: the header claims " + std::to_string(header_len) + " bytes but the file has " +
+                        std::to_string(file.size()) + " bytes in all",
+                    where, "the file is incomplete; write it again");
+  const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8 + len_bytes, header_len);
+  const auto h = detail::npy_header_parser(text, where).parse();
+  const auto type = detail::npy_type(h.descr, where);
+  if (h.fortran_order && h.shape.size() > 1)
+    throw npy_error("the array is stored in Fortran (column-major) order", where,
+                    "save a C-ordered array: numpy.save(path, numpy.ascontiguousarray(a))");
+  tensor_info info{type, shape(h.shape)};
+  std::uint64_t bytes = size_of(type);
+  for (auto d : h.shape) {
+    if (d != 0 && bytes > (std::uint64_t{1} << 50) / static_cast<std::uint64_t>(d))
+      throw npy_error("the shape " + to_string(info.shape) + " is impossibly large", where, "the header is corrupt");
+    bytes *= static_cast<std::uint64_t>(d);
+  }
+  const std::size_t have = file.size() - data_start;
+  if (have < bytes)
+    throw npy_error("the file is truncated: " + to_string(info) + " needs " + std::to_string(bytes) +
+                        " bytes of data but only " + std::to_string(have) + " follow the header",
+                    where, "the file is incomplete; write it again");
+  if (have > bytes)
+    throw npy_error(std::to_string(have - bytes) + " unexpected bytes follow the " + to_string(info) + " array data",
+                    where, "save one array per .npy file");
+  host_tensor t(info);
+  if (bytes) std::memcpy(t.data(), file.data() + data_start, bytes);
+  if (type == data_type::BOOL)
+    for (auto& b : t.bytes()) b = b != std::byte{0} ? std::byte{1} : std::byte{0};  // numpy's truth, ipu's 0/1
+  return t;
+}
+
+/// Reads a .npy file into a host tensor.
+inline host_tensor read_npy(const std::filesystem::path& path) {
+  const std::string where = "file '" + path.string() + "'";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw detail::npy_error("the file does not exist", where, "check the path");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw detail::npy_error("not a regular file", where, "pass the path of a .npy file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw detail::npy_error("cannot open the file for reading", where, "check the path and its permissions");
+  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw detail::npy_error("reading the file failed", where);
+  return parse_npy(std::as_bytes(std::span<const char>(raw)), where);
+}
+
+/// The .npy bytes of any tensor (version 1.0, or 2.0 when the header needs it).
+template <tensor T>
+std::vector<std::byte> to_npy(const T& t) {
+  const tensor_info info = t.info();
+  const auto descr = npy_descr(info.type);
+  if (!descr)
+    throw error(error_category::io, std::string(to_string(info.type)) + " has no NumPy dtype", "writing .npy",
+                "cast the tensor to float16 or float32 first");
+  std::string dict = "{'descr': '" + std::string(*descr) + "', 'fortran_order': False, 'shape': (";
+  for (std::size_t i = 0; i < info.shape.rank(); ++i) dict += std::to_string(info.shape[i]) + ", ";
+  if (info.shape.rank() > 1) dict.resize(dict.size() - 2);
+  if (info.shape.rank() == 1) dict.pop_back();
+  dict += "), }";
+  // Pad with spaces and end with '\n' so the data starts on a 64-byte boundary, as numpy does.
+  auto header_for = [&](std::size_t prefix) {
+    std::string h = dict;
+    const std::size_t total = prefix + h.size() + 1;
+    h.append((64 - total % 64) % 64, ' ');
+    return h + '\n';
+  };
+  std::string header = header_for(10);
+  const int major = header.size() > 0xffff ? 2 : 1;
+  if (major == 2) header = header_for(12);
+  std::vector<std::byte> out;
+  auto span = std::span<const std::byte>(t.bytes());
+  out.reserve(12 + header.size() + span.size());
+  for (char c : detail::npy_magic) out.push_back(static_cast<std::byte>(c));
+  out.push_back(static_cast<std::byte>(major));
+  out.push_back(std::byte{0});
+  for (std::size_t i = 0; i < (major == 1 ? 2u : 4u); ++i) out.push_back(static_cast<std::byte>((header.size() >> (8 * i)) & 0xff));
+  for (char c : header) out.push_back(static_cast<std::byte>(c));
+  out.insert(out.end(), span.begin(), span.end());
+  return out;
+}
+
+/// Writes any tensor as a .npy file.
+template <tensor T>
+void write_npy(const std::filesystem::path& path, const T& t) {
+  const auto bytes = to_npy(t);
+  const std::string where = "file '" + path.string() + "'";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw detail::npy_error("cannot open the file for writing", where, "check that the directory exists and is writable");
+  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw detail::npy_error("writing the file failed", where, "check free disk space");
+}
+
+}  // namespace ipu::io
