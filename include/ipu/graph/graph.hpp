@@ -126,12 +126,12 @@ class graph {
       auto& out = tensors_[t];
       if (out.producer != no_op)
         throw error(error_category::graph,
-                    "tensor '" + out.name + "' is already produced by op '" + describe(ops_[out.producer]) + "'",
-                    "op '" + describe(op) + "'", "give every op output a unique tensor");
+                    "tensor '" + out.name + "' is already produced by op " + describe(ops_[out.producer]),
+                    "op " + describe(op), "give every op output a unique tensor");
       if (out.kind != tensor_kind::intermediate)
         throw error(error_category::graph,
                     "op output '" + out.name + "' is a graph " + std::string(to_string(out.kind)),
-                    "op '" + describe(op) + "'", "ops may only write intermediate tensors");
+                    "op " + describe(op), "ops may only write intermediate tensors");
       out.producer = id;
     }
     ops_.push_back(std::move(op));
@@ -185,7 +185,7 @@ class graph {
                 "check the spelling against the model's tensor names");
   }
 
-  /// "Conv 'conv1'" or "Conv #3" when unnamed: how errors refer to an op.
+  /// "Conv 'conv1'", or "Conv" when unnamed: how errors refer to an op.
   [[nodiscard]] static constexpr std::string describe(const op_node& op) {
     return op.type + (op.name.empty() ? std::string() : " '" + op.name + "'");
   }
@@ -196,7 +196,7 @@ class graph {
   constexpr void check_tensor_id(tensor_id t, const op_node& op) const {
     if (t >= tensors_.size())
       throw error(error_category::graph, "tensor id " + std::to_string(t) + " does not exist",
-                  "op '" + describe(op) + "'", "add the tensor to the graph before the op that uses it");
+                  "op " + describe(op), "add the tensor to the graph before the op that uses it");
   }
 
   std::string name_;

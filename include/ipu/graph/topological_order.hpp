@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/graph/concepts.hpp"
 #include "ipu/graph/graph.hpp"
 
 namespace ipu {
@@ -35,6 +36,13 @@ constexpr std::vector<op_id> topological_order(const graph& g) {
                     "graph '" + g.name() + "'", "an op may not depend on its own outputs; break the cycle");
   }
   return order;
+}
+
+/// The order of a user graph type, through its conversion to ipu::graph (see concepts.hpp).
+template <dataflow_graph G>
+  requires(!std::same_as<G, graph>)
+constexpr std::vector<op_id> topological_order(const G& g) {
+  return topological_order(as_graph(g));
 }
 
 }  // namespace ipu
