@@ -1,0 +1,154 @@
+#pragma once
+// Kernels that only rearrange bytes: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
+// (inference), Transpose, DepthToSpace, SpaceToDepth, plus Shape and Size which read only shapes.
+// All of them work for every element type.
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ipu/ops/kernels/tensor_support.hpp"
+#include "ipu/ops/registry.hpp"
+
+namespace ipu::detail::tensor_ops {
+
+/// Reshape, Flatten, Squeeze, Unsqueeze, Identity: the output shape comes from the IR, the bytes
+/// are unchanged.
+inline void copy_kernel(const kernel_context& ctx) { copy_whole(ctx, 0, 0); }
+
+/// Dropout: identity in inference; in training mode (input 2 true) zeroes each element with
+/// probability `ratio` and scales the rest by 1/(1-ratio). The mask output says which were kept.
+inline void dropout_kernel(const kernel_context& ctx) {
+  const bool training = ctx.has_input(2) && *data_as<bool>(ctx.inputs[2]);
+  double ratio = 0.5;
+  if (ctx.has_input(1)) ratio = read_doubles(ctx, ctx.inputs[1]).at(0);
+  const auto& y = ctx.outputs[0];
+  const bool want_mask = has_output(ctx, 1);
+  bool* mask = want_mask ? data_as<bool>(ctx.outputs[1]) : nullptr;
+  const auto n = static_cast<std::size_t>(y.info().num_elements());
+  if (!training || ratio == 0.0) {
+    copy_whole(ctx, 0, 0);
+    if (mask) std::fill(mask, mask + n, true);
+    return;
+  }
+  if (ratio < 0.0 || ratio >= 1.0)
+    throw ctx.fail("dropout ratio " + std::to_string(ratio) + " is outside [0, 1)", "use a ratio in [0, 1)");
+  std::mt19937_64 rng(ctx.has_attr("seed") ? static_cast<std::uint64_t>(ctx.attr_int("seed", 0))
+                                           : std::random_device{}());
+  std::bernoulli_distribution keep(1.0 - ratio);
+  const double scale = 1.0 / (1.0 - ratio);
+  visit_float(y.info().type, ctx, [&]<class T>() {
+    const T* x = data_as<T>(ctx.input(0));
+    T* out = data_as<T>(y);
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool k = keep(rng);
+      if (mask) mask[i] = k;
+      out[i] = k ? convert<T>(static_cast<double>(convert<double>(x[i])) * scale) : T{};
+    }
+  });
+}
+
+inline void transpose_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto& in = x.info().shape;
+  const std::size_t r = in.rank();
+  std::vector<std::int64_t> perm = ctx.attr_ints("perm");
+  if (perm.empty())
+    for (std::size_t k = 0; k < r; ++k) perm.push_back(static_cast<std::int64_t>(r - 1 - k));
+  if (perm.size() != r)
+    throw ctx.fail("perm has " + std::to_string(perm.size()) + " entries for a rank-" + std::to_string(r) + " input",
+                   "give one entry per input axis");
+  std::vector<bool> seen(r, false);
+  axis_tables t;
+  std::vector<std::int64_t> out_dims;
+  const auto strides = in.strides();
+  for (std::size_t k = 0; k < r; ++k) {
+    const auto a = normalize_axis(ctx, perm[k], r);
+    if (seen[a]) throw ctx.fail("perm repeats axis " + std::to_string(a), "give a permutation of 0..rank-1");
+    seen[a] = true;
+    t.dims.push_back(in[a]);
+    t.offsets.push_back(linear_table(in[a], 0, 1, strides[a]));
+  }
+  check_output_shape(ctx, 0, shape(t.dims));
+  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+}
+
+/// DepthToSpace (DCR or CRD) and SpaceToDepth are reshape-transpose-reshape: express the output
+/// as a 6-D row-major array and read the input through per-axis strides.
+inline void depth_to_space_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto& s = x.info().shape;
+  const std::int64_t b = ctx.attr_int("blocksize", 0);
+  if (s.rank() != 4 || b <= 0 || s[1] % (b * b) != 0)
+    throw ctx.fail("DepthToSpace needs a 4-D input whose channels divide by blocksize^2 (input " + to_string(s) +
+                       ", blocksize " + std::to_string(b) + ")",
+                   "fix the blocksize or the input shape");
+  const std::int64_t n = s[0], c = s[1] / (b * b), h = s[2], w = s[3];
+  const auto st = s.strides();
+  const std::string mode = ctx.attr_string("mode", "DCR");
+  std::int64_t b1_stride = 0, b2_stride = 0, c_stride = 0;
+  if (mode == "DCR") {
+    b1_stride = b * c * st[1], b2_stride = c * st[1], c_stride = st[1];
+  } else if (mode == "CRD") {
+    c_stride = b * b * st[1], b1_stride = b * st[1], b2_stride = st[1];
+  } else {
+    throw ctx.fail("unknown DepthToSpace mode '" + mode + "'", "use DCR or CRD");
+  }
+  check_output_shape(ctx, 0, shape{n, c, h * b, w * b});
+  axis_tables t;
+  t.dims = {n, c, h, b, w, b};
+  t.offsets = {linear_table(n, 0, 1, st[0]), linear_table(c, 0, 1, c_stride), linear_table(h, 0, 1, st[2]),
+               linear_table(b, 0, 1, b1_stride), linear_table(w, 0, 1, st[3]), linear_table(b, 0, 1, b2_stride)};
+  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+}
+
+inline void space_to_depth_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto& s = x.info().shape;
+  const std::int64_t b = ctx.attr_int("blocksize", 0);
+  if (s.rank() != 4 || b <= 0 || s[2] % b != 0 || s[3] % b != 0)
+    throw ctx.fail("SpaceToDepth needs a 4-D input whose height and width divide by blocksize (input " + to_string(s) +
+                       ", blocksize " + std::to_string(b) + ")",
+                   "fix the blocksize or the input shape");
+  const std::int64_t n = s[0], c = s[1], h = s[2] / b, w = s[3] / b;
+  const auto st = s.strides();
+  check_output_shape(ctx, 0, shape{n, c * b * b, h, w});
+  axis_tables t;
+  t.dims = {n, b, b, c, h, w};
+  t.offsets = {linear_table(n, 0, 1, st[0]), linear_table(b, 0, 1, st[2]), linear_table(b, 0, 1, st[3]),
+               linear_table(c, 0, 1, st[1]), linear_table(h, 0, 1, b * st[2]), linear_table(w, 0, 1, b * st[3])};
+  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+}
+
+/// Shape (with opset-15 start/end, clamped like Python slicing).
+inline void shape_kernel(const kernel_context& ctx) {
+  const auto dims = ctx.input(0).info().shape.dims();
+  const auto r = static_cast<std::int64_t>(dims.size());
+  auto clamp_index = [&](std::int64_t i) {
+    if (i < 0) i += r;
+    return std::clamp<std::int64_t>(i, 0, r);
+  };
+  const std::int64_t start = clamp_index(ctx.attr_int("start", 0));
+  const std::int64_t end = clamp_index(ctx.attr_int("end", r));
+  const std::vector<std::int64_t> out(dims.begin() + start, dims.begin() + std::max(start, end));
+  check_output_shape(ctx, 0, shape{static_cast<std::int64_t>(out.size())});
+  if (!out.empty()) std::memcpy(ctx.outputs[0].data(), out.data(), out.size() * sizeof(std::int64_t));
+}
+
+inline void size_kernel(const kernel_context& ctx) {
+  *data_as<std::int64_t>(ctx.outputs[0]) = ctx.input(0).info().num_elements();
+}
+
+inline void register_shape_ops(op_registry& r) {
+  for (const char* type : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.add({"", type, copy_kernel});
+  r.add({"", "Dropout", dropout_kernel});
+  r.add({"", "Transpose", transpose_kernel});
+  r.add({"", "DepthToSpace", depth_to_space_kernel});
+  r.add({"", "SpaceToDepth", space_to_depth_kernel});
+  r.add({"", "Shape", shape_kernel});
+  r.add({"", "Size", size_kernel});
+}
+
+}  // namespace ipu::detail::tensor_ops

@@ -1,0 +1,339 @@
+#pragma once
+// Shared machinery for the data-movement, indexing, reduction and other tensor kernels: element
+// type dispatch, exact conversions between element types, reading index tensors, and one general
+// byte-moving primitive (`gather_axes`) that Transpose, Slice, Pad, Tile, Expand, Gather and
+// DepthToSpace are all expressed with.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ipu/float8.hpp"
+#include "ipu/half.hpp"
+#include "ipu/ops/kernel.hpp"
+
+namespace ipu::detail::tensor_ops {
+
+// --- element types -------------------------------------------------------------------------------
+template <class T>
+inline constexpr bool is_float_v = std::is_floating_point_v<T> || std::is_same_v<T, half>;
+
+/// The type arithmetic is done in: half widens to float; everything else stays itself.
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, half>, float, T>;
+
+/// The accumulator for sums and products: F16 -> F32, F32/F64 -> F64, integers -> 64-bit
+/// (unsigned arithmetic for signed types so overflow wraps like numpy instead of being UB).
+template <class T>
+using acc_t = std::conditional_t<
+    is_float_v<T>, std::conditional_t<std::is_same_v<T, half>, float, double>,
+    std::conditional_t<std::is_same_v<T, bool>, std::uint64_t,
+                       std::conditional_t<std::is_signed_v<T>, std::int64_t, std::uint64_t>>>;
+
+template <class A>
+constexpr A acc_add(A a, A b) noexcept {
+  if constexpr (std::is_integral_v<A> && std::is_signed_v<A>)
+    return static_cast<A>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+  else
+    return a + b;
+}
+template <class A>
+constexpr A acc_mul(A a, A b) noexcept {
+  if constexpr (std::is_integral_v<A> && std::is_signed_v<A>)
+    return static_cast<A>(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+  else
+    return a * b;
+}
+
+/// double -> half with a single rounding: round to float with round-to-odd (so the second rounding
+/// to half cannot hit a spurious tie), then round to nearest-even.
+inline half double_to_half(double d) noexcept {
+  if (std::isnan(d) || std::isinf(d)) return half(static_cast<float>(d));
+  float f = static_cast<float>(d);
+  if (std::isinf(f)) return half(f);
+  if (static_cast<double>(f) != d) {
+    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+    auto bits = std::bit_cast<std::uint32_t>(f);
+    bits |= 1u;  // sticky bit: the value is strictly between two floats
+    f = std::bit_cast<float>(bits);
+  }
+  return half(f);
+}
+
+template <class T>
+inline constexpr bool is_float8_v = std::is_same_v<T, float8_143> || std::is_same_v<T, float8_152>;
+
+/// Converts one element the way ONNX Cast does. Float -> integer truncates toward zero and
+/// saturates at the target's range (NaN becomes 0) so every input has a defined result.
+template <class To, class From>
+To convert(From v) noexcept {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (is_float8_v<From>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (is_float8_v<To>) {  // via float: rounding twice is harmless, float has > 2x the precision
+    return To(convert<float>(v));
+  } else if constexpr (std::is_same_v<From, half>) {
+    return convert<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return v != From{0};
+  } else if constexpr (std::is_same_v<To, half>) {
+    if constexpr (std::is_same_v<From, double>)
+      return double_to_half(v);
+    else if constexpr (std::is_same_v<From, bool>)
+      return half(v ? 1.0f : 0.0f);
+    else if constexpr (std::is_integral_v<From> && sizeof(From) > 2)
+      return double_to_half(static_cast<double>(v));
+    else
+      return half(static_cast<float>(v));
+  } else if constexpr (std::is_floating_point_v<To>) {
+    return static_cast<To>(v);
+  } else if constexpr (std::is_floating_point_v<From>) {  // float -> integer
+    if (std::isnan(v)) return To{0};
+    const From t = std::trunc(v);
+    constexpr auto lo = static_cast<long double>(std::numeric_limits<To>::lowest());
+    constexpr auto hi = static_cast<long double>(std::numeric_limits<To>::max());
+    if (static_cast<long double>(t) <= lo) return std::numeric_limits<To>::lowest();
+    if (static_cast<long double>(t) >= hi) return std::numeric_limits<To>::max();
+    return static_cast<To>(t);
+  } else {  // integer or bool -> integer: modular, like numpy's astype
+    return static_cast<To>(v);
+  }
+}
+
+/// Calls `f.template operator()<T>()` with T the C++ element type of `t`.
+template <class F>
+decltype(auto) visit_type(data_type t, const kernel_context& ctx, F&& f) {
+  switch (t) {
+    case data_type::BOOL: return f.template operator()<bool>();
+    case data_type::U8: return f.template operator()<std::uint8_t>();
+    case data_type::S8: return f.template operator()<std::int8_t>();
+    case data_type::U16: return f.template operator()<std::uint16_t>();
+    case data_type::S16: return f.template operator()<std::int16_t>();
+    case data_type::S32: return f.template operator()<std::int32_t>();
+    case data_type::U32: return f.template operator()<std::uint32_t>();
+    case data_type::S64: return f.template operator()<std::int64_t>();
+    case data_type::U64: return f.template operator()<std::uint64_t>();
+    case data_type::F16: return f.template operator()<half>();
+    case data_type::F32: return f.template operator()<float>();
+    case data_type::F64: return f.template operator()<double>();
+    case data_type::F8143:
+    case data_type::F8152: break;
+  }
+  throw ctx.fail("element type " + std::string(to_string(t)) + " is not supported by this host kernel",
+                 "cast the tensor to F16 or F32 first");
+}
+
+/// Like visit_type, plus Graphcore's float8 types (for Cast, which only converts).
+template <class F>
+decltype(auto) visit_type_or_float8(data_type t, const kernel_context& ctx, F&& f) {
+  if (t == data_type::F8143) return f.template operator()<float8_143>();
+  if (t == data_type::F8152) return f.template operator()<float8_152>();
+  return visit_type(t, ctx, f);
+}
+
+/// Like visit_type, but BOOL is rejected (for arithmetic kernels).
+template <class F>
+decltype(auto) visit_numeric(data_type t, const kernel_context& ctx, F&& f) {
+  if (t == data_type::BOOL)
+    throw ctx.fail("BOOL tensors are not supported by this op", "cast to an integer or float type first");
+  return visit_type(t, ctx, [&]<class T>() -> decltype(auto) {
+    if constexpr (std::is_same_v<T, bool>)
+      return f.template operator()<std::uint8_t>();  // unreachable: keeps the return type uniform
+    else
+      return f.template operator()<T>();
+  });
+}
+
+/// Like visit_type, for the floating-point types only.
+template <class F>
+decltype(auto) visit_float(data_type t, const kernel_context& ctx, F&& f) {
+  switch (t) {
+    case data_type::F16: return f.template operator()<half>();
+    case data_type::F32: return f.template operator()<float>();
+    case data_type::F64: return f.template operator()<double>();
+    default: break;
+  }
+  throw ctx.fail("element type " + std::string(to_string(t)) + " is not supported (F16, F32 or F64 expected)",
+                 "cast the tensor to a floating-point type first");
+}
+
+template <class T>
+T* data_as(const tensor_view& v) {
+  return reinterpret_cast<T*>(v.data());
+}
+template <class T>
+const T* data_as(const const_tensor_view& v) {
+  return reinterpret_cast<const T*>(v.data());
+}
+
+// --- reading small integer inputs -----------------------------------------------------------------
+/// The values of an integer tensor (any integer type) as int64.
+inline std::vector<std::int64_t> read_ints(const kernel_context& ctx, const const_tensor_view& v,
+                                           std::string_view what) {
+  const auto n = static_cast<std::size_t>(v.info().num_elements());
+  std::vector<std::int64_t> out(n);
+  if (n == 0) return out;
+  const bool ok = visit_type(v.info().type, ctx, [&]<class T>() {
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      const T* p = data_as<T>(v);
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<std::int64_t>(p[i]);
+      return true;
+    } else {
+      return false;
+    }
+  });
+  if (!ok)
+    throw ctx.fail(std::string(what) + " must be an integer tensor, got " + std::string(to_string(v.info().type)),
+                   "give " + std::string(what) + " as INT64 (or INT32)");
+  return out;
+}
+
+/// The values of a numeric tensor as double (any numeric type).
+inline std::vector<double> read_doubles(const kernel_context& ctx, const const_tensor_view& v) {
+  const auto n = static_cast<std::size_t>(v.info().num_elements());
+  std::vector<double> out(n);
+  if (n == 0) return out;
+  visit_type(v.info().type, ctx, [&]<class T>() {
+    const T* p = data_as<T>(v);
+    for (std::size_t i = 0; i < n; ++i) out[i] = convert<double>(p[i]);
+  });
+  return out;
+}
+
+/// Optional integer input: empty when omitted.
+inline std::vector<std::int64_t> optional_ints(const kernel_context& ctx, std::size_t i, std::string_view what) {
+  return ctx.has_input(i) ? read_ints(ctx, ctx.inputs[i], what) : std::vector<std::int64_t>{};
+}
+
+/// True when output `i` exists (an omitted optional output has no storage).
+inline bool has_output(const kernel_context& ctx, std::size_t i) {
+  return i < ctx.outputs.size() && (ctx.outputs[i].data() != nullptr || ctx.outputs[i].info().num_elements() == 0);
+}
+
+/// Maps a possibly negative axis into [0, rank), or fails naming the op.
+inline std::size_t normalize_axis(const kernel_context& ctx, std::int64_t axis, std::size_t rank) {
+  const auto r = static_cast<std::int64_t>(rank);
+  if (axis < -r || axis >= r)
+    throw ctx.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r),
+                   "use an axis in [-rank, rank)");
+  return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
+}
+
+/// Fails unless output `i` has the shape the kernel computed (for shapes that depend on values).
+inline void check_output_shape(const kernel_context& ctx, std::size_t i, const shape& expected) {
+  if (ctx.outputs[i].info().shape != expected)
+    throw ctx.fail("output #" + std::to_string(i) + " has shape " + to_string(ctx.outputs[i].info().shape) +
+                       " in the IR, but the input values give " + to_string(expected),
+                   "re-run shape inference with these input values");
+}
+
+inline std::vector<std::int64_t> strides_of(const shape& s) { return s.strides(); }
+
+inline std::int64_t product(std::span<const std::int64_t> dims) {
+  std::int64_t n = 1;
+  for (auto d : dims) n *= d;
+  return n;
+}
+
+/// Copies all of input `in` to output `out` byte for byte (Reshape, Identity, ...).
+inline void copy_whole(const kernel_context& ctx, std::size_t in, std::size_t out) {
+  const auto src = ctx.input(in);
+  const auto& dst = ctx.outputs[out];
+  if (src.info().num_bytes() != dst.info().num_bytes() || src.info().type != dst.info().type)
+    throw ctx.fail("input " + to_string(src.info()) + " and output " + to_string(dst.info()) +
+                       " do not hold the same number of elements of the same type",
+                   "fix the output shape in the IR");
+  if (dst.info().num_bytes() && dst.data() != src.data()) std::memcpy(dst.data(), src.data(), dst.info().num_bytes());
+}
+
+// --- the general byte mover --------------------------------------------------------------------------
+/// Where output element (o_0, ..., o_{r-1}) comes from: input element offset sum_k table[k][o_k],
+/// or the fill value when any table entry is `outside`. Every shape-moving kernel builds these
+/// per-axis tables and lets `gather_axes` do the copy.
+inline constexpr std::int64_t outside = -1;
+
+struct axis_tables {
+  std::vector<std::int64_t> dims;                  // output dims
+  std::vector<std::vector<std::int64_t>> offsets;  // per output axis, per index: input offset or `outside`
+};
+
+namespace mover {
+inline void fill(std::byte* dst, std::int64_t n, const std::byte* value, std::size_t esize) {
+  for (std::int64_t i = 0; i < n; ++i) std::memcpy(dst + static_cast<std::size_t>(i) * esize, value, esize);
+}
+
+struct plan {
+  const axis_tables* t;
+  std::vector<bool> contiguous;  // table k is base + 0, 1, 2, ... (a run can be memcpy'd)
+  const std::byte* src;
+  std::size_t esize;
+  const std::byte* fill_value;
+};
+
+inline void run(const plan& p, std::size_t level, std::int64_t base, std::byte*& dst) {
+  const auto& tab = p.t->offsets[level];
+  const std::int64_t n = p.t->dims[level];
+  if (level + 1 == p.t->dims.size()) {
+    if (base == outside) {
+      fill(dst, n, p.fill_value, p.esize);
+    } else if (p.contiguous[level]) {
+      std::memcpy(dst, p.src + static_cast<std::size_t>(base + tab[0]) * p.esize, static_cast<std::size_t>(n) * p.esize);
+    } else {
+      for (std::int64_t i = 0; i < n; ++i) {
+        const auto o = tab[static_cast<std::size_t>(i)];
+        const std::byte* from = o == outside ? p.fill_value : p.src + static_cast<std::size_t>(base + o) * p.esize;
+        std::memcpy(dst + static_cast<std::size_t>(i) * p.esize, from, p.esize);
+      }
+    }
+    dst += static_cast<std::size_t>(n) * p.esize;
+    return;
+  }
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto o = tab[static_cast<std::size_t>(i)];
+    run(p, level + 1, base == outside || o == outside ? outside : base + o, dst);
+  }
+}
+}  // namespace mover
+
+/// Writes the row-major output described by `t` to `dst`, reading `src` elements of `esize` bytes.
+inline void gather_axes(const axis_tables& t, const std::byte* src, std::byte* dst, std::size_t esize,
+                        const std::byte* fill_value = nullptr) {
+  if (product(t.dims) == 0) return;
+  if (t.dims.empty()) {
+    std::memcpy(dst, src, esize);
+    return;
+  }
+  mover::plan p{&t, {}, src, esize, fill_value};
+  for (std::size_t k = 0; k < t.dims.size(); ++k) {
+    const auto& tab = t.offsets[k];
+    bool c = !tab.empty() && tab[0] != outside;
+    for (std::size_t i = 1; c && i < tab.size(); ++i) c = tab[i] == tab[0] + static_cast<std::int64_t>(i);
+    p.contiguous.push_back(c);
+  }
+  // An outside entry needs a fill value; callers that never produce one may pass none.
+  std::vector<std::byte> zeros;
+  if (!fill_value) {
+    zeros.assign(esize, std::byte{0});
+    p.fill_value = zeros.data();
+  }
+  mover::run(p, 0, 0, dst);
+}
+
+/// Tables for reading an input of shape `in` through a permutation/strided view: output axis k
+/// walks input axis `axis[k]` from `start[k]` in steps of `step[k]` (step 0 = broadcast).
+inline std::vector<std::int64_t> linear_table(std::int64_t n, std::int64_t start, std::int64_t step,
+                                              std::int64_t stride) {
+  std::vector<std::int64_t> t(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = (start + i * step) * stride;
+  return t;
+}
+
+}  // namespace ipu::detail::tensor_ops

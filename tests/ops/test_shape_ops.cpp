@@ -1,0 +1,103 @@
+#include "ipu/ops/kernels/shape_ops.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "tensor_kernel_harness.hpp"
+
+using namespace tk;
+
+TEST_CASE("shape ops: Reshape, Flatten, Squeeze, Unsqueeze and Identity keep bytes, for any type") {
+  auto x = i64({2, 3}, {1, 2, 3, 4, 5, 6});
+  for (const char* type : {"Flatten", "Squeeze", "Unsqueeze", "Identity"}) {
+    auto y = run1(type, {x}, info(data_type::S64, {3, 2}));
+    CHECK(values<std::int64_t>(y) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  }
+  auto y = run1("Reshape", {x, i64({1}, {-1})}, info(data_type::S64, {6}));
+  CHECK(values<std::int64_t>(y) == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  // An output that does not hold the same number of elements is an error naming the op.
+  CHECK_THROWS_WITH_AS(run1("Reshape", {x, i64({1}, {5})}, info(data_type::S64, {5})),
+                       doctest::Contains("Reshape"), ipu::error);
+}
+
+TEST_CASE("shape ops: Transpose with a permutation and with the default (reversed) order") {
+  auto x = iota_f32({2, 3, 4});
+  auto y = run1("Transpose", {x}, f32_info({3, 4, 2}), {attr("perm", std::vector<std::int64_t>{1, 2, 0})});
+  // y[j][k][i] = x[i][j][k] = 12 i + 4 j + k
+  std::vector<float> want;
+  for (int j = 0; j < 3; ++j)
+    for (int k = 0; k < 4; ++k)
+      for (int i = 0; i < 2; ++i) want.push_back(static_cast<float>(12 * i + 4 * j + k));
+  CHECK(values<float>(y) == want);
+
+  auto r = run1("Transpose", {f32({2, 3}, {1, 2, 3, 4, 5, 6})}, f32_info({3, 2}));
+  CHECK(values<float>(r) == std::vector<float>{1, 4, 2, 5, 3, 6});
+
+  // F16 and BOOL move the same way.
+  auto b = run1("Transpose", {boolean({2, 2}, {1, 0, 0, 0})}, info(data_type::BOOL, {2, 2}));
+  CHECK(values<bool>(b) == std::vector<bool>{true, false, false, false});
+  auto wrong = std::vector<attribute>{attr("perm", std::vector<std::int64_t>{0, 0, 1})};
+  CHECK_THROWS_AS(run1("Transpose", {x}, f32_info({2, 2, 3}), wrong), ipu::error);
+}
+
+TEST_CASE("shape ops: DepthToSpace in DCR and CRD modes, SpaceToDepth") {
+  auto x = iota_f32({1, 8, 2, 3});
+  auto dcr = run1("DepthToSpace", {x}, f32_info({1, 2, 4, 6}), {attr("blocksize", 2)});
+  CHECK(values<float>(dcr) == std::vector<float>{0,  12, 1,  13, 2,  14, 24, 36, 25, 37, 26, 38, 3,  15, 4,  16,
+                                                 5,  17, 27, 39, 28, 40, 29, 41, 6,  18, 7,  19, 8,  20, 30, 42,
+                                                 31, 43, 32, 44, 9,  21, 10, 22, 11, 23, 33, 45, 34, 46, 35, 47});
+  auto crd = run1("DepthToSpace", {x}, f32_info({1, 2, 4, 6}), {attr("blocksize", 2), attr("mode", "CRD")});
+  CHECK(values<float>(crd) == std::vector<float>{0,  6,  1,  7,  2,  8,  12, 18, 13, 19, 14, 20, 3,  9,  4,  10,
+                                                 5,  11, 15, 21, 16, 22, 17, 23, 24, 30, 25, 31, 26, 32, 36, 42,
+                                                 37, 43, 38, 44, 27, 33, 28, 34, 29, 35, 39, 45, 40, 46, 41, 47});
+  auto s2d = run1("SpaceToDepth", {iota_f32({1, 1, 4, 4})}, f32_info({1, 4, 2, 2}), {attr("blocksize", 2)});
+  CHECK(values<float>(s2d) == std::vector<float>{0, 2, 8, 10, 1, 3, 9, 11, 4, 6, 12, 14, 5, 7, 13, 15});
+  // SpaceToDepth then DepthToSpace (DCR) is the identity.
+  auto back = run1("DepthToSpace", {s2d}, f32_info({1, 1, 4, 4}), {attr("blocksize", 2)});
+  CHECK(values<float>(back) == values<float>(iota_f32({1, 1, 4, 4})));
+  CHECK_THROWS_AS(run1("DepthToSpace", {iota_f32({1, 6, 2, 2})}, f32_info({1, 1, 4, 4}), {attr("blocksize", 2)}),
+                  ipu::error);
+}
+
+TEST_CASE("shape ops: Shape with start / end clamped like Python slices, and Size") {
+  auto x = host_tensor({data_type::F16, {2, 3, 4, 5}});
+  CHECK(values<std::int64_t>(run1("Shape", {x}, info(data_type::S64, {4}))) == std::vector<std::int64_t>{2, 3, 4, 5});
+  CHECK(values<std::int64_t>(run1("Shape", {x}, info(data_type::S64, {2}), {attr("start", 1), attr("end", -1)})) ==
+        std::vector<std::int64_t>{3, 4});
+  CHECK(values<std::int64_t>(run1("Shape", {x}, info(data_type::S64, {1}), {attr("start", -10), attr("end", 1)})) ==
+        std::vector<std::int64_t>{2});
+  CHECK(run1("Shape", {x}, info(data_type::S64, {0}), {attr("start", 3), attr("end", 1)}).info().num_elements() == 0);
+  CHECK(values<std::int64_t>(run1("Size", {x}, info(data_type::S64, {}))) == std::vector<std::int64_t>{120});
+}
+
+TEST_CASE("shape ops: Dropout is the identity in inference with an all-true mask") {
+  auto x = f32({4}, {1, -2, 3, -4});
+  auto out = run("Dropout", {x, f32({}, {0.5f})}, {f32_info({4}), info(data_type::BOOL, {4})});
+  CHECK(values<float>(out[0]) == std::vector<float>{1, -2, 3, -4});
+  CHECK(values<bool>(out[1]) == std::vector<bool>{true, true, true, true});
+  // training_mode with ratio 0 is also the identity.
+  out = run("Dropout", {x, f32({}, {0.0f}), boolean({}, {1})}, {f32_info({4}), info(data_type::BOOL, {4})});
+  CHECK(values<float>(out[0]) == std::vector<float>{1, -2, 3, -4});
+}
+
+TEST_CASE("shape ops: Dropout in training mode drops with the given ratio and scales the rest") {
+  const int n = 4000;
+  auto x = f32({n}, std::vector<float>(n, 2.0f));
+  auto out = run("Dropout", {x, f32({}, {0.25f}), boolean({}, {1})}, {f32_info({n}), info(data_type::BOOL, {n})},
+                 {attr("seed", 7)});
+  const auto y = values<float>(out[0]);
+  const auto m = values<bool>(out[1]);
+  int kept = 0;
+  for (int i = 0; i < n; ++i) {
+    CHECK(y[static_cast<std::size_t>(i)] == (m[static_cast<std::size_t>(i)] ? 2.0f / 0.75f : 0.0f));
+    kept += m[static_cast<std::size_t>(i)];
+  }
+  // 3000 expected; the binomial standard deviation is ~27, so this cannot fail by chance in practice.
+  CHECK(kept > 2800);
+  CHECK(kept < 3200);
+  // The same seed gives the same mask.
+  auto again = run("Dropout", {x, f32({}, {0.25f}), boolean({}, {1})}, {f32_info({n}), info(data_type::BOOL, {n})},
+                   {attr("seed", 7)});
+  CHECK(values<bool>(again[1]) == m);
+}
