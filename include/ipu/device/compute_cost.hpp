@@ -1,0 +1,283 @@
+#pragma once
+// Compute cycles of matmuls, convolutions and element-wise ops, modelled from the architecture
+// figures rather than fitted: how work is split over tiles, how full the AMP runs on each tile, what
+// the operands cost to exchange, and the reduction when input channels are split. See
+// docs/cost-model.md for the derivations.
+//
+// AMP geometry (per tile, per precision), from the local memory ports. Each cycle the AMP writes
+// partial sums through the write port and reads the same number back plus new inputs through the
+// read port:
+//   partials per cycle  po = write_bytes_per_cycle / partial_bytes
+//   inputs per cycle    pi = (read_bytes_per_cycle - po * partial_bytes) / input_bytes
+//   output channels     nb = macs_per_cycle / pi          (each input feeds nb accumulators)
+//   cycles per row      c  = ceil(nb / po)                 (the row's nb partials leave at po per cycle)
+//   input channels      kb = pi * c                        (inputs consumed while they do)
+//   weight block load   w  = ceil(kb * nb * input_bytes / read_bytes_per_cycle)
+// Mk2 FP16.16: po = 4, pi = 4, nb = 16, c = 4, kb = 16, w = 32, and kb * nb / c = 64 MACs per cycle.
+//
+// Tile cycles for a piece with g groups, r rows, k input channels, n output channels, p kernel
+// positions, on W worker threads (each issues every W-th cycle, so a tile reaches its peak only with
+// all W busy), with memory latency L:
+//   blocks = g * p * ceil(k / kb) * ceil(n / nb)
+//   cycles = blocks * (w + L + W * ceil(r / W) * c)
+//
+// Element-wise (vector) ops: one 64-bit result vector per cycle (the write port), vw = write bytes /
+// element bytes elements; a vector needs max(ops, ceil(inputs * vw * bytes / read bytes), 1) cycles:
+//   cycles = L + W * ceil(ceil(e / vw) / W) * per_vector
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ipu/data_type.hpp"
+#include "ipu/device/architecture.hpp"
+#include "ipu/device/bsp.hpp"
+#include "ipu/device/compute_shape.hpp"
+#include "ipu/device/detail/numeric.hpp"
+#include "ipu/device/device_model.hpp"
+#include "ipu/device/precision.hpp"
+#include "ipu/device/tile_mapping.hpp"
+#include "ipu/device/timing.hpp"
+
+namespace ipu {
+
+/// The shape of one AMP pass at a precision (see the file comment for the derivation).
+struct amp_geometry {
+  std::uint32_t inputs_per_cycle = 1;
+  std::uint32_t partials_per_cycle = 1;
+  std::uint32_t in_channels_per_block = 1;   // kb
+  std::uint32_t out_channels_per_block = 1;  // nb
+  std::uint32_t cycles_per_row = 1;          // c
+  std::uint32_t weight_load_cycles = 0;      // w
+
+  /// The rate the geometry sustains: kb * nb / c (equals macs_per_cycle for the built-in chips).
+  [[nodiscard]] constexpr std::uint64_t macs_per_cycle() const noexcept {
+    return std::uint64_t{in_channels_per_block} * out_channels_per_block / cycles_per_row;
+  }
+  friend constexpr bool operator==(const amp_geometry&, const amp_geometry&) = default;
+};
+
+constexpr amp_geometry amp_geometry_for(const architecture_description& a, precision p) {
+  using detail::device::ceil_div;
+  detail::device::require_ipu_figures(a, "amp_geometry_for");
+  const std::uint32_t in_b = input_bytes(p), part_b = partials_bytes(p);
+  amp_geometry g;
+  g.partials_per_cycle = std::max<std::uint32_t>(1, a.local_write_bytes_per_cycle / part_b);
+  const std::uint32_t partial_reads = g.partials_per_cycle * part_b;
+  const std::uint32_t input_budget =
+      a.local_read_bytes_per_cycle > partial_reads ? a.local_read_bytes_per_cycle - partial_reads : 0;
+  g.inputs_per_cycle = std::max<std::uint32_t>(1, input_budget / in_b);
+  g.out_channels_per_block = std::max<std::uint32_t>(1, a.macs_per_cycle(p) / g.inputs_per_cycle);
+  g.cycles_per_row = static_cast<std::uint32_t>(ceil_div(g.out_channels_per_block, g.partials_per_cycle));
+  g.in_channels_per_block = g.inputs_per_cycle * g.cycles_per_row;
+  g.weight_load_cycles = static_cast<std::uint32_t>(
+      ceil_div(std::uint64_t{g.in_channels_per_block} * g.out_channels_per_block * in_b, a.local_read_bytes_per_cycle));
+  return g;
+}
+
+/// Cycles one tile spends on its piece `work` of a matmul / convolution (file comment).
+constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work) {
+  using detail::device::ceil_div;
+  using detail::device::mul_sat;
+  if (work.empty()) return 0;
+  const auto g = amp_geometry_for(a, p);
+  const std::uint64_t w = a.worker_threads_per_tile;
+  const std::uint64_t blocks = mul_sat(mul_sat(mul_sat(work.groups, work.kernel_positions),
+                                               ceil_div(work.in_channels, g.in_channels_per_block)),
+                                       ceil_div(work.out_channels, g.out_channels_per_block));
+  const std::uint64_t per_block =
+      g.weight_load_cycles + a.memory_latency_cycles + mul_sat(w * ceil_div(work.rows, w), g.cycles_per_row);
+  return mul_sat(blocks, per_block);
+}
+
+/// Elements of `t` in one vector result: the write port's bytes per cycle / element size.
+constexpr std::uint32_t vector_width(const architecture_description& a, data_type t) noexcept {
+  return std::max<std::uint32_t>(1, a.local_write_bytes_per_cycle / static_cast<std::uint32_t>(size_of(t)));
+}
+
+/// Cycles for one tile to compute `elements` results of type `t`, each reading `inputs` operands of
+/// type `t` and taking `ops_per_vector` vector instructions per result vector (file comment).
+constexpr std::uint64_t vector_tile_cycles(const architecture_description& a, data_type t, std::uint64_t elements,
+                                           std::uint32_t inputs, std::uint32_t ops_per_vector = 1) {
+  using detail::device::ceil_div;
+  using detail::device::mul_sat;
+  detail::device::require_ipu_figures(a, "vector_tile_cycles");
+  if (elements == 0) return 0;
+  const std::uint64_t vw = vector_width(a, t);
+  const std::uint64_t bytes = size_of(t);
+  const std::uint64_t per_vector =
+      std::max({std::uint64_t{ops_per_vector}, ceil_div(inputs * vw * bytes, a.local_read_bytes_per_cycle),
+                ceil_div(vw * bytes, a.local_write_bytes_per_cycle), std::uint64_t{1}});
+  const std::uint64_t w = a.worker_threads_per_tile;
+  return a.memory_latency_cycles + mul_sat(w * ceil_div(ceil_div(elements, vw), w), per_vector);
+}
+
+/// An element-wise op over a tensor mapped linearly (grain: one vector) on `tiles` tiles (0: all
+/// tiles of one IPU), operands mapped alike so nothing is exchanged.
+struct vector_op_cost {
+  linear_tile_mapping mapping;
+  std::uint64_t cycles = 0;  // the fullest tile's
+};
+
+constexpr vector_op_cost elementwise_cost(const architecture_description& a, data_type t, std::uint64_t elements,
+                                          std::uint32_t inputs, std::uint32_t ops_per_vector = 1,
+                                          std::uint32_t tiles = 0) {
+  detail::device::require_ipu_figures(a, "elementwise_cost");
+  const auto m = map_linearly(elements, tiles == 0 ? a.tiles_per_ipu : tiles, vector_width(a, t));
+  return {m, vector_tile_cycles(a, t, m.max_elements_per_tile(), inputs, ops_per_vector)};
+}
+
+/// Options of the matmul / convolution planner.
+struct amp_plan_options {
+  std::uint32_t tiles = 0;  // tiles the op may use; 0: all tiles of one IPU
+  double available_memory_proportion = default_available_memory_proportion;
+};
+
+/// The cost of a matmul / convolution split over tiles: one superstep that exchanges the operands to
+/// the tiles and runs the AMP, and, when input channels are split, one that exchanges and reduces the
+/// partial sums.
+struct amp_plan {
+  amp_problem problem;
+  precision prec = precision::fp32;
+  amp_partition parts;
+  std::uint32_t tiles_used = 0;
+  amp_problem tile_work;                       // the largest piece
+  std::uint64_t operand_bytes_per_tile = 0;    // received in the first exchange (after supertile sharing)
+  std::uint64_t reduction_bytes_per_tile = 0;  // partials received in the second exchange
+  superstep compute;                           // per serial pass
+  superstep reduction;                         // per serial pass; all zero without an input-channel split
+  std::uint64_t temporary_bytes_per_tile = 0;  // one pass's operand copies, partials and receive buffers
+  std::uint64_t temporary_budget_per_tile = 0;
+  std::uint64_t ideal_cycles = 0;              // MACs at peak on every available tile
+
+  [[nodiscard]] constexpr bool fits_temporary_budget() const noexcept {
+    return temporary_bytes_per_tile <= temporary_budget_per_tile;
+  }
+  [[nodiscard]] constexpr std::uint64_t total_cycles() const noexcept {
+    return detail::device::mul_sat(parts.serial_passes, compute.total() + reduction.total());
+  }
+  /// ideal / total: 1 would be the AMP at peak on every tile with nothing else to do.
+  [[nodiscard]] constexpr double efficiency() const noexcept {
+    const auto t = total_cycles();
+    return t == 0 ? 1.0 : static_cast<double>(ideal_cycles) / static_cast<double>(t);
+  }
+};
+
+/// The cost of `p` on `d` under a given partition (balanced first), per serial pass and in total
+/// (passes x per-pass supersteps; each pass is costed as the problem serial_pass returns). Operands: each tile needs its
+/// input block (g x input rows x k) and weight block (g x positions x k x n); it already holds its
+/// linear share of both operands, and a supertile pair sharing a block receives it once, halving
+/// that block's cost per tile. Partials (input channels split s ways): each tile reduces 1/s of its
+/// g x rows x n partials, receiving s - 1 partials for each.
+constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp_problem& p, precision prec,
+                                          amp_partition parts, const amp_plan_options& opts = {}) {
+  using detail::device::ceil_div;
+  using detail::device::mul_sat;
+  const auto& a = d.arch;
+  detail::device::require_ipu_figures(a, "evaluate_amp_partition");
+  const std::uint32_t tiles_available = opts.tiles == 0 ? a.tiles_per_ipu : opts.tiles;
+  amp_plan plan;
+  plan.problem = p;
+  plan.prec = prec;
+  plan.temporary_budget_per_tile =
+      static_cast<std::uint64_t>(opts.available_memory_proportion * static_cast<double>(a.sram_bytes_per_tile));
+  plan.ideal_cycles = ideal_amp_cycles(a, prec, p.macs(), tiles_available);
+  if (p.empty()) return plan;
+
+  parts = balanced(p, parts);
+  plan.parts = parts;
+  plan.tiles_used = static_cast<std::uint32_t>(std::min<std::uint64_t>(parts.tiles(), 0xFFFFFFFFu));
+  const auto w = tile_share(p, parts);
+  plan.tile_work = w;
+
+  const std::uint64_t in_b = input_bytes(prec), part_b = partials_bytes(prec);
+  const std::uint64_t input_block = mul_sat(mul_sat(mul_sat(w.groups, w.input_rows), w.in_channels), in_b);
+  const std::uint64_t weight_block =
+      mul_sat(mul_sat(mul_sat(mul_sat(w.groups, w.kernel_positions), w.in_channels), w.out_channels), in_b);
+  const amp_problem pass = serial_pass(p, parts);
+  const std::uint64_t operands_total =
+      mul_sat(mul_sat(mul_sat(pass.groups, pass.input_rows), pass.in_channels), in_b) +
+      mul_sat(mul_sat(mul_sat(mul_sat(pass.groups, pass.kernel_positions), pass.in_channels), pass.out_channels), in_b);
+  const std::uint64_t owned = ceil_div(operands_total, plan.tiles_used);
+  const std::uint64_t needed = input_block + weight_block;
+  std::uint64_t received = needed > owned ? needed - owned : 0;
+  // Supertiles: neighbours in the chosen tile order receive the same block.
+  const std::uint64_t shared = parts.rows_innermost ? (parts.rows >= 2 ? weight_block : 0)
+                                                    : (parts.out_channels >= 2 ? input_block : 0);
+  received -= std::min(received, shared / 2);
+  plan.operand_bytes_per_tile = received;
+
+  const std::uint64_t sync = sync_cycles(d);
+  plan.compute = superstep{amp_tile_cycles(a, prec, w), sync, exchange_cycles(a, received)};
+
+  std::uint64_t partial_temps = 0;
+  if (parts.in_channels >= 2) {
+    const std::uint64_t s = parts.in_channels;
+    const std::uint64_t partials = mul_sat(mul_sat(w.groups, w.rows), w.out_channels);
+    const std::uint64_t reduced = ceil_div(partials, s);
+    plan.reduction_bytes_per_tile = mul_sat(mul_sat(s - 1, reduced), part_b);
+    plan.reduction = superstep{
+        vector_tile_cycles(a, partials_type(prec), reduced, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(s - 1)),
+        sync, exchange_cycles(a, plan.reduction_bytes_per_tile)};
+    partial_temps = mul_sat(partials, part_b) + plan.reduction_bytes_per_tile;
+  }
+  plan.temporary_bytes_per_tile = needed + partial_temps;
+  return plan;
+}
+
+/// Chooses the partition of `p` over the available tiles with the fewest cycles among those whose
+/// temporaries fit the available memory proportion (ties: fewer tiles). Candidates: per dimension the
+/// powers of two and the fill-the-tiles count (partition_candidates), both tile orders. When nothing
+/// fits in one pass, it serialises like poplibs: 2, 4, 8... passes over rows or output channels,
+/// stopping at the first pass count with a fitting plan. If even single-row, single-channel passes do
+/// not fit, it returns the plan with the least temporary memory, for which fits_temporary_budget() is
+/// false.
+constexpr amp_plan plan_amp(const device_description& d, const amp_problem& p, precision prec,
+                            const amp_plan_options& opts = {}) {
+  detail::device::require_ipu_figures(d.arch, "plan_amp");
+  const std::uint64_t tiles = opts.tiles == 0 ? d.arch.tiles_per_ipu : opts.tiles;
+  if (p.empty()) return evaluate_amp_partition(d, p, prec, {}, opts);
+  std::optional<amp_plan> best_fit, least_memory;
+  auto better = [](const amp_plan& x, const amp_plan& y) {
+    if (x.total_cycles() != y.total_cycles()) return x.total_cycles() < y.total_cycles();
+    if (x.tiles_used != y.tiles_used) return x.tiles_used < y.tiles_used;
+    return x.temporary_bytes_per_tile < y.temporary_bytes_per_tile;
+  };
+  auto search = [&](std::uint64_t passes, bool over_rows) {
+    const amp_problem pass = serial_pass(p, amp_partition{1, 1, 1, 1, false, passes, over_rows});
+    for (auto pg : partition_candidates(pass.groups, tiles))
+      for (auto pk : partition_candidates(pass.in_channels, tiles / pg))
+        for (auto pn : partition_candidates(pass.out_channels, tiles / (pg * pk)))
+          for (auto pr : partition_candidates(pass.rows, tiles / (pg * pk * pn)))
+            for (bool rows_inner : {false, true}) {
+              const auto plan = evaluate_amp_partition(
+                  d, p, prec, amp_partition{pg, pr, pn, pk, rows_inner, passes, over_rows}, opts);
+              if (plan.fits_temporary_budget()) {
+                if (!best_fit || better(plan, *best_fit)) best_fit = plan;
+              } else if (!least_memory || plan.temporary_bytes_per_tile < least_memory->temporary_bytes_per_tile ||
+                         (plan.temporary_bytes_per_tile == least_memory->temporary_bytes_per_tile &&
+                          better(plan, *least_memory))) {
+                least_memory = plan;
+              }
+            }
+  };
+  search(1, false);
+  const std::uint64_t longest = std::max(p.rows, p.out_channels);
+  for (std::uint64_t passes = 2; !best_fit && passes < 2 * longest; passes *= 2) {
+    if (passes / 2 < p.rows) search(passes, true);
+    if (passes / 2 < p.out_channels) search(passes, false);
+  }
+  return best_fit ? *best_fit : *least_memory;
+}
+
+constexpr amp_plan plan_matmul(const device_description& d, const matmul_shape& s, precision prec,
+                               const amp_plan_options& opts = {}) {
+  return plan_amp(d, to_amp_problem(s), prec, opts);
+}
+
+constexpr amp_plan plan_conv(const device_description& d, const conv_shape& s, precision prec,
+                             const amp_plan_options& opts = {}) {
+  return plan_amp(d, to_amp_problem(s), prec, opts);
+}
+
+}  // namespace ipu

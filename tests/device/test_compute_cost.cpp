@@ -1,0 +1,190 @@
+#include <doctest/doctest.h>
+
+#include "ipu/device/compute_cost.hpp"
+
+using ipu::amp_partition;
+using ipu::amp_problem;
+using ipu::data_type;
+using ipu::precision;
+
+namespace {
+constexpr auto mk2_1 = ipu::ipu_model<ipu::mk2, 1>::description();
+constexpr auto mk2 = mk2_1.arch;
+
+// Hand-derived AMP geometry from the memory ports (see compute_cost.hpp):
+//   po = 8 / partial bytes, pi = (16 - 8) / input bytes, nb = MACs / pi, c = ceil(nb / po), kb = pi c.
+struct geometry_case {
+  ipu::architecture_description arch;
+  precision p;
+  ipu::amp_geometry expected;
+};
+}  // namespace
+
+TEST_CASE("AMP geometry derived from the memory ports sustains the datasheet MAC rate") {
+  const auto mk1 = ipu::describe_architecture<ipu::mk1>();
+  const geometry_case cases[] = {
+      {mk2, precision::fp16_16, {4, 4, 16, 16, 4, 32}},  // w = 16 x 16 x 2 / 16
+      {mk2, precision::fp16_32, {4, 2, 16, 8, 4, 16}},
+      {mk2, precision::fp32, {2, 2, 8, 8, 4, 16}},       // w = 8 x 8 x 4 / 16
+      {mk1, precision::fp32, {2, 2, 4, 4, 2, 4}},
+      {mk1, precision::fp16_32, {4, 2, 16, 8, 4, 16}},
+      {mk1, precision::fp16_16, {4, 4, 8, 8, 2, 8}},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.arch.name);
+    CAPTURE(ipu::to_string(c.p));
+    const auto g = ipu::amp_geometry_for(c.arch, c.p);
+    CHECK(g == c.expected);
+    CHECK(g.macs_per_cycle() == c.arch.macs_per_cycle(c.p));
+  }
+  static_assert(ipu::amp_geometry_for(ipu::describe_architecture<ipu::bow>(), precision::fp16_16).macs_per_cycle() == 64);
+}
+
+TEST_CASE("AMP tile cycles: blocks x (weight load + latency + W ceil(rows / W) c)") {
+  // 10 rows, 20 in, 20 out on Mk2 FP16.16: 2 x 2 blocks of 16 x 16, each 32 + 6 + 6 x 2 x 4 = 86.
+  CHECK(ipu::amp_tile_cycles(mk2, precision::fp16_16, amp_problem{1, 10, 20, 20, 1, 10}) == 4 * 86);
+  // Kernel positions and groups repeat the blocks.
+  CHECK(ipu::amp_tile_cycles(mk2, precision::fp16_16, amp_problem{2, 10, 20, 20, 9, 10}) == 2 * 9 * 4 * 86);
+  // 6 rows keep all six workers busy for one row each; 7 rows take as long as 12.
+  const auto six = ipu::amp_tile_cycles(mk2, precision::fp32, amp_problem{1, 6, 8, 8, 1, 6});
+  CHECK(six == 16 + 6 + 6 * 1 * 4);
+  CHECK(ipu::amp_tile_cycles(mk2, precision::fp32, amp_problem{1, 7, 8, 8, 1, 7}) ==
+        ipu::amp_tile_cycles(mk2, precision::fp32, amp_problem{1, 12, 8, 8, 1, 12}));
+  CHECK(ipu::amp_tile_cycles(mk2, precision::fp32, amp_problem{1, 0, 8, 8, 1, 0}) == 0);
+}
+
+TEST_CASE("AMP fill: 3 input channels waste most of a 16-channel block") {
+  const amp_problem three{1, 600, 3, 64, 49, 600};
+  const amp_problem sixteen{1, 600, 16, 64, 49, 600};
+  const auto c3 = ipu::amp_tile_cycles(mk2, precision::fp16_16, three);
+  const auto c16 = ipu::amp_tile_cycles(mk2, precision::fp16_16, sixteen);
+  CHECK(c3 == c16);  // same passes: the AMP's 16 inputs are mostly zero padding
+  const double useful3 = static_cast<double>(three.macs()) / (static_cast<double>(c3) * 64);
+  // Per 16 x 16 block: 600 rows x 4 cycles of streaming after 32 + 6 cycles of weight load and latency.
+  CHECK(useful3 == doctest::Approx(3.0 / 16.0 * 2400.0 / (2400.0 + 38.0)));
+}
+
+TEST_CASE("vector ops: one 64-bit result per cycle, limited by reads and instructions") {
+  CHECK(ipu::vector_width(mk2, data_type::F32) == 2);
+  CHECK(ipu::vector_width(mk2, data_type::F16) == 4);
+  CHECK(ipu::vector_width(mk2, data_type::S8) == 8);
+  // 100 F32 adds: 50 vectors, 1 cycle each, 6 workers: 6 + 6 x 9 = 60.
+  CHECK(ipu::vector_tile_cycles(mk2, data_type::F32, 100, 2) == 60);
+  // 3 F16 inputs: 24 bytes per vector at 16 B/cycle: 2 cycles per vector; 25 vectors -> 6 + 6 x 5 x 2.
+  CHECK(ipu::vector_tile_cycles(mk2, data_type::F16, 100, 3) == 66);
+  // An op needing 5 instructions per vector (a transcendental, say).
+  CHECK(ipu::vector_tile_cycles(mk2, data_type::F32, 100, 1, 5) == 6 + 6 * 9 * 5);
+  CHECK(ipu::vector_tile_cycles(mk2, data_type::F32, 0, 2) == 0);
+}
+
+TEST_CASE("element-wise ops spread over all tiles in whole vectors") {
+  const auto c = ipu::elementwise_cost(mk2, data_type::F16, 1 << 20, 2);
+  CHECK(c.mapping.tiles_used == 1465);              // 262144 vectors, 179 per tile
+  CHECK(c.mapping.max_elements_per_tile() == 716);
+  CHECK(c.cycles == 6 + 6 * 30 * 1);                // 179 vectors over 6 workers: 30 rounds
+  const auto few = ipu::elementwise_cost(mk2, data_type::F16, 1 << 20, 2, 1, 64);
+  CHECK(few.mapping.tiles_used == 64);
+  CHECK(few.cycles > c.cycles);
+}
+
+TEST_CASE("one tile, no split: nothing to exchange, one sync") {
+  const amp_problem p{1, 16, 16, 16, 1, 16};
+  const auto plan = ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, {});
+  CHECK(plan.tiles_used == 1);
+  CHECK(plan.operand_bytes_per_tile == 0);  // it holds both operands already
+  CHECK(plan.compute == ipu::superstep{32 + 6 + 6 * 3 * 4, 40, 0});
+  CHECK(plan.reduction == ipu::superstep{});
+  CHECK(plan.total_cycles() == 150);
+  CHECK(plan.temporary_bytes_per_tile == 1024);
+  CHECK(plan.ideal_cycles == 1);
+}
+
+TEST_CASE("splitting input channels adds a partial-sum exchange and reduction") {
+  const amp_problem p{1, 16, 16, 16, 1, 16};
+  const auto plan = ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, amp_partition{1, 1, 1, 2});
+  CHECK(plan.tiles_used == 2);
+  CHECK(plan.tile_work == amp_problem{1, 16, 8, 16, 1, 16});
+  CHECK(plan.compute.compute_cycles == 110);
+  // 256 partials per tile, each tile reduces 128 of them, receiving 1 x 128 x 2 bytes.
+  CHECK(plan.reduction_bytes_per_tile == 256);
+  CHECK(plan.reduction.exchange_cycles == 64 + 6);
+  CHECK(plan.reduction.compute_cycles == 6 + 6 * 6 * 1);  // 32 F16 vectors of 2 inputs
+  CHECK(plan.reduction.sync_cycles == 40);
+  CHECK(plan.total_cycles() == 150 + 42 + 40 + 70);
+  CHECK(plan.temporary_bytes_per_tile == 512 + 512 + 256);
+}
+
+TEST_CASE("supertiles: neighbours receiving the same block halve its exchange") {
+  const amp_problem p{1, 64, 16, 16, 1, 64};
+  const auto shared = ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, amp_partition{1, 2, 1, 1, true});
+  const auto unshared = ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, amp_partition{1, 2, 1, 1, false});
+  // Each tile needs 32 x 16 inputs (1024 B) + the 16 x 16 weights (512 B) and owns 1280 B of 2560 B.
+  CHECK(unshared.operand_bytes_per_tile == 256);
+  CHECK(unshared.compute.exchange_cycles == 64 + 6);
+  CHECK(shared.operand_bytes_per_tile == 0);  // the weight block comes once per pair
+  CHECK(shared.compute.exchange_cycles == 0);
+}
+
+TEST_CASE("the planner beats or matches every hand-picked partition and respects the budget") {
+  const amp_problem p = ipu::to_amp_problem(ipu::matmul_shape{1, 256, 512, 512});
+  const auto best = ipu::plan_amp(mk2_1, p, precision::fp16_16);
+  CHECK(best.fits_temporary_budget());
+  CHECK(best.tiles_used <= 1472);
+  CHECK(best.total_cycles() >= best.ideal_cycles);
+  CHECK(best.efficiency() > 0.0);
+  CHECK(best.efficiency() <= 1.0);
+  // The pieces cover all the MACs.
+  CHECK(best.tile_work.macs() * best.parts.tiles() * best.parts.serial_passes >= p.macs());
+  for (const amp_partition& parts : {amp_partition{1, 16, 8, 8}, amp_partition{1, 256, 4, 1}, amp_partition{1, 1, 32, 32},
+                                     amp_partition{1, 8, 8, 16, true}, amp_partition{}}) {
+    const auto other = ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, parts);
+    if (other.fits_temporary_budget()) CHECK(best.total_cycles() <= other.total_cycles());
+  }
+}
+
+TEST_CASE("efficiency depends on shape: a batch-1 matmul and a 3-channel convolution fill the AMP poorly") {
+  const auto big = ipu::plan_matmul(mk2_1, {1, 1024, 1024, 1024}, precision::fp16_16);
+  const auto gemv = ipu::plan_matmul(mk2_1, {1, 1, 1024, 1024}, precision::fp16_16);
+  CHECK(gemv.efficiency() < big.efficiency() / 4);
+  const ipu::conv_shape conv1{8, 3, 64, 1, {224, 224}, {7, 7}, {2, 2}, {3, 3}, {3, 3}, {}};
+  const ipu::conv_shape conv3x3{8, 64, 64, 1, {56, 56}, {3, 3}, {}, {1, 1}, {1, 1}, {}};
+  const auto c1 = ipu::plan_conv(mk2_1, conv1, precision::fp16_16);
+  const auto c3 = ipu::plan_conv(mk2_1, conv3x3, precision::fp16_16);
+  CHECK(c1.efficiency() < c3.efficiency() / 2);
+  CHECK(c3.efficiency() > 0.5);
+  // FP32 moves twice the bytes per MAC at a quarter of the rate: more cycles for the same matmul.
+  CHECK(ipu::plan_matmul(mk2_1, {1, 1024, 1024, 1024}, precision::fp32).total_cycles() > big.total_cycles() * 2);
+}
+
+TEST_CASE("a tight temporary budget makes the planner serialise, like serializedMatMul") {
+  const ipu::matmul_shape s{1, 2048, 2048, 2048};
+  const auto roomy = ipu::plan_matmul(mk2_1, s, precision::fp16_16);
+  const auto tight = ipu::plan_matmul(mk2_1, s, precision::fp16_16, {0, 0.05});
+  CHECK(roomy.parts.serial_passes == 1);
+  CHECK(tight.parts.serial_passes > 1);
+  CHECK(tight.fits_temporary_budget());
+  CHECK(tight.temporary_bytes_per_tile <= static_cast<std::uint64_t>(0.05 * 624 * 1024));
+  CHECK(tight.total_cycles() > roomy.total_cycles());
+  // Nothing fits in 10 bytes: the least-memory plan comes back, flagged.
+  const auto hopeless = ipu::plan_matmul(mk2_1, {1, 64, 64, 64}, precision::fp32, {0, 10.0 / (624 * 1024)});
+  CHECK_FALSE(hopeless.fits_temporary_budget());
+}
+
+TEST_CASE("fewer tiles, more cycles; more IPUs in the sync, more cycles") {
+  const ipu::matmul_shape s{1, 512, 512, 512};
+  const auto all = ipu::plan_matmul(mk2_1, s, precision::fp16_16);
+  const auto quarter = ipu::plan_matmul(mk2_1, s, precision::fp16_16, {368});
+  CHECK(quarter.tiles_used <= 368);
+  CHECK(quarter.total_cycles() > all.total_cycles());
+  const auto pod64 = ipu::plan_matmul(ipu::ipu_model<ipu::mk2, 64>::description(), s, precision::fp16_16);
+  CHECK(pod64.compute.sync_cycles == 676);
+  CHECK(pod64.total_cycles() > all.total_cycles());
+}
+
+TEST_CASE("the planner runs at compile time") {
+  constexpr auto plan = ipu::plan_matmul(mk2_1, {4, 128, 256, 256}, precision::fp16_32);
+  static_assert(plan.fits_temporary_budget());
+  static_assert(plan.total_cycles() >= plan.ideal_cycles);
+  static_assert(plan.tiles_used <= 1472);
+  CHECK(plan.efficiency() <= 1.0);
+}
