@@ -1,0 +1,113 @@
+#include "ipu/ops/kernels/generators.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "tensor_kernel_harness.hpp"
+
+using namespace tk;
+
+TEST_CASE("generators: Constant from a tensor, value_floats and value_int") {
+  const float v[] = {1.5f, -2.0f};
+  ipu::constant_tensor t{f32_info({2}), ipu::byte_buffer::from_values<float>(v)};
+  CHECK(values<float>(run1("Constant", {}, f32_info({2}), {{"value", t}})) == std::vector<float>{1.5f, -2.0f});
+  CHECK(values<float>(run1("Constant", {}, f32_info({3}), {attr("value_floats", std::vector<float>{1, 2, 3})})) ==
+        std::vector<float>{1, 2, 3});
+  CHECK(values<std::int64_t>(run1("Constant", {}, info(data_type::S64, {}), {attr("value_int", 7)})) ==
+        std::vector<std::int64_t>{7});
+  // The IR must agree with the constant.
+  CHECK_THROWS_AS(run1("Constant", {}, f32_info({3}), {{"value", t}}), ipu::error);
+}
+
+TEST_CASE("generators: ConstantOfShape fills with the value (F32 zero by default)") {
+  auto z = run1("ConstantOfShape", {i64({2}, {2, 3})}, f32_info({2, 3}));
+  CHECK(values<float>(z) == std::vector<float>(6, 0.0f));
+  const std::int32_t v[] = {-4};
+  ipu::constant_tensor t{info(data_type::S32, {1}), ipu::byte_buffer::from_values<std::int32_t>(v)};
+  auto y = run1("ConstantOfShape", {i64({1}, {3})}, info(data_type::S32, {3}), {{"value", t}});
+  CHECK(values<std::int32_t>(y) == std::vector<std::int32_t>{-4, -4, -4});
+  CHECK_THROWS_AS(run1("ConstantOfShape", {i64({1}, {4})}, info(data_type::S32, {3}), {{"value", t}}), ipu::error);
+}
+
+TEST_CASE("generators: Range for integers and floats, with negative deltas") {
+  auto r = run1("Range", {i32({}, {10}), i32({}, {1}), i32({}, {-3})}, info(data_type::S32, {3}));
+  CHECK(values<std::int32_t>(r) == std::vector<std::int32_t>{10, 7, 4});
+  auto f = run1("Range", {f32({}, {1}), f32({}, {2}), f32({}, {0.25f})}, f32_info({4}));
+  CHECK(values<float>(f) == std::vector<float>{1, 1.25f, 1.5f, 1.75f});
+  auto e = run1("Range", {i64({}, {5}), i64({}, {5}), i64({}, {1})}, info(data_type::S64, {0}));
+  CHECK(e.info().num_elements() == 0);
+  CHECK_THROWS_AS(run1("Range", {i64({}, {0}), i64({}, {5}), i64({}, {1})}, info(data_type::S64, {4})), ipu::error);
+}
+
+TEST_CASE("generators: EyeLike with a diagonal offset") {
+  auto y = run1("EyeLike", {f32({3, 4}, std::vector<float>(12, 5.0f))}, info(data_type::S32, {3, 4}), {attr("k", 1)});
+  CHECK(values<std::int32_t>(y) == std::vector<std::int32_t>{0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
+  auto n = run1("EyeLike", {f32({2, 2}, {0, 0, 0, 0})}, f32_info({2, 2}), {attr("k", -1)});
+  CHECK(values<float>(n) == std::vector<float>{0, 0, 1, 0});
+}
+
+TEST_CASE("generators: OneHot with negative and out-of-range indices, on any axis") {
+  auto idx = i64({3}, {0, -1, 7});
+  auto vals = f32({2}, {-1, 5});
+  auto y = run1("OneHot", {idx, i64({}, {3}), vals}, f32_info({3, 3}));
+  CHECK(values<float>(y) == std::vector<float>{5, -1, -1, -1, -1, 5, -1, -1, -1});
+  // axis 0: the depth axis comes first. Float indices are truncated.
+  auto z = run1("OneHot", {f32({2}, {1.7f, 0.0f}), f32({}, {2}), vals}, f32_info({2, 2}), {attr("axis", 0)});
+  CHECK(values<float>(z) == std::vector<float>{-1, 5, 5, -1});
+}
+
+TEST_CASE("generators: Trilu keeps the upper or lower triangle of each matrix") {
+  auto x = iota_f32({2, 2, 3});
+  auto up = run1("Trilu", {x}, f32_info({2, 2, 3}));
+  CHECK(values<float>(up) == std::vector<float>{0, 1, 2, 0, 4, 5, 6, 7, 8, 0, 10, 11});
+  auto lo = run1("Trilu", {x, i64({}, {-1})}, f32_info({2, 2, 3}), {attr("upper", 0)});
+  CHECK(values<float>(lo) == std::vector<float>{0, 0, 0, 3, 0, 0, 0, 0, 0, 9, 0, 0});
+  auto up1 = run1("Trilu", {x, i64({}, {1})}, f32_info({2, 2, 3}));
+  CHECK(values<float>(up1) == std::vector<float>{0, 1, 2, 0, 0, 5, 0, 7, 8, 0, 0, 11});
+}
+
+TEST_CASE("generators: Cast truncates toward zero, saturates, and maps NaN to 0 for integers") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto x = f32({6}, {2.9f, -2.9f, 1e10f, -1e10f, nan, 0.5f});
+  CHECK(values<std::int32_t>(run1("Cast", {x}, info(data_type::S32, {6}))) ==
+        std::vector<std::int32_t>{2, -2, 2147483647, -2147483647 - 1, 0, 0});
+  CHECK(values<std::uint8_t>(run1("Cast", {x}, info(data_type::U8, {6}))) ==
+        std::vector<std::uint8_t>{2, 0, 255, 0, 0, 0});
+  CHECK(values<bool>(run1("Cast", {x}, info(data_type::BOOL, {6}))) ==
+        std::vector<bool>{true, true, true, true, true, true});
+  CHECK(values<float>(run1("Cast", {boolean({2}, {1, 0})}, f32_info({2}))) == std::vector<float>{1, 0});
+  // Integers wrap like numpy's astype.
+  CHECK(values<std::int8_t>(run1("Cast", {i32({2}, {300, -129})}, info(data_type::S8, {2}))) ==
+        std::vector<std::int8_t>{44, 127});
+}
+
+TEST_CASE("generators: Cast to F16 rounds once, to nearest even, also from F64") {
+  // 1 + 2^-11 + 2^-40 is just above the tie between the halves 1 and 1 + 2^-10. Rounding to
+  // float first would land exactly on the tie and round down to 1.
+  const double d = 1.0 + std::ldexp(1.0, -11) + std::ldexp(1.0, -40);
+  auto y = run1("Cast", {make<double>({3}, {d, 65520.0, -std::ldexp(1.0, -25)})}, info(data_type::F16, {3}));
+  auto h = values<half>(y);
+  CHECK(static_cast<float>(h[0]) == 1.0f + std::ldexp(1.0f, -10));
+  CHECK(std::isinf(static_cast<float>(h[1])));  // 65520 rounds up past the largest half
+  CHECK(h[2].bits() == 0x8000);                 // -2^-25 is half the smallest subnormal: ties to -0
+  auto back = run1("Cast", {y}, info(data_type::F64, {3}));
+  CHECK(values<double>(back)[0] == 1.0 + std::ldexp(1.0, -10));
+  // CastLike takes its type from the output too.
+  auto like = run1("CastLike", {f32({2}, {1.5f, -7.25f}), f32({1}, {0})}, info(data_type::S64, {2}));
+  CHECK(values<std::int64_t>(like) == std::vector<std::int64_t>{1, -7});
+}
+
+TEST_CASE("generators: Cast to and from Graphcore float8") {
+  auto x = f32({4}, {1.0f, 0.5f, 240.0f, 300.0f});
+  auto f8 = run1("Cast", {x}, info(data_type::F8143, {4}));
+  auto bits = values<ipu::float8_143>(f8);
+  CHECK(bits[0].bits() == 0x40);  // exponent 8 = bias: 1.0
+  CHECK(bits[3].is_nan());        // beyond 240: NaN, as PopART converts
+  auto back = values<float>(run1("Cast", {f8}, f32_info({4})));
+  CHECK(back[0] == 1.0f);
+  CHECK(back[1] == 0.5f);
+  CHECK(back[2] == 240.0f);
+  CHECK(std::isnan(back[3]));
+}

@@ -1,0 +1,79 @@
+#include "ipu/ops/kernels/indexing.hpp"
+
+#include <doctest/doctest.h>
+
+#include "tensor_kernel_harness.hpp"
+
+using namespace tk;
+
+TEST_CASE("indexing: Gather along an inner axis with 2-D and negative indices") {
+  auto d = iota_f32({2, 3, 4});
+  auto y = run1("Gather", {d, i64({2, 2}, {0, -1, 1, 1})}, f32_info({2, 2, 2, 4}), {attr("axis", 1)});
+  CHECK(values<float>(y) == std::vector<float>{0,  1,  2,  3,  8,  9,  10, 11, 4,  5,  6,  7,  4,  5,  6,  7,
+                                               12, 13, 14, 15, 20, 21, 22, 23, 16, 17, 18, 19, 16, 17, 18, 19});
+  // A scalar index removes the axis; INT32 indices and any element type work.
+  auto s = run1("Gather", {i64({3, 2}, {1, 2, 3, 4, 5, 6}), i32({}, {2})}, info(data_type::S64, {2}));
+  CHECK(values<std::int64_t>(s) == std::vector<std::int64_t>{5, 6});
+  CHECK_THROWS_WITH_AS(run1("Gather", {d, i64({1}, {3})}, f32_info({2, 1, 4}), {attr("axis", 1)}),
+                       doctest::Contains("out of range"), ipu::error);
+}
+
+TEST_CASE("indexing: GatherElements on both axes") {
+  auto y = run1("GatherElements", {f32({2, 2}, {1, 2, 3, 4}), i64({2, 2}, {0, 0, 1, 0})}, f32_info({2, 2}),
+                {attr("axis", 1)});
+  CHECK(values<float>(y) == std::vector<float>{1, 1, 4, 3});
+  auto z = run1("GatherElements", {iota_f32({3, 3}), i64({2, 3}, {1, 2, 0, 2, 0, -3})}, f32_info({2, 3}));
+  CHECK(values<float>(z) == std::vector<float>{3, 7, 2, 6, 1, 2});
+}
+
+TEST_CASE("indexing: GatherND with whole tuples, partial tuples and batch_dims") {
+  auto d = i32({2, 2}, {0, 1, 2, 3});
+  CHECK(values<std::int32_t>(run1("GatherND", {d, i64({2, 2}, {0, 0, 1, 1})}, info(data_type::S32, {2}))) ==
+        std::vector<std::int32_t>{0, 3});
+  CHECK(values<std::int32_t>(run1("GatherND", {d, i64({2, 1}, {1, 0})}, info(data_type::S32, {2, 2}))) ==
+        std::vector<std::int32_t>{2, 3, 0, 1});
+  auto d3 = iota_f32({2, 2, 2});
+  CHECK(values<float>(run1("GatherND", {d3, i64({2, 1}, {1, 0})}, f32_info({2, 2}), {attr("batch_dims", 1)})) ==
+        std::vector<float>{2, 3, 4, 5});
+  CHECK(values<float>(run1("GatherND", {d3, i64({2, 1, 2}, {0, 1, 1, 0})}, f32_info({2, 1}), {attr("batch_dims", 1)})) ==
+        std::vector<float>{1, 6});
+}
+
+TEST_CASE("indexing: ScatterElements with every reduction") {
+  auto data = f32({3, 3}, std::vector<float>(9, 0.0f));
+  auto y = run1("ScatterElements", {data, i64({2, 3}, {1, 0, 2, 0, 2, 1}), f32({2, 3}, {1.0f, 1.1f, 1.2f, 2.0f, 2.1f, 2.2f})},
+                f32_info({3, 3}));
+  CHECK(values<float>(y) == std::vector<float>{2.0f, 1.1f, 0, 1.0f, 0, 2.2f, 0, 2.1f, 1.2f});
+  auto row = f32({1, 5}, {1, 2, 3, 4, 5});
+  auto idx = i64({1, 2}, {1, -4});  // both hit column 1
+  auto upd = f32({1, 2}, {1.5f, 2.5f});
+  auto red = [&](const char* r) {
+    return values<float>(run1("ScatterElements", {row, idx, upd}, f32_info({1, 5}), {attr("axis", 1), attr("reduction", r)}));
+  };
+  CHECK(red("add") == std::vector<float>{1, 6, 3, 4, 5});
+  CHECK(red("mul") == std::vector<float>{1, 7.5f, 3, 4, 5});
+  CHECK(red("max") == std::vector<float>{1, 2.5f, 3, 4, 5});
+  CHECK(red("min") == std::vector<float>{1, 1.5f, 3, 4, 5});
+  CHECK_THROWS_AS(red("avg"), ipu::error);
+}
+
+TEST_CASE("indexing: ScatterND replaces or reduces slices") {
+  auto data = i64({8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  auto y = run1("ScatterND", {data, i64({4, 1}, {4, 3, 1, 7}), i64({4}, {9, 10, 11, 12})}, info(data_type::S64, {8}));
+  CHECK(values<std::int64_t>(y) == std::vector<std::int64_t>{1, 11, 3, 10, 9, 6, 7, 12});
+  auto m = iota_f32({2, 2});
+  auto s = run1("ScatterND", {m, i64({2, 1}, {1, 1}), f32({2, 2}, {1, 1, 10, 10})}, f32_info({2, 2}),
+                {attr("reduction", "add")});
+  CHECK(values<float>(s) == std::vector<float>{0, 1, 13, 14});
+  CHECK_THROWS_AS(run1("ScatterND", {m, i64({1, 1}, {0}), f32({3}, {1, 1, 1})}, f32_info({2, 2})), ipu::error);
+}
+
+TEST_CASE("indexing: Compress with and without an axis, checked against the IR's shape") {
+  auto x = f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  CHECK(values<float>(run1("Compress", {x, boolean({3}, {0, 1, 1})}, f32_info({2, 2}), {attr("axis", 0)})) ==
+        std::vector<float>{3, 4, 5, 6});
+  CHECK(values<float>(run1("Compress", {x, boolean({5}, {0, 1, 0, 0, 1})}, f32_info({2}))) == std::vector<float>{2, 5});
+  CHECK(values<float>(run1("Compress", {x, boolean({2}, {0, 1})}, f32_info({3, 1}), {attr("axis", -1)})) ==
+        std::vector<float>{2, 4, 6});
+  CHECK_THROWS_AS(run1("Compress", {x, boolean({3}, {1, 1, 1})}, f32_info({2, 2}), {attr("axis", 0)}), ipu::error);
+}
