@@ -188,3 +188,28 @@ TEST_CASE("the planner runs at compile time") {
   static_assert(plan.tiles_used <= 1472);
   CHECK(plan.efficiency() <= 1.0);
 }
+
+TEST_CASE("plans reject impossible tile counts and memory proportions") {
+  const amp_problem p{1, 64, 64, 64, 1, 64};
+  try {
+    (void)ipu::plan_amp(mk2_1, p, precision::fp32, {2000});
+    FAIL("expected an error");
+  } catch (const ipu::error& e) {
+    CHECK(e.category() == ipu::error_category::usage);
+    CHECK(e.message() == "an op may use at most the 1472 tiles of one IPU, not 2000");
+  }
+  try {
+    (void)ipu::plan_amp(mk2_1, p, precision::fp32, {0, 1.5});
+    FAIL("expected an error");
+  } catch (const ipu::error& e) {
+    CHECK(e.category() == ipu::error_category::options);
+    CHECK(e.message() == "available memory proportion 1.500 is not in (0, 1]");
+  }
+  try {
+    (void)ipu::evaluate_amp_partition(mk2_1, p, precision::fp32, amp_partition{1, 64, 64, 1}, {1000});
+    FAIL("expected an error");
+  } catch (const ipu::error& e) {
+    CHECK(e.message() == "the partition needs 4096 tiles but 1000 are available");
+  }
+  CHECK_THROWS_AS((void)ipu::plan_amp(ipu::cpu_device_description(), p, precision::fp32), ipu::error);
+}

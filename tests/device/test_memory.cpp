@@ -159,6 +159,14 @@ TEST_CASE("temporaries are bounded by the available memory proportion") {
   }
   CHECK(ipu::check_memory(mk2_1, a, {0.7}).fits());
   CHECK_NOTHROW(ipu::require_memory_fits(mk2_1, a, {0.7}));
+  try {
+    (void)ipu::check_memory(mk2_1, a, {0.0});
+    FAIL("expected an error");
+  } catch (const ipu::error& e) {
+    CHECK(e.category() == ipu::error_category::options);
+    CHECK(e.message() == "available memory proportion 0.000 is not in (0, 1]");
+    CHECK(e.location() == "memory check");
+  }
 }
 
 TEST_CASE("the host device has no tile limits") {

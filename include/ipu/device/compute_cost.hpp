@@ -33,11 +33,13 @@
 #include "ipu/device/architecture.hpp"
 #include "ipu/device/bsp.hpp"
 #include "ipu/device/compute_shape.hpp"
+#include "ipu/device/detail/format.hpp"
 #include "ipu/device/detail/numeric.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/precision.hpp"
 #include "ipu/device/tile_mapping.hpp"
 #include "ipu/device/timing.hpp"
+#include "ipu/error.hpp"
 
 namespace ipu {
 
@@ -163,19 +165,33 @@ struct amp_plan {
   }
 };
 
-/// The cost of `p` on `d` under a given partition (balanced first), per serial pass and in total
-/// (passes x per-pass supersteps; each pass is costed as the problem serial_pass returns). Operands: each tile needs its
-/// input block (g x input rows x k) and weight block (g x positions x k x n); it already holds its
-/// linear share of both operands, and a supertile pair sharing a block receives it once, halving
-/// that block's cost per tile. Partials (input channels split s ways): each tile reduces 1/s of its
-/// g x rows x n partials, receiving s - 1 partials for each.
+namespace detail::device {
+constexpr std::uint32_t checked_tiles(const architecture_description& a, const amp_plan_options& opts) {
+  if (opts.tiles > a.tiles_per_ipu)
+    throw error(error_category::usage,
+                "an op may use at most the " + format_uint(a.tiles_per_ipu) + " tiles of one IPU, not " +
+                    format_uint(opts.tiles),
+                "matmul / convolution plan", "split the op across IPUs in the graph (sharding or pipelining)");
+  check_available_memory_proportion(opts.available_memory_proportion, "matmul / convolution plan");
+  return opts.tiles == 0 ? a.tiles_per_ipu : opts.tiles;
+}
+}  // namespace detail::device
+
+/// The cost of `p` on `d` under a given partition (balanced first): per serial pass, and in total
+/// passes x per-pass supersteps (each pass costed as the problem serial_pass returns).
+/// Operands: each tile needs its input block (g x input rows x k) and weight block
+/// (g x positions x k x n); it already holds its linear share of both operands, and a supertile pair
+/// sharing a block receives it once, halving that block's cost per tile. Partials (input channels
+/// split s ways): each tile reduces 1/s of its g x rows x n partials, receiving s - 1 partials for
+/// each. Throws ipu::error for a partition needing more tiles than available, more tiles than an IPU
+/// has (usage) or an available memory proportion outside (0, 1] (options).
 constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp_problem& p, precision prec,
                                           amp_partition parts, const amp_plan_options& opts = {}) {
   using detail::device::ceil_div;
   using detail::device::mul_sat;
   const auto& a = d.arch;
   detail::device::require_ipu_figures(a, "evaluate_amp_partition");
-  const std::uint32_t tiles_available = opts.tiles == 0 ? a.tiles_per_ipu : opts.tiles;
+  const std::uint32_t tiles_available = detail::device::checked_tiles(a, opts);
   amp_plan plan;
   plan.problem = p;
   plan.prec = prec;
@@ -185,6 +201,11 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
   if (p.empty()) return plan;
 
   parts = balanced(p, parts);
+  if (parts.tiles() > tiles_available)
+    throw error(error_category::usage,
+                "the partition needs " + detail::device::format_uint(parts.tiles()) + " tiles but " +
+                    detail::device::format_uint(tiles_available) + " are available",
+                "matmul / convolution plan", "split the dimensions into fewer parts");
   plan.parts = parts;
   plan.tiles_used = static_cast<std::uint32_t>(std::min<std::uint64_t>(parts.tiles(), 0xFFFFFFFFu));
   const auto w = tile_share(p, parts);
@@ -235,7 +256,7 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
 constexpr amp_plan plan_amp(const device_description& d, const amp_problem& p, precision prec,
                             const amp_plan_options& opts = {}) {
   detail::device::require_ipu_figures(d.arch, "plan_amp");
-  const std::uint64_t tiles = opts.tiles == 0 ? d.arch.tiles_per_ipu : opts.tiles;
+  const std::uint64_t tiles = detail::device::checked_tiles(d.arch, opts);
   if (p.empty()) return evaluate_amp_partition(d, p, prec, {}, opts);
   std::optional<amp_plan> best_fit, least_memory;
   auto better = [](const amp_plan& x, const amp_plan& y) {

@@ -163,6 +163,7 @@ constexpr memory_report check_memory(const device_description& d, std::span<cons
                                      const memory_options& opts = {}) {
   memory_report report;
   if (!d.has_tile_limits()) return report;
+  detail::device::check_available_memory_proportion(opts.available_memory_proportion, "memory check");
   const std::uint64_t capacity = d.arch.sram_bytes_per_tile;
   const auto budget = static_cast<std::uint64_t>(opts.available_memory_proportion * static_cast<double>(capacity));
   for (std::uint32_t ipu = 0; ipu < d.num_ipus; ++ipu) {

@@ -24,6 +24,15 @@ namespace ipu {
 /// proportion" PopTorch's set_available_memory overrides).
 inline constexpr double default_available_memory_proportion = 0.6;
 
+namespace detail::device {
+constexpr void check_available_memory_proportion(double p, const char* where) {
+  if (!(p > 0.0 && p <= 1.0))
+    throw error(error_category::options,
+                "available memory proportion " + format_fixed(p > 0.0 && p < 1e6 ? p : 0.0, 3) + " is not in (0, 1]",
+                where, "pass a proportion of tile memory such as 0.6 (Poplar's default)");
+}
+}  // namespace detail::device
+
 /// Elements [begin, end) of a tensor held by one tile.
 struct tile_interval {
   std::uint32_t tile = 0;
