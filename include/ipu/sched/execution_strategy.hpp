@@ -1,0 +1,50 @@
+#pragma once
+// The `execution_strategy` concept: a type that turns a graph into an executable for a device.
+//
+// A strategy opts in explicitly with `using strategy_concept = ipu::execution_strategy_tag;`, names
+// itself, and plans:
+//
+//   struct my_strategy {
+//     using strategy_concept = ipu::execution_strategy_tag;
+//     static constexpr std::string_view name = "mine";
+//     constexpr ipu::executable plan(const ipu::graph&, const ipu::device_description&,
+//                                    const ipu::plan_options&) const;
+//   };
+//
+// `plan` validates the model's annotations against the strategy's rules and throws ipu::error
+// (category schedule) naming the op and the rule when they do not hold.
+#include <concepts>
+#include <cstdint>
+#include <string_view>
+
+#include "ipu/device/device_model.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/sched/executable.hpp"
+
+namespace ipu {
+
+struct execution_strategy_tag {};
+
+/// What every strategy is told besides the graph and the device.
+struct plan_options {
+  std::uint64_t batches_per_step = 1;       // device iterations
+  std::uint64_t gradient_accumulation = 1;  // training only
+  std::uint32_t replication_factor = 1;
+  bool is_inference = true;
+  double available_memory_proportion = 0.6;
+  bool check_memory = true;  // throw ipu::error (memory) when a tile overflows
+  friend constexpr bool operator==(const plan_options&, const plan_options&) = default;
+};
+
+template <class S>
+inline constexpr bool enable_execution_strategy =
+    requires { typename S::strategy_concept; } && std::same_as<typename S::strategy_concept, execution_strategy_tag>;
+
+template <class S>
+concept execution_strategy =
+    enable_execution_strategy<S> && requires(const S& s, const graph& g, const device_description& d, const plan_options& o) {
+      { S::name } -> std::convertible_to<std::string_view>;
+      { s.plan(g, d, o) } -> std::same_as<executable>;
+    };
+
+}  // namespace ipu
