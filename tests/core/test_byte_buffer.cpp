@@ -38,7 +38,7 @@ static_assert([] {
 }());
 static_assert(byte_buffer().empty());
 
-TEST_CASE("byte_buffer: inline buffers own their bytes; copies are independent equal values") {
+TEST_CASE("byte_buffer: inline buffers own their bytes, copies are independent equal values") {
   const std::vector<std::int32_t> v{1, -2, 300000};
   auto a = byte_buffer::from_values<std::int32_t>(v);
   CHECK_FALSE(a.is_shared());

@@ -11,7 +11,7 @@ TEST_CASE("error composes category, location, message and hint") {
   CHECK(e.hint() == "pass a [3,4] array");
 }
 
-TEST_CASE("recoverable errors carry a recovery action; both kinds are ipu::error") {
+TEST_CASE("recoverable errors carry a recovery action, both kinds are ipu::error") {
   try {
     throw ipu::recoverable_error(ipu::recovery_action::partition_reset, ipu::error_category::runtime, "link down");
   } catch (const ipu::error& e) {

@@ -92,7 +92,7 @@ TEST_CASE("float -> half matches numpy: every half, ties, neighbours of ties, ra
   CHECK(nans > 0);  // the random inputs include NaNs
 }
 
-TEST_CASE("every half round-trips through float; NaNs come back quiet") {
+TEST_CASE("every half round-trips through float, NaNs come back quiet") {
   for (std::uint32_t b = 0; b < 65536; ++b) {
     const auto h = static_cast<std::uint16_t>(b);
     const std::uint16_t back = ipu::half::from_float(ipu::half::to_float(h));

@@ -44,7 +44,7 @@ void reread_environment(const char* value) {
 }
 }  // namespace
 
-TEST_CASE("log: level names parse case-insensitively; unknown names do not") {
+TEST_CASE("log: level names parse case-insensitively, unknown names do not") {
   for (auto l : {log::level::off, log::level::err, log::level::warn, log::level::info, log::level::debug, log::level::trace})
     CHECK(log::parse_level(log::to_string(l)) == l);
   CHECK(log::parse_level("debug") == log::level::debug);

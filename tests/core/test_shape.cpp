@@ -24,7 +24,7 @@ TEST_CASE("shape: rank, elements, dims") {
   CHECK(empty.num_elements() == 0);
 }
 
-TEST_CASE("shape: negative axes count from the back; out-of-range axes throw") {
+TEST_CASE("shape: negative axes count from the back, out-of-range axes throw") {
   const ipu::shape s{2, 3, 5};
   CHECK(s.dim(-1) == 5);
   CHECK(s.dim(-3) == 2);

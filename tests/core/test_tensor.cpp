@@ -58,7 +58,7 @@ TEST_CASE("host_tensor: zero-initialised, aligned, typed access") {
   CHECK(copy.as<float>()[0] == 0.0f);
 }
 
-TEST_CASE("host_tensor: from values; wrong count and wrong element type are errors") {
+TEST_CASE("host_tensor: from values, wrong count and wrong element type are errors") {
   const auto t = ipu::host_tensor::from<std::int64_t>({2, 2}, {1, 2, 3, 4});
   CHECK(t.info().type == data_type::S64);
   CHECK(t.as<std::int64_t>()[3] == 4);
