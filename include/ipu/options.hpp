@@ -473,7 +473,8 @@ class options {
 
   // Precision ----------------------------------------------------------------------------------------
   /// Compile the model's float tensors as F32 or F16 (PopRT's --precision). Unset: as the model has
-  /// them.
+  /// them. With partials_type this picks the matrix engine's mode (ipu::precision in
+  /// device/precision.hpp: F32 -> FP32; F16 with F16 / F32 partials -> FP16.16 / FP16.32).
   options& precision(data_type t) {
     if (t != data_type::F32 && t != data_type::F16)
       fail("precision must be F32 or F16, not " + std::string(to_string(t)), "use data_type::F32 or data_type::F16");
