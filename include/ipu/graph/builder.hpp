@@ -307,11 +307,7 @@ class builder {
     return op("Split", {x}, {{"axis", axis}, {"split", sizes}}, o);
   }
   constexpr tensor_id cast(tensor_id x, data_type to, std::string_view name = {}) {
-    const auto onnx = data_type_to_onnx(to);
-    if (onnx == 0)
-      throw error(error_category::usage, "ONNX Cast cannot produce " + std::string(to_string(to)),
-                  "builder '" + g_.name() + "'", "cast to a standard ONNX type");
-    return one("Cast", {x}, {{"to", onnx}}, name);
+    return one("Cast", {x}, {{"to", detail::infer::to_onnx_code(to)}}, name);
   }
   /// Dropout as in inference: the identity, kept so the graph mirrors the trained model.
   constexpr tensor_id dropout(tensor_id x, float ratio = 0.5f, std::string_view name = {}) {

@@ -57,8 +57,11 @@ constexpr bool broadcasts_to(const shape& from, const shape& to) {
   return true;
 }
 
-/// The data type an ONNX TensorProto.DataType number stands for (nullopt for types the IPU lacks).
-constexpr std::optional<data_type> data_type_from_onnx(std::int64_t v) noexcept {
+namespace detail::infer {
+/// ONNX TensorProto.DataType codes, as ipu::onnx::to_data_type / to_onnx_type (onnx/types.hpp)
+/// map them, repeated here so inference does not depend on the protobuf headers. Float8: 18 is
+/// FLOAT8E4M3FNUZ (F8143), 20 FLOAT8E5M2FNUZ (F8152).
+constexpr std::optional<data_type> from_onnx_code(std::int64_t v) noexcept {
   switch (v) {
     case 1: return data_type::F32;
     case 2: return data_type::U8;
@@ -72,30 +75,17 @@ constexpr std::optional<data_type> data_type_from_onnx(std::int64_t v) noexcept 
     case 11: return data_type::F64;
     case 12: return data_type::U32;
     case 13: return data_type::U64;
+    case 18: return data_type::F8143;
+    case 20: return data_type::F8152;
     default: return std::nullopt;
   }
 }
-
-/// The ONNX TensorProto.DataType number of `t` (0, UNDEFINED, for the float8 types).
-constexpr std::int64_t data_type_to_onnx(data_type t) noexcept {
-  switch (t) {
-    case data_type::F32: return 1;
-    case data_type::U8: return 2;
-    case data_type::S8: return 3;
-    case data_type::U16: return 4;
-    case data_type::S16: return 5;
-    case data_type::S32: return 6;
-    case data_type::S64: return 7;
-    case data_type::BOOL: return 9;
-    case data_type::F16: return 10;
-    case data_type::F64: return 11;
-    case data_type::U32: return 12;
-    case data_type::U64: return 13;
-    case data_type::F8143:
-    case data_type::F8152: return 0;
-  }
+constexpr std::int64_t to_onnx_code(data_type t) noexcept {
+  for (std::int64_t v = 1; v <= 20; ++v)
+    if (from_onnx_code(v) == t) return v;
   return 0;
 }
+}  // namespace detail::infer
 
 /// One op, as seen by an inference rule: attributes, inputs and how many outputs are wanted.
 class infer_context {
@@ -369,7 +359,7 @@ constexpr std::vector<tensor_info> cumsum(const infer_context& c) {
 
 constexpr std::vector<tensor_info> cast(const infer_context& c) {
   const auto to = c.attr_int("to", 0);
-  const auto t = data_type_from_onnx(to);
+  const auto t = from_onnx_code(to);
   if (!t) throw c.fail("cannot cast to ONNX data type " + std::to_string(to), "the IPU has no such element type");
   return {tensor_info{*t, c.in_shape(0)}};
 }
@@ -610,7 +600,7 @@ constexpr std::vector<tensor_info> layer_norm(const infer_context& c) {
                    "scale and bias cover the dimensions from `axis` on");
   dims stats = x.dims();
   for (std::size_t i = a; i < stats.size(); ++i) stats[i] = 1;
-  const auto stash = data_type_from_onnx(c.attr_int("stash_type", 1)).value_or(data_type::F32);
+  const auto stash = from_onnx_code(c.attr_int("stash_type", 1)).value_or(data_type::F32);
   return {same_as_input(c), tensor_info{stash, shape(stats)}, tensor_info{stash, shape(stats)}};
 }
 
