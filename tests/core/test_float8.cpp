@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdint>
 #include <ios>
+#include <sstream>
+#include <string>
 #include <limits>
 #include <random>
 
@@ -14,6 +16,12 @@ using ipu::float8_152;
 using ipu::float8_overflow;
 
 namespace {
+std::string hex(std::uint32_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
 // Independent reference: the value of a bit pattern by the textbook formula, in double.
 template <int E, int M, int Bias>
 double reference_value(std::uint8_t b) {
@@ -75,7 +83,7 @@ void check_against_reference() {
       const auto got = F::from_float(f, o);
       const auto want = reference_round<F, E, M, Bias>(f, o);
       if (got != want && ++mismatches <= 10)
-        FAIL_CHECK("float " << f << " (0x" << std::hex << bits << "): got 0x" << int(got) << ", want 0x" << int(want));
+        FAIL_CHECK("float " << f << " (" << hex(bits) << "): got " << hex(got) << ", want " << hex(want));
     }
   }
   CHECK(mismatches == 0);

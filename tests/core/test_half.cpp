@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <ios>
+#include <sstream>
+#include <string>
 #include <limits>
 #include <string>
 #include <vector>
@@ -52,6 +54,12 @@ const half_tables& tables() {
   return t;
 }
 
+std::string hex(std::uint32_t v) {
+  std::ostringstream os;
+  os << "0x" << std::hex << v;
+  return os.str();
+}
+
 bool is_nan_half(std::uint16_t h) { return (h & 0x7c00u) == 0x7c00u && (h & 0x3ffu) != 0; }
 
 }  // namespace
@@ -63,7 +71,7 @@ TEST_CASE("half -> float matches numpy for all 65536 bit patterns") {
   for (std::uint32_t h = 0; h < 65536; ++h) {
     const auto got = std::bit_cast<std::uint32_t>(ipu::half::to_float(static_cast<std::uint16_t>(h)));
     if (got != t.half_to_float[h] && ++mismatches <= 10)
-      FAIL_CHECK("half 0x" << std::hex << h << ": got 0x" << got << ", numpy 0x" << t.half_to_float[h]);
+      FAIL_CHECK("half " << hex(h) << ": got " << hex(got) << ", numpy " << hex(t.half_to_float[h]));
   }
   CHECK(mismatches == 0);
 }
@@ -86,7 +94,7 @@ TEST_CASE("float -> half matches numpy: every half, ties, neighbours of ties, ra
            (got & 0x1ffu) == (want & 0x1ffu);
     }
     if (!ok && ++mismatches <= 10)
-      FAIL_CHECK("float 0x" << std::hex << t.float_inputs[i] << " (" << f << "): got 0x" << got << ", numpy 0x" << want);
+      FAIL_CHECK("float " << hex(t.float_inputs[i]) << " (" << f << "): got " << hex(got) << ", numpy " << hex(want));
   }
   CHECK(mismatches == 0);
   CHECK(nans > 0);  // the random inputs include NaNs
