@@ -124,8 +124,9 @@ struct phase {
   friend bool operator==(const phase&, const phase&) = default;
 };
 
-/// How the model is split over IPUs (PopTorch's setExecutionStrategy).
-struct execution_strategy {
+/// How the model is split over IPUs: what PopTorch's setExecutionStrategy takes. (The scheduler's
+/// `ipu::execution_strategy` concept is the code that carries it out.)
+struct strategy_settings {
   execution_mode mode = execution_mode::pipelined;
   /// Pipelined / sharded without explicit stages: how blocks map to stages.
   ipu::auto_stage auto_stage = ipu::auto_stage::same_as_ipu;
@@ -138,20 +139,20 @@ struct execution_strategy {
   /// Phased, training: backward phases are not shared with the last forward phase.
   bool separate_backward_phase = false;
 
-  static execution_strategy pipelined(std::vector<stage> stages = {}) {
+  static strategy_settings pipelined(std::vector<stage> stages = {}) {
     return with_stages(execution_mode::pipelined, std::move(stages));
   }
-  static execution_strategy pipelined(ipu::auto_stage a) { return with_auto_stage(execution_mode::pipelined, a); }
-  static execution_strategy sharded(std::vector<stage> stages = {}) {
+  static strategy_settings pipelined(ipu::auto_stage a) { return with_auto_stage(execution_mode::pipelined, a); }
+  static strategy_settings sharded(std::vector<stage> stages = {}) {
     return with_stages(execution_mode::sharded, std::move(stages));
   }
-  static execution_strategy sharded(ipu::auto_stage a) { return with_auto_stage(execution_mode::sharded, a); }
+  static strategy_settings sharded(ipu::auto_stage a) { return with_auto_stage(execution_mode::sharded, a); }
   /// Phases run one after another on one group of IPUs.
-  static execution_strategy serial_phased(std::vector<phase> phases) {
+  static strategy_settings serial_phased(std::vector<phase> phases) {
     return with_phases(execution_mode::serial_phased, std::move(phases));
   }
   /// Phases alternate between two groups of IPUs: even phases on even IPUs, odd on odd.
-  static execution_strategy parallel_phased(std::vector<phase> phases) {
+  static strategy_settings parallel_phased(std::vector<phase> phases) {
     return with_phases(execution_mode::parallel_phased, std::move(phases));
   }
 
@@ -200,24 +201,24 @@ struct execution_strategy {
     }
   }
 
-  friend bool operator==(const execution_strategy&, const execution_strategy&) = default;
+  friend bool operator==(const strategy_settings&, const strategy_settings&) = default;
 
  private:
-  static execution_strategy with_stages(execution_mode m, std::vector<stage>&& s) {
-    execution_strategy r;
+  static strategy_settings with_stages(execution_mode m, std::vector<stage>&& s) {
+    strategy_settings r;
     r.mode = m;
     r.stages = std::move(s);
     r.validate();
     return r;
   }
-  static execution_strategy with_auto_stage(execution_mode m, ipu::auto_stage a) {
-    execution_strategy r;
+  static strategy_settings with_auto_stage(execution_mode m, ipu::auto_stage a) {
+    strategy_settings r;
     r.mode = m;
     r.auto_stage = a;
     return r;
   }
-  static execution_strategy with_phases(execution_mode m, std::vector<phase>&& p) {
-    execution_strategy r;
+  static strategy_settings with_phases(execution_mode m, std::vector<phase>&& p) {
+    strategy_settings r;
     r.mode = m;
     r.phases = std::move(p);
     r.validate();
@@ -303,12 +304,12 @@ class options {
     return training ? ipu::output_mode::final : ipu::output_mode::all;
   }
 
-  options& execution_strategy(ipu::execution_strategy s) {
+  options& execution_strategy(ipu::strategy_settings s) {
     s.validate();
     strategy_ = std::move(s);
     return *this;
   }
-  [[nodiscard]] const ipu::execution_strategy& execution_strategy() const noexcept { return strategy_; }
+  [[nodiscard]] const ipu::strategy_settings& execution_strategy() const noexcept { return strategy_; }
 
   /// Reserve the next power of two of IPUs when the model needs another number (default off).
   options& auto_round_num_ipus(bool on) {
@@ -688,7 +689,7 @@ class options {
   std::int64_t gradient_accumulation_ = 1;
   ipu::output_mode output_mode_ = ipu::output_mode::default_;
   std::int64_t output_return_period_ = 1;
-  ipu::execution_strategy strategy_;
+  ipu::strategy_settings strategy_;
   bool auto_round_num_ipus_ = false;
   std::optional<std::string> cache_dir_;
   bool use_ipu_model_ = false;

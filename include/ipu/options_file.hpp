@@ -564,9 +564,9 @@ inline phase to_phase(const call_site& c, const expr& e) {
   fail(c, "expected a phase: poptorch.Phase(...), a list of stages or block ids; got " + shown(e));
 }
 
-inline execution_strategy to_strategy(const call_site& c, const expr& e) {
+inline strategy_settings to_strategy(const call_site& c, const expr& e) {
   if (e.is_method_call()) {
-    execution_strategy s = to_strategy(c, e.receiver.front());
+    strategy_settings s = to_strategy(c, e.receiver.front());
     const std::string& m = e.text;
     no_keywords(c, e);
     if (!s.is_phased()) fail(c, std::string(to_string(s.mode)) + " has no method '" + m + "'");
@@ -595,7 +595,7 @@ inline execution_strategy to_strategy(const call_site& c, const expr& e) {
             "poptorch.SerialPhasedExecution(...) or poptorch.ParallelPhasedExecution(...); got " + shown(e));
   no_keywords(c, e);
   const auto& args = e.items;
-  execution_strategy s;
+  strategy_settings s;
   s.mode = *mode;
   if (!s.is_phased()) {
     if (args.size() == 1 && args.front().k == expr::kind::name &&
@@ -996,7 +996,7 @@ inline std::string python_stage(const stage& s) {
   return r;
 }
 
-inline std::string python_strategy(const execution_strategy& s) {
+inline std::string python_strategy(const strategy_settings& s) {
   std::string r = "poptorch." + std::string(to_string(s.mode)) + "(";
   if (!s.is_phased()) {
     if (s.stages.empty() && s.auto_stage != auto_stage::same_as_ipu) r += python_enum(s.auto_stage);

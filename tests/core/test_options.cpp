@@ -8,7 +8,7 @@
 #include "ipu/error.hpp"
 #include "ipu/options.hpp"
 
-using ipu::execution_strategy;
+using ipu::strategy_settings;
 using ipu::options;
 using ipu::phase;
 using ipu::stage;
@@ -158,42 +158,42 @@ TEST_CASE("options: setters reject bad values with an options error, what and ho
 }
 
 TEST_CASE("execution strategies: plain data with structural validation") {
-  const auto p = execution_strategy::pipelined({stage{{"A"}, 0}, stage{{"B", "C"}, 1}});
+  const auto p = strategy_settings::pipelined({stage{{"A"}, 0}, stage{{"B", "C"}, 1}});
   CHECK(p.mode == ipu::execution_mode::pipelined);
   CHECK(p.stages.size() == 2);
   CHECK(p.stages[1].blocks == std::vector<std::string>{"B", "C"});
-  CHECK(execution_strategy::sharded(ipu::auto_stage::auto_increment).auto_stage == ipu::auto_stage::auto_increment);
+  CHECK(strategy_settings::sharded(ipu::auto_stage::auto_increment).auto_stage == ipu::auto_stage::auto_increment);
   CHECK(ipu::to_string(ipu::execution_mode::parallel_phased) == "ParallelPhasedExecution");
   CHECK(ipu::to_string(ipu::liveness::off_chip_after_each_phase) == "OffChipAfterEachPhase");
 
-  auto e = error_of([] { (void)execution_strategy::pipelined({stage{{"A"}, {}}, stage{{"A"}, {}}}); });
+  auto e = error_of([] { (void)strategy_settings::pipelined({stage{{"A"}, {}}, stage{{"A"}, {}}}); });
   REQUIRE(e);
   CHECK(e->message() == "block 'A' is in more than one stage");
   CHECK(e->location() == "execution strategy PipelinedExecution");
 
-  e = error_of([] { (void)execution_strategy::serial_phased({}); });
+  e = error_of([] { (void)strategy_settings::serial_phased({}); });
   REQUIRE(e);
   CHECK(e->hint().find("no AutoStage for phased execution") != std::string::npos);
 
-  CHECK_THROWS_AS((void)execution_strategy::sharded({stage{{}, 0}}), ipu::error);  // a stage without blocks
-  CHECK_THROWS_AS((void)execution_strategy::sharded({stage{{"A"}, -1}}), ipu::error);
-  CHECK_THROWS_AS((void)execution_strategy::serial_phased({phase{}}), ipu::error);
+  CHECK_THROWS_AS((void)strategy_settings::sharded({stage{{}, 0}}), ipu::error);  // a stage without blocks
+  CHECK_THROWS_AS((void)strategy_settings::sharded({stage{{"A"}, -1}}), ipu::error);
+  CHECK_THROWS_AS((void)strategy_settings::serial_phased({phase{}}), ipu::error);
   // Stages of a phase run in parallel: one IPU each.
-  CHECK_THROWS_AS((void)execution_strategy::serial_phased({phase{{stage{{"A"}, 0}, stage{{"B"}, 0}}}}), ipu::error);
+  CHECK_THROWS_AS((void)strategy_settings::serial_phased({phase{{stage{{"A"}, 0}, stage{{"B"}, 0}}}}), ipu::error);
 
   // Parallel phased: even phases on even IPUs, odd phases on odd IPUs.
   const std::vector<phase> good{phase{{stage{{"0"}, 0}, stage{{"1"}, 2}}}, phase{{stage{{"2"}, 1}, stage{{"3"}, 3}}},
                                 phase{{stage{{"4"}, 0}, stage{{"5"}, 2}}}};
-  CHECK_NOTHROW((void)execution_strategy::parallel_phased(good));
-  CHECK_NOTHROW((void)execution_strategy::serial_phased(good));
+  CHECK_NOTHROW((void)strategy_settings::parallel_phased(good));
+  CHECK_NOTHROW((void)strategy_settings::serial_phased(good));
   auto bad = good;
   bad[1].stages[0].ipu = 2;
-  e = error_of([&] { (void)execution_strategy::parallel_phased(bad); });
+  e = error_of([&] { (void)strategy_settings::parallel_phased(bad); });
   REQUIRE(e);
   CHECK(e->message() == "phase 1 stage 0 is on IPU 2 but phase 1 is odd");
-  CHECK_NOTHROW((void)execution_strategy::serial_phased(bad));  // serial phases may use any IPUs
+  CHECK_NOTHROW((void)strategy_settings::serial_phased(bad));  // serial phases may use any IPUs
 
-  execution_strategy s = execution_strategy::pipelined();
+  strategy_settings s = strategy_settings::pipelined();
   s.tensors_liveness = ipu::liveness::off_chip_after_fwd;  // liveness is for phased execution
   CHECK_THROWS_AS(options().execution_strategy(s), ipu::error);
 }

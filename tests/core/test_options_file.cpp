@@ -62,7 +62,7 @@ TEST_CASE("options file: the example from PopTorch's documentation, verbatim") {
   CHECK(o.execution_strategy().auto_stage == ipu::auto_stage::same_as_ipu);
   // Everything else keeps its default.
   options expected;
-  expected.enable_synthetic_data(true).execution_strategy(ipu::execution_strategy::sharded());
+  expected.enable_synthetic_data(true).execution_strategy(ipu::strategy_settings::sharded());
   CHECK(o == expected);
 }
 
@@ -328,7 +328,7 @@ TEST_CASE("options file: to_config writes what load_from_string reads back") {
       .input_replica_grouping(2, ipu::comm_group_type::orthogonal)
       .gradient_accumulation(6)
       .output_mode(ipu::output_mode::every_n, 3)
-      .execution_strategy(ipu::execution_strategy::parallel_phased(
+      .execution_strategy(ipu::strategy_settings::parallel_phased(
           {ipu::phase{{stage{{"a", "b"}, 0}, stage{{"c"}, 2}}}, ipu::phase{{stage{{"d \"quoted\""}, 1}}}}))
       .auto_round_num_ipus(true)
       .enable_executable_caching("/tmp/c")
@@ -370,7 +370,7 @@ TEST_CASE("options file: to_config writes what load_from_string reads back") {
   CHECK(text.find("Training.gradientAccumulation(6)\n") != std::string::npos);
 
   options inference;
-  inference.execution_strategy(ipu::execution_strategy::pipelined(ipu::auto_stage::auto_increment))
+  inference.execution_strategy(ipu::strategy_settings::pipelined(ipu::auto_stage::auto_increment))
       .connection_type(ipu::connection_type::on_demand);
   CHECK(inference.to_config() ==
         "setExecutionStrategy(poptorch.PipelinedExecution(poptorch.AutoStage.AutoIncrement))\n"
