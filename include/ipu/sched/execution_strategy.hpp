@@ -15,11 +15,14 @@
 // (category schedule) naming the op and the rule when they do not hold.
 #include <concepts>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
+#include "ipu/data_type.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/sched/executable.hpp"
+#include "ipu/sched/op_cost.hpp"
 
 namespace ipu {
 
@@ -33,12 +36,23 @@ struct plan_options {
   bool is_inference = true;
   double available_memory_proportion = 0.6;
   bool check_memory = true;  // throw ipu::error (memory) when a tile overflows
+  /// Replicas in groups of this size receive the same input data (PopTorch's
+  /// inputReplicaGrouping); must divide the replication factor.
+  std::uint32_t input_group_size = 1;
+  /// PopTorch's autoRoundNumIPUs: reserve the next power of two of IPUs instead of failing.
+  bool auto_round_num_ipus = false;
+  /// F32 or F16: float tensors are costed and stored as this type; unset: as the model has them.
+  std::optional<data_type> precision;
+  /// Type of matmul / convolution partial sums.
+  data_type partials_type = data_type::F32;
+  /// Asked for each op's cost before the built-in table (op_cost.hpp); nullptr: the table only.
+  op_cost_hook cost_hook = nullptr;
   friend constexpr bool operator==(const plan_options&, const plan_options&) = default;
 };
 
 template <class S>
 inline constexpr bool enable_execution_strategy =
-    requires { typename S::strategy_concept; } && std::same_as<typename S::strategy_concept, execution_strategy_tag>;
+    requires { requires std::same_as<typename S::strategy_concept, execution_strategy_tag>; };
 
 template <class S>
 concept execution_strategy =
