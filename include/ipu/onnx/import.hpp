@@ -1,0 +1,451 @@
+#pragma once
+// ONNX model -> graph IR, through ONNX's own protobuf classes, checker and shape inference.
+//
+// Steps, each failing with one ipu::error that says what and how to fix it:
+//  1. parse (empty, truncated, corrupt and over-2-GB inputs are refused before protobuf sees them);
+//  2. list every op the library does not implement (import_options::check_supported) at once;
+//  3. check the opset (ai.onnx 7-17), apply the input-shape map and require static input shapes;
+//  4. ONNX checker and strict shape inference on the model as exported;
+//  5. normalise to the canonical opset-17 form (normalize.hpp), check and infer again;
+//  6. fold shape computations into constants until every shape is static (fold.hpp);
+//  7. build the IR. Initializers become variables that share the parsed bytes (or the mapped
+//     external-data file) instead of copying them; Constant nodes become constants.
+//
+// Conventions of the IR produced here:
+//  - every ai.onnx op is recorded at opset 17 with opset-17 semantics;
+//  - PopART's annotation attributes `__ipu_number`, `__pipeline_stage`, `__execution_phase` (and
+//    `__block`) become op_node::where;
+//  - a subgraph body (If branches, Loop / Scan bodies) lists its formal inputs, then the values it
+//    reads from enclosing graphs ("captures"). The op carrying the body takes those same values as
+//    extra trailing inputs, and its INT attribute `__captures` says how many there are, so kernels
+//    bind a body's inputs positionally: formal values, then the op's trailing inputs.
+#include <onnx/onnx_pb.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ipu/error.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/graph/validate.hpp"
+#include "ipu/onnx/attributes.hpp"
+#include "ipu/onnx/checker.hpp"
+#include "ipu/onnx/external_data.hpp"
+#include "ipu/onnx/fold.hpp"
+#include "ipu/onnx/normalize.hpp"
+#include "ipu/onnx/proto.hpp"
+#include "ipu/onnx/proto_edit.hpp"
+#include "ipu/onnx/tensor.hpp"
+#include "ipu/onnx/types.hpp"
+#include "ipu/onnx/unsupported.hpp"
+#include "ipu/ops/all.hpp"
+
+namespace ipu::onnx {
+
+struct import_options {
+  /// Input name -> dimensions, fixing dynamic dimensions (PopART's inputShapeInfo, PopRT's
+  /// --input_shape). A symbolic dimension fixed here is fixed wherever else it appears.
+  std::map<std::string, std::vector<std::int64_t>, std::less<>> input_shapes;
+  /// Where external data files are looked up; by default the model file's directory.
+  std::filesystem::path base_dir;
+  /// Refuse models using ops that `registry` does not implement, listing all of them.
+  bool check_supported = true;
+  /// The ops that count as implemented; nullptr means ipu::default_op_registry().
+  const op_registry* registry = nullptr;
+};
+
+/// Attribute names carrying annotations and subgraph captures (see the file comment).
+inline constexpr std::string_view attr_ipu = "__ipu_number";
+inline constexpr std::string_view attr_stage = "__pipeline_stage";
+inline constexpr std::string_view attr_phase = "__execution_phase";
+inline constexpr std::string_view attr_block = "__block";
+inline constexpr std::string_view attr_captures = "__captures";
+
+namespace detail {
+
+inline std::string dims_text(const ::onnx::TypeProto& t) {
+  if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return "(no shape)";
+  std::string s = "[";
+  bool first = true;
+  for (const auto& d : t.tensor_type().shape().dim()) {
+    if (!first) s += ',';
+    first = false;
+    if (d.has_dim_value()) s += std::to_string(d.dim_value());
+    else if (d.has_dim_param() && !d.dim_param().empty()) s += d.dim_param();
+    else s += '?';
+  }
+  return s + ']';
+}
+
+inline std::string shape_hint(const ::onnx::GraphProto& g, const std::unordered_set<std::string>& initializers) {
+  std::string s = "fix the dynamic input dimensions with import_options::input_shapes (ipu --input-shape";
+  for (const auto& in : g.input())
+    if (!initializers.count(in.name())) {
+      s += " " + in.name() + "=d0,d1,...";
+      break;
+    }
+  return s + ")";
+}
+
+/// Applies the input-shape map to the main graph and checks that every input shape is static.
+inline void apply_input_shapes(::onnx::GraphProto& g, const import_options& opt) {
+  std::unordered_set<std::string> initializers;
+  for (const auto& t : g.initializer()) initializers.insert(t.name());
+  std::vector<std::string> names;
+  for (const auto& in : g.input())
+    if (!initializers.count(in.name())) names.push_back(in.name());
+
+  std::map<std::string, std::int64_t> params;  // symbolic dimension -> value
+  for (const auto& [name, dims] : opt.input_shapes) {
+    auto it = std::find_if(g.mutable_input()->begin(), g.mutable_input()->end(),
+                           [&](const ::onnx::ValueInfoProto& v) { return v.name() == name; });
+    if (it == g.mutable_input()->end() || initializers.count(name)) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "'" : ", '") + n + "'";
+      throw error(error_category::usage, "input_shapes names '" + name + "', which is not an input of the model",
+                  "graph '" + g.name() + "'", "the model's inputs are " + (list.empty() ? std::string("none") : list));
+    }
+    for (auto d : dims)
+      if (d < 0)
+        throw error(error_category::usage, "input_shapes gives '" + name + "' the negative dimension " + std::to_string(d),
+                    "input '" + name + "'", "give every dimension as a non-negative size");
+    if (!it->type().has_tensor_type())
+      throw error(error_category::onnx, "input '" + name + "' is not a tensor", "graph '" + g.name() + "'");
+    auto* tt = it->mutable_type()->mutable_tensor_type();
+    if (tt->has_shape()) {
+      const auto& old = tt->shape();
+      if (static_cast<std::size_t>(old.dim_size()) != dims.size())
+        throw error(error_category::usage,
+                    "input_shapes gives '" + name + "' rank " + std::to_string(dims.size()) + " but the model declares " +
+                        dims_text(it->type()),
+                    "input '" + name + "'", "give one size per dimension");
+      for (int i = 0; i < old.dim_size(); ++i) {
+        const auto& d = old.dim(i);
+        const auto want = dims[static_cast<std::size_t>(i)];
+        if (d.has_dim_value() && d.dim_value() != want)
+          throw error(error_category::usage,
+                      "input_shapes gives '" + name + "' dimension " + std::to_string(i) + " = " + std::to_string(want) +
+                          " but the model fixes it to " + std::to_string(d.dim_value()),
+                      "input '" + name + "'", "only dynamic dimensions can be set; the model declares " + dims_text(it->type()));
+        if (d.has_dim_param() && !d.dim_param().empty()) {
+          auto [p, fresh] = params.emplace(d.dim_param(), want);
+          if (!fresh && p->second != want)
+            throw error(error_category::usage,
+                        "input_shapes sets dimension '" + d.dim_param() + "' to both " + std::to_string(p->second) +
+                            " and " + std::to_string(want),
+                        "input '" + name + "'", "a named dimension must have one size throughout the model");
+        }
+      }
+    }
+    auto* shape = tt->mutable_shape();
+    shape->clear_dim();
+    for (auto d : dims) shape->add_dim()->set_dim_value(d);
+  }
+  // A named dimension fixed through one input is fixed everywhere it is used.
+  auto substitute = [&](::onnx::ValueInfoProto& v) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) return;
+    for (auto& d : *v.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim())
+      if (d.has_dim_param())
+        if (auto p = params.find(d.dim_param()); p != params.end()) d.set_dim_value(p->second);
+  };
+  if (!params.empty()) {
+    for (auto& v : *g.mutable_input()) substitute(v);
+    for (auto& v : *g.mutable_output()) substitute(v);
+    for (auto& v : *g.mutable_value_info()) substitute(v);
+  }
+  for (const auto& in : g.input()) {
+    if (initializers.count(in.name())) continue;
+    const std::string where = "input '" + in.name() + "'";
+    if (!in.type().has_tensor_type())
+      throw error(error_category::onnx, "input '" + in.name() + "' is not a tensor (sequences, maps and optionals are not supported)",
+                  "graph '" + g.name() + "'");
+    const auto& tt = in.type().tensor_type();
+    (void)data_type_from_onnx(tt.elem_type(), where);
+    if (!tt.has_shape())
+      throw error(error_category::shape, "input '" + in.name() + "' has no shape", "graph '" + g.name() + "'",
+                  shape_hint(g, initializers));
+    for (int i = 0; i < tt.shape().dim_size(); ++i)
+      if (!tt.shape().dim(i).has_dim_value())
+        throw error(error_category::shape,
+                    "input '" + in.name() + "' has dynamic dimension " + std::to_string(i) + " in " + dims_text(in.type()),
+                    "graph '" + g.name() + "'", shape_hint(g, initializers));
+  }
+}
+
+/// Checks external-data locations before ONNX's checker touches the file system.
+inline void check_external_locations(const ::onnx::GraphProto& g, const external_data_resolver& resolver) {
+  auto check = [&](const ::onnx::TensorProto& t) {
+    if (t.has_data_location() && t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL)
+      for (const auto& kv : t.external_data())
+        if (kv.key() == "location") (void)resolver.resolve(kv.value(), t.name());
+  };
+  for (const auto& t : g.initializer()) check(t);
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) check(a.t());
+      for (const auto& t : a.tensors()) check(t);
+      if (a.has_g()) check_external_locations(a.g(), resolver);
+      for (const auto& sub : a.graphs()) check_external_locations(sub, resolver);
+    }
+}
+
+inline bool is_onnx_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
+
+/// Names a graph reads but does not define (its captures), in first-use order.
+inline std::vector<std::string> free_names(const ::onnx::GraphProto& g) {
+  std::unordered_set<std::string> defined;
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
+  auto use = [&](const std::string& n) {
+    if (!n.empty() && !defined.count(n) && seen.insert(n).second) out.push_back(n);
+  };
+  for (const auto& n : g.node()) {
+    for (const auto& i : n.input()) use(i);
+    for (const auto& a : n.attribute()) {
+      if (a.has_g())
+        for (const auto& f : free_names(a.g())) use(f);
+      for (const auto& sub : a.graphs())
+        for (const auto& f : free_names(sub)) use(f);
+    }
+    for (const auto& o : n.output()) defined.insert(o);
+  }
+  for (const auto& o : g.output()) use(o.name());
+  return out;
+}
+
+class graph_builder {
+ public:
+  graph_builder(std::shared_ptr<::onnx::ModelProto> model, external_data_resolver& resolver)
+      : model_(std::move(model)), resolver_(resolver) {
+    for (const auto& o : model_->opset_import())
+      opsets_.push_back({is_onnx_domain(o.domain()) ? std::string() : o.domain(), o.version()});
+  }
+
+  graph build() {
+    auto free = free_names(model_->graph());
+    if (!free.empty())
+      throw error(error_category::onnx, "tensor '" + free.front() + "' is used but never defined",
+                  "graph '" + model_->graph().name() + "'", "the model is malformed; export it again");
+    return build_graph(model_->graph(), nullptr, {});
+  }
+
+ private:
+  struct scope {
+    const scope* parent = nullptr;
+    graph* g = nullptr;
+    std::unordered_map<std::string, tensor_id> ids;
+    const type_scope* types = nullptr;
+  };
+
+  [[nodiscard]] std::int64_t opset_of(const std::string& domain) const {
+    for (const auto& o : opsets_)
+      if (o.domain == domain) return o.version;
+    return 0;
+  }
+
+  static tensor_id lookup(const scope& s, const std::string& name, const std::string& user) {
+    auto it = s.ids.find(name);
+    if (it != s.ids.end()) return it->second;
+    throw error(error_category::onnx, "tensor '" + name + "' used by " + user + " is not defined",
+                "graph '" + s.g->name() + "'", "the model is malformed; export it again");
+  }
+
+  /// The static type of a value from the types shape inference recorded.
+  static tensor_info static_info(const type_scope& types, const std::string& name, const std::string& what,
+                                 const std::string& graph_name) {
+    const auto* t = types.find(name);
+    const std::string where = "graph '" + graph_name + "'";
+    if (!t || !t->has_tensor_type() || t->tensor_type().elem_type() == 0)
+      throw error(error_category::shape, "the type of " + what + " is unknown after shape inference", where,
+                  "ONNX cannot infer this op's outputs; give them in the model's value_info");
+    const auto type = data_type_from_onnx(t->tensor_type().elem_type(), what);
+    if (!t->tensor_type().has_shape())
+      throw error(error_category::shape, "the shape of " + what + " is unknown after shape inference", where,
+                  "fix the model's input shapes with import_options::input_shapes, or give the shape in value_info");
+    std::vector<std::int64_t> dims;
+    for (const auto& d : t->tensor_type().shape().dim()) {
+      if (!d.has_dim_value())
+        throw error(error_category::shape, "the shape of " + what + " is dynamic after shape inference: " + dims_text(*t),
+                    where, "fix the model's input shapes with import_options::input_shapes (ipu --input-shape)");
+      dims.push_back(d.dim_value());
+    }
+    return {type, shape(std::move(dims))};
+  }
+
+  graph build_graph(const ::onnx::GraphProto& gp, const scope* parent, const std::vector<std::string>& captures) {
+    graph g(gp.name());
+    g.set_opset_imports(opsets_);
+    const type_scope types(gp, parent ? parent->types : nullptr);
+    scope s{parent, &g, {}, &types};
+    const tensor_source src{model_, &resolver_};
+
+    std::unordered_set<std::string> initializers;
+    for (const auto& t : gp.initializer()) initializers.insert(t.name());
+    for (const auto& in : gp.input()) {
+      if (initializers.count(in.name())) continue;  // IR < 4 lists weights as inputs too
+      s.ids[in.name()] = g.add_tensor(in.name(), static_info(types, in.name(), "input '" + in.name() + "'", gp.name()),
+                                      tensor_kind::input);
+    }
+    for (const auto& name : captures) {
+      const auto outer = lookup(*parent, name, "subgraph '" + gp.name() + "'");
+      s.ids[name] = g.add_tensor(name, parent->g->tensor(outer).info, tensor_kind::input);
+    }
+    for (const auto& t : gp.initializer()) {
+      auto c = to_constant_tensor(t, src, "initializer");
+      s.ids[t.name()] = g.add_tensor(t.name(), c.info, tensor_kind::variable, std::move(c.data));
+    }
+    for (int i = 0; i < gp.node_size(); ++i) add_node(gp.node(i), i, s);
+    for (const auto& o : gp.output()) g.mark_output(lookup(s, o.name(), "the graph outputs"));
+    validate(g);
+    return g;
+  }
+
+  void add_constant(const ::onnx::NodeProto& n, const std::string& label, scope& s) {
+    const tensor_source src{model_, &resolver_};
+    if (n.output_size() != 1 || n.attribute_size() != 1)
+      throw error(error_category::onnx, "a Constant node needs one output and one value attribute", label);
+    const auto& a = n.attribute(0);
+    constant_tensor c;
+    const auto& name = a.name();
+    if (name == "value") {
+      c = to_constant_tensor(a.t(), src, "Constant value");
+    } else if (name == "value_float") {
+      const float f = a.f();
+      c = {{data_type::F32, {}}, byte_buffer::from_values(std::span(&f, 1))};
+    } else if (name == "value_floats") {
+      std::vector<float> v(a.floats().begin(), a.floats().end());
+      c = {{data_type::F32, shape{static_cast<std::int64_t>(v.size())}}, byte_buffer::from_values(std::span<const float>(v))};
+    } else if (name == "value_int") {
+      const std::int64_t x = a.i();
+      c = {{data_type::S64, {}}, byte_buffer::from_values(std::span(&x, 1))};
+    } else if (name == "value_ints") {
+      std::vector<std::int64_t> v(a.ints().begin(), a.ints().end());
+      c = {{data_type::S64, shape{static_cast<std::int64_t>(v.size())}},
+           byte_buffer::from_values(std::span<const std::int64_t>(v))};
+    } else {
+      throw error(error_category::onnx, "Constant attribute '" + name + "' is not supported", label,
+                  "string and sparse constants have no ipu equivalent");
+    }
+    s.ids[n.output(0)] = s.g->add_tensor(n.output(0), c.info, tensor_kind::constant, std::move(c.data));
+  }
+
+  void add_node(const ::onnx::NodeProto& n, int index, scope& s) {
+    const std::string label = "node " + node_label(n, index);
+    const std::string domain = is_onnx_domain(n.domain()) ? std::string() : n.domain();
+    if (domain.empty() && n.op_type() == "Constant") return add_constant(n, label, s);
+
+    op_node op;
+    op.type = n.op_type();
+    op.domain = domain;
+    op.opset = opset_of(domain);
+    op.name = n.name();
+    for (const auto& in : n.input()) op.inputs.push_back(in.empty() ? no_tensor : lookup(s, in, label));
+
+    // Values the node's subgraphs read from enclosing graphs become extra inputs (file comment).
+    std::vector<std::string> captures;
+    for (const auto& a : n.attribute()) {
+      auto add = [&](const ::onnx::GraphProto& g) {
+        for (auto& f : free_names(g))
+          if (std::find(captures.begin(), captures.end(), f) == captures.end()) captures.push_back(std::move(f));
+      };
+      if (a.has_g()) add(a.g());
+      for (const auto& sub : a.graphs()) add(sub);
+    }
+    const tensor_source src{model_, &resolver_};
+    auto import_graph = [&](const ::onnx::GraphProto& body) { return build_graph(body, &s, captures); };
+    for (const auto& a : n.attribute()) {
+      const auto& name = a.name();
+      if (name == attr_ipu) op.where.ipu = a.i();
+      else if (name == attr_stage) op.where.stage = a.i();
+      else if (name == attr_phase) op.where.phase = a.i();
+      else if (name == attr_block) op.where.block = a.s();
+      else op.attributes.push_back(from_attribute_proto(a, src, import_graph, label));
+    }
+    if (!captures.empty()) {
+      for (const auto& c : captures) op.inputs.push_back(lookup(s, c, label));
+      op.attributes.push_back({std::string(attr_captures), static_cast<std::int64_t>(captures.size())});
+    }
+    for (int i = 0; i < n.output_size(); ++i) {
+      const auto& out = n.output(i);
+      const std::string what = "tensor '" + out + "' (output " + std::to_string(i) + " of " + label + ")";
+      s.ids[out] = s.g->add_tensor(out, static_info(*s.types, out, what, s.g->name()));
+      op.outputs.push_back(s.ids[out]);
+    }
+    s.g->add_op(std::move(op));
+  }
+
+  std::shared_ptr<::onnx::ModelProto> model_;
+  external_data_resolver& resolver_;
+  std::vector<opset_import> opsets_;
+};
+
+}  // namespace detail
+
+/// Imports a parsed model. The model is rewritten in place (normalised, shapes inferred, constants
+/// folded) and kept alive by the returned graph's weights, which share its bytes.
+inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const import_options& options = {}) {
+  auto& m = *model;
+  if (!m.has_graph() || m.ir_version() <= 0)
+    throw error(error_category::onnx, "the data parsed, but it holds no ONNX model (no IR version or graph)", {},
+                "the file is truncated or is not an ONNX model");
+  if (options.check_supported) check_supported_ops(m, options.registry ? *options.registry : default_op_registry());
+
+  const auto version = detail::onnx_opset(m);
+  if (m.ir_version() >= 3 && (version < oldest_opset || version > canonical_opset))
+    throw error(error_category::onnx,
+                version == 0 ? std::string("the model does not import the ai.onnx opset")
+                             : "the model uses ai.onnx opset " + std::to_string(version) + "; opsets " +
+                                   std::to_string(oldest_opset) + " to " + std::to_string(canonical_opset) + " are supported",
+                "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 7 to 17");
+  detail::apply_input_shapes(*m.mutable_graph(), options);
+
+  external_data_resolver resolver = options.base_dir.empty() ? external_data_resolver()
+                                                             : external_data_resolver(options.base_dir);
+  detail::check_external_locations(m.graph(), resolver);
+  check_model(m, options.base_dir, "model as given");
+  infer_shapes(m, "opset " + std::to_string(version));
+  normalize_model(m);
+  check_model(m, options.base_dir, "after normalising to opset 17");
+  // Folding and inference feed each other; each round folds at least one more node or stops.
+  for (int round = 0;; ++round) {
+    infer_shapes(m, round == 0 ? "opset 17" : "after constant folding");
+    if (fold_constants(m) == 0) break;
+  }
+  return detail::graph_builder(std::move(model), resolver).build();
+}
+
+/// Imports a model from serialized bytes. External data needs import_options::base_dir.
+inline graph load_model_from_bytes(std::string_view bytes, const import_options& options = {}) {
+  auto model = std::make_shared<::onnx::ModelProto>();
+  parse_proto(*model, bytes, "ONNX model", "model bytes");
+  return import_model(std::move(model), options);
+}
+
+/// Imports a model file; external data is looked up next to it unless options.base_dir says else.
+inline graph load_model(const std::filesystem::path& path, const import_options& options = {}) {
+  try {
+    auto model = std::make_shared<::onnx::ModelProto>();
+    read_proto_file(*model, path, "ONNX model");
+    import_options opt = options;
+    if (opt.base_dir.empty()) {
+      opt.base_dir = path.parent_path();
+      if (opt.base_dir.empty()) opt.base_dir = ".";
+    }
+    return import_model(std::move(model), opt);
+  } catch (const error& e) {
+    if (e.location().find(path.string()) != std::string::npos) throw;
+    throw error(e.category(), e.message(), path.string() + (e.location().empty() ? "" : ": " + e.location()), e.hint());
+  }
+}
+
+}  // namespace ipu::onnx

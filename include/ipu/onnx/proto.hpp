@@ -1,0 +1,134 @@
+#pragma once
+// Reading and writing ONNX protobuf messages with errors a user can act on.
+//
+// Protobuf happily "parses" many corrupt inputs and says nothing useful when it cannot, so every
+// entry point checks the things that go wrong in practice first: a missing or empty file, a file
+// over protobuf's 2 GB limit for one message, and bytes that are not the expected message.
+#include <fcntl.h>
+#include <google/protobuf/io/coded_stream.h>
+#include <google/protobuf/io/zero_copy_stream_impl.h>
+#include <google/protobuf/message.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "ipu/error.hpp"
+
+namespace ipu::onnx {
+
+/// Protobuf refuses to parse or write a single message larger than this.
+inline constexpr std::uint64_t max_protobuf_bytes = INT_MAX;
+
+namespace detail {
+
+/// Collapses a multi-line message (ONNX's checker adds "==> Context:" paragraphs) into one line.
+inline std::string single_line(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  bool space = false;
+  for (char c : s) {
+    if (c == '\n' || c == '\r' || c == '\t' || c == ' ') {
+      space = !out.empty();
+      continue;
+    }
+    if (space) out += ' ';
+    space = false;
+    out += c;
+  }
+  return out;
+}
+
+inline std::string size_text(std::uint64_t bytes) {
+  return std::to_string(bytes) + " bytes (" + std::to_string(bytes >> 20) + " MiB)";
+}
+
+inline error too_big(std::uint64_t bytes, std::string_view where) {
+  return error(error_category::onnx,
+               "the message is " + size_text(bytes) + ", over protobuf's 2 GB limit for a single message",
+               std::string(where),
+               "store the weights as external data (onnx.save_model(model, path, save_as_external_data=True))");
+}
+
+/// Opens `path` for reading and returns its size; a missing, non-regular or empty file is an error.
+inline std::uint64_t checked_file_size(const std::filesystem::path& path, std::string_view what) {
+  std::error_code ec;
+  auto status = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(status))
+    throw error(error_category::io, std::string(what) + " file does not exist", path.string(),
+                "check the path");
+  if (!std::filesystem::is_regular_file(status))
+    throw error(error_category::io, std::string(what) + " path is not a regular file", path.string());
+  const auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw error(error_category::io, "cannot read the file size: " + ec.message(), path.string());
+  if (size == 0)
+    throw error(error_category::onnx, std::string(what) + " file is empty", path.string(),
+                "the file was probably not written completely; export it again");
+  if (size > max_protobuf_bytes) throw too_big(size, path.string());
+  return size;
+}
+
+}  // namespace detail
+
+/// Parses `bytes` into `msg`. `what` names the message kind in errors ("ONNX model"), `where` says
+/// where the bytes came from.
+inline void parse_proto(google::protobuf::Message& msg, std::string_view bytes, std::string_view what,
+                        std::string_view where = "bytes") {
+  if (bytes.empty())
+    throw error(error_category::onnx, "no bytes to parse: an empty " + std::string(what) + " is not valid",
+                std::string(where), "pass the serialized " + std::string(what));
+  if (bytes.size() > max_protobuf_bytes) throw detail::too_big(bytes.size(), where);
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    throw error(error_category::onnx, "the bytes are not a serialized " + std::string(what) + " (truncated or corrupt)",
+                std::string(where), "check that this is a complete " + std::string(what) + " file");
+}
+
+/// Reads a file into `msg`, streaming (the file is never held twice in memory).
+inline void read_proto_file(google::protobuf::Message& msg, const std::filesystem::path& path, std::string_view what) {
+  (void)detail::checked_file_size(path, what);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw error(error_category::io, std::string("cannot open ") + std::string(what) + " file: " + std::strerror(errno),
+                path.string(), "check the permissions");
+  bool ok = false;
+  {
+    google::protobuf::io::FileInputStream file(fd);
+    google::protobuf::io::CodedInputStream in(&file);
+    ok = msg.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+  }
+  ::close(fd);
+  if (!ok)
+    throw error(error_category::onnx, "the file is not a serialized " + std::string(what) + " (truncated or corrupt)",
+                path.string(), "check that the file is complete; export it again if in doubt");
+}
+
+/// Serializes `msg` (refusing messages over 2 GB, which protobuf cannot write).
+inline std::string serialize_proto(const google::protobuf::Message& msg, std::string_view where) {
+  const auto size = msg.ByteSizeLong();
+  if (size > max_protobuf_bytes) throw detail::too_big(size, where);
+  std::string out;
+  if (!msg.SerializeToString(&out))
+    throw error(error_category::internal, "protobuf failed to serialize the message", std::string(where));
+  return out;
+}
+
+/// Writes `msg` to `path`, replacing it.
+inline void write_proto_file(const google::protobuf::Message& msg, const std::filesystem::path& path) {
+  const auto bytes = serialize_proto(msg, path.string());
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw error(error_category::io, "cannot open the file for writing", path.string(), "check the directory exists");
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out) throw error(error_category::io, "writing the file failed", path.string(), "check free disk space");
+}
+
+}  // namespace ipu::onnx
