@@ -244,6 +244,18 @@ TEST_CASE("generic op(): inference, opset override and several outputs") {
   b.add_output(y[0]);
 }
 
+TEST_CASE("generic op() in another domain uses its inference rule and imports the domain") {
+  ipu::builder b;
+  auto x = b.add_input_tensor({data_type::F16, {2, 8}}, "x");
+  CHECK_THROWS_WITH_AS(b.op("Gelu", {x}, {}, {.domain = "ai.graphcore"}), doctest::Contains("needs its domain version"),
+                       ipu::error);
+  auto y = b.op("Gelu", {x}, {}, {.opset = 1, .domain = "ai.graphcore"});
+  CHECK(b.info(y[0]) == ipu::tensor_info{data_type::F16, {2, 8}});
+  b.add_output(y[0]);
+  const auto g = b.build();
+  CHECK(g.opset_imports() == std::vector<ipu::opset_import>{{"", 13}, {"ai.graphcore", 1}});
+}
+
 TEST_CASE("custom ops take explicit output infos and import their domain") {
   ipu::builder b;
   auto x = b.add_input_tensor({data_type::F32, {4, 10}}, "x");

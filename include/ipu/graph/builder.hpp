@@ -68,9 +68,10 @@ constexpr constant_tensor make_scalar(T value) {
 
 /// Options of the generic `builder::op`.
 struct op_options {
-  std::int64_t opset = 0;       // 0: the builder's opset
+  std::int64_t opset = 0;       // 0: the builder's opset (required for other domains)
   std::size_t num_outputs = 1;  // how many outputs to create
   std::string_view name{};      // op name, also the first output's name; generated when empty
+  std::string_view domain{};    // empty: ai.onnx
 };
 
 struct gemm_options {
@@ -136,20 +137,27 @@ class builder {
   constexpr void add_output(tensor_id t) { g_.mark_output(checked(t)); }
 
   // --- generic ops -------------------------------------------------------------------------
-  /// Adds an ai.onnx op whose output infos come from shape inference; returns its outputs.
+  /// Adds an op whose output infos come from shape inference (ipu/ops/infer.hpp); returns its
+  /// outputs. Ops of other domains than ai.onnx record their domain's version in the opset imports.
   constexpr std::vector<tensor_id> op(std::string_view type, const std::vector<tensor_id>& inputs,
                                       const std::vector<attribute>& attributes = {}, const op_options& options = {}) {
-    op_node n = make_node(type, onnx_domain, options.opset ? options.opset : opset_, inputs, attributes, options.name);
+    const auto domain = options.domain == "ai.onnx" ? onnx_domain : options.domain;
+    if (!domain.empty() && options.opset < 1)
+      throw error(error_category::usage,
+                  "op " + std::string(type) + " of domain '" + std::string(domain) + "' needs its domain version",
+                  "builder '" + g_.name() + "'", "set op_options::opset");
+    op_node n = make_node(type, domain, options.opset ? options.opset : opset_, inputs, attributes, options.name);
     std::vector<infer_input> known;
     known.reserve(inputs.size());
     for (auto t : inputs)
       known.push_back(t == no_tensor ? infer_input{} : infer_input{&g_.tensor(t).info, detail::known_value(g_, t)});
     const auto infos = infer_outputs(n, known, options.num_outputs);
+    if (!domain.empty()) import_domain(domain, options.opset);
     return finish(std::move(n), infos);
   }
   constexpr std::vector<tensor_id> op(std::string_view type, const std::vector<tensor_id>& inputs,
                                       const std::vector<attribute>& attributes, std::int64_t opset) {
-    return op(type, inputs, attributes, op_options{opset, 1, {}});
+    return op(type, inputs, attributes, op_options{opset, 1, {}, {}});
   }
 
   /// Adds an op of any domain with the output infos given (no inference); records the domain's
@@ -302,7 +310,7 @@ class builder {
   }
   constexpr std::vector<tensor_id> split(tensor_id x, const std::vector<std::int64_t>& sizes, std::int64_t axis = 0,
                                          std::string_view name = {}) {
-    const op_options o{0, sizes.size(), name};
+    const op_options o{0, sizes.size(), name, {}};
     if (opset_ >= 13) return op("Split", {x, int_constant(sizes)}, {{"axis", axis}}, o);
     return op("Split", {x}, {{"axis", axis}, {"split", sizes}}, o);
   }
@@ -520,7 +528,7 @@ class builder {
 
   constexpr tensor_id one(std::string_view type, const std::vector<tensor_id>& inputs,
                           const std::vector<attribute>& attributes, std::string_view name) {
-    return op(type, inputs, attributes, op_options{0, 1, name}).front();
+    return op(type, inputs, attributes, op_options{0, 1, name, {}}).front();
   }
 
   constexpr tensor_id reduce(std::string_view type, std::int64_t axes_input_from, tensor_id x,

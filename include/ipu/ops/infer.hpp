@@ -1006,29 +1006,39 @@ inline constexpr entry table[] = {
 
 }  // namespace detail::infer
 
+namespace detail::infer {
+inline constexpr std::size_t table_size = sizeof(table) / sizeof(table[0]);
+/// The table index of a rule, or table_size. (Indices, not function pointers, are compared in
+/// constant expressions: GCC cannot fold a function pointer null check under -fsanitize=undefined.)
+constexpr std::size_t find(std::string_view domain, std::string_view type) noexcept {
+  if (domain == "ai.onnx") domain = "";
+  for (std::size_t i = 0; i < table_size; ++i)
+    if (table[i].domain == domain && table[i].type == type) return i;
+  return table_size;
+}
+}  // namespace detail::infer
+
 /// The inference rule for an op type, or nullptr when the library has none.
 constexpr infer_fn find_shape_inference(std::string_view domain, std::string_view type) noexcept {
-  if (domain == "ai.onnx") domain = "";
-  for (const auto& e : detail::infer::table)
-    if (e.domain == domain && e.type == type) return e.fn;
-  return nullptr;
+  const auto i = detail::infer::find(domain, type);
+  return i == detail::infer::table_size ? nullptr : detail::infer::table[i].fn;
 }
 
 constexpr bool has_shape_inference(std::string_view domain, std::string_view type) noexcept {
-  return find_shape_inference(domain, type) != nullptr;
+  return detail::infer::find(domain, type) != detail::infer::table_size;
 }
 
 /// The infos of the first `num_outputs` outputs of `op`, given its inputs (op.inputs is ignored).
 constexpr std::vector<tensor_info> infer_outputs(const op_node& op, std::span<const infer_input> inputs,
                                                  std::size_t num_outputs) {
-  const auto fn = find_shape_inference(op.domain, op.type);
-  if (!fn)
+  const auto rule = detail::infer::find(op.domain, op.type);
+  if (rule == detail::infer::table_size)
     throw error(error_category::graph,
                 "no shape inference for op type '" + op.type + "'" +
                     (op.domain.empty() ? std::string() : " in domain '" + op.domain + "'"),
                 "op " + graph::describe(op), "give the output infos explicitly");
   const infer_context ctx(op, inputs, num_outputs);
-  auto out = fn(ctx);
+  auto out = detail::infer::table[rule].fn(ctx);
   if (out.size() < num_outputs)
     throw ctx.fail(std::to_string(num_outputs) + " outputs requested but the op has at most " +
                    std::to_string(out.size()));
@@ -1067,7 +1077,7 @@ constexpr std::size_t infer_shapes(graph& g) {
   std::size_t n = 0;
   for (auto id : topological_order(g)) {
     const auto& op = g.op(id);
-    if (!find_shape_inference(op.domain, op.type)) continue;
+    if (!has_shape_inference(op.domain, op.type)) continue;
     auto infos = infer_outputs(g, op);
     for (std::size_t i = 0; i < infos.size(); ++i)
       if (op.outputs[i] != no_tensor) g.tensor(op.outputs[i]).info = std::move(infos[i]);
