@@ -1,9 +1,28 @@
 #pragma once
 // Numeric kernels: element-wise maths, activations, linear algebra, convolution, pooling, norms.
+// The implementations live in one header per family (namespace ipu::detail::math_ops).
+#include "ipu/ops/kernels/activation.hpp"
+#include "ipu/ops/kernels/blas.hpp"
+#include "ipu/ops/kernels/conv.hpp"
+#include "ipu/ops/kernels/elementwise.hpp"
+#include "ipu/ops/kernels/gemm.hpp"
+#include "ipu/ops/kernels/norm.hpp"
+#include "ipu/ops/kernels/pool.hpp"
+#include "ipu/ops/kernels/softmax.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu {
 
-inline void register_math_kernels(op_registry& /*registry*/) {}
+inline void register_math_kernels(op_registry& registry) {
+  // Configure OpenBLAS here, once and single-threaded, rather than inside the first GEMM.
+  detail::math_ops::blas_setup();
+  detail::math_ops::register_elementwise_kernels(registry);
+  detail::math_ops::register_activation_kernels(registry);
+  detail::math_ops::register_softmax_kernels(registry);
+  detail::math_ops::register_gemm_kernels(registry);
+  detail::math_ops::register_conv_kernels(registry);
+  detail::math_ops::register_pool_kernels(registry);
+  detail::math_ops::register_norm_kernels(registry);
+}
 
 }  // namespace ipu

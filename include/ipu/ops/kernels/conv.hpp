@@ -1,0 +1,343 @@
+#pragma once
+// Conv and ConvTranspose over 1-D, 2-D and 3-D spatial data. Conv picks its algorithm by shape:
+// depthwise convolutions run as a direct loop, 1x1 convolutions as one GEMM per group, and the rest
+// as im2col + GEMM over blocks of output columns (bounded scratch, parallel over batch x group x
+// block). ConvTranspose is GEMM + col2im. F16 is widened to F32 and rounded once at the end.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ipu/ops/kernels/blas.hpp"
+#include "ipu/ops/kernels/gemm.hpp"
+#include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/window.hpp"
+#include "ipu/ops/registry.hpp"
+
+namespace ipu::detail::math_ops {
+
+/// Kernel spatial shape: the kernel_shape attribute, or W's trailing dimensions.
+inline std::vector<std::int64_t> kernel_shape_of(const kernel_context& ctx, const shape& w) {
+  std::vector<std::int64_t> from_w(w.begin() + 2, w.end());
+  auto k = ctx.attr_ints("kernel_shape", from_w);
+  if (k != from_w)
+    throw ctx.fail("kernel_shape " + to_string(shape(k)) + " does not match the weights " + to_string(w),
+                   "make kernel_shape equal W's spatial dimensions");
+  return k;
+}
+
+/// Writes rows [c0, c0 + cols) of the im2col matrix for one group: row (c, kd, kh, kw), column =
+/// output position. `x` points at the group's first input channel.
+template <class C>
+void im2col(const C* x, std::int64_t channels, const window_geometry& g, std::int64_t c0, std::int64_t cols, C* col) {
+  const std::int64_t oh_ow = g.out[1] * g.out[2];
+  C* dst = col;
+  for (std::int64_t c = 0; c < channels; ++c) {
+    const C* xc = x + c * g.in_size();
+    for (std::int64_t kd = 0; kd < g.kernel[0]; ++kd)
+      for (std::int64_t kh = 0; kh < g.kernel[1]; ++kh)
+        for (std::int64_t kw = 0; kw < g.kernel[2]; ++kw) {
+          const auto [wlo, whi] = g.valid_range(2, kw);
+          const std::int64_t wbase = kw * g.dilation[2] - g.pad_begin[2];
+          for (std::int64_t j = c0; j < c0 + cols;) {
+            const std::int64_t od = j / oh_ow, oh = (j % oh_ow) / g.out[2], ow = j % g.out[2];
+            const std::int64_t seg = std::min(g.out[2] - ow, c0 + cols - j);
+            C* d = dst + (j - c0);
+            const std::int64_t id = od * g.stride[0] + kd * g.dilation[0] - g.pad_begin[0];
+            const std::int64_t ih = oh * g.stride[1] + kh * g.dilation[1] - g.pad_begin[1];
+            if (id < 0 || id >= g.in[0] || ih < 0 || ih >= g.in[1]) {
+              std::fill(d, d + seg, C{0});
+            } else {
+              const C* row = xc + (id * g.in[1] + ih) * g.in[2];
+              const std::int64_t lo = std::clamp(wlo, ow, ow + seg), hi = std::clamp(whi, lo, ow + seg);
+              std::fill(d, d + (lo - ow), C{0});
+              if (g.stride[2] == 1) {
+                std::copy(row + lo + wbase, row + hi + wbase, d + (lo - ow));
+              } else {
+                for (std::int64_t o = lo; o < hi; ++o) d[o - ow] = row[o * g.stride[2] + wbase];
+              }
+              std::fill(d + (hi - ow), d + seg, C{0});
+            }
+            j += seg;
+          }
+          dst += cols;
+        }
+  }
+}
+
+/// Depthwise convolution (one input channel per group) as a direct loop over 1-D / 2-D planes.
+template <class C>
+void depthwise_conv(const kernel_context& ctx, const C* x, const C* w, const C* bias, C* y, std::int64_t batch,
+                    std::int64_t in_channels, std::int64_t out_channels, const window_geometry& g) {
+  const std::int64_t multiplier = out_channels / in_channels;
+  const std::int64_t planes = batch * out_channels;
+  const std::int64_t kh_n = g.kernel[1], kw_n = g.kernel[2];
+  const std::int64_t work = g.out_size() * g.kernel_size();
+  parallel_blocks(ctx, static_cast<std::size_t>(planes), std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(work, 1)),
+                  [&](std::size_t p0, std::size_t p1) {
+                    for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
+                      const std::int64_t n = p / out_channels, oc = p % out_channels;
+                      const C* xp = x + (n * in_channels + oc / multiplier) * g.in_size();
+                      const C* wp = w + oc * kh_n * kw_n;
+                      C* yp = y + p * g.out_size();
+                      std::fill(yp, yp + g.out_size(), bias ? bias[oc] : C{0});
+                      for (std::int64_t oh = 0; oh < g.out[1]; ++oh) {
+                        C* yrow = yp + oh * g.out[2];
+                        for (std::int64_t kh = 0; kh < kh_n; ++kh) {
+                          const std::int64_t ih = oh * g.stride[1] + kh * g.dilation[1] - g.pad_begin[1];
+                          if (ih < 0 || ih >= g.in[1]) continue;
+                          const C* xrow = xp + ih * g.in[2];
+                          for (std::int64_t kw = 0; kw < kw_n; ++kw) {
+                            const C wv = wp[kh * kw_n + kw];
+                            const auto [lo, hi] = g.valid_range(2, kw);
+                            const std::int64_t base = kw * g.dilation[2] - g.pad_begin[2];
+                            if (g.stride[2] == 1) {
+                              const C* xs = xrow + base;
+                              for (std::int64_t o = lo; o < hi; ++o) yrow[o] += wv * xs[o];
+                            } else {
+                              for (std::int64_t o = lo; o < hi; ++o) yrow[o] += wv * xrow[o * g.stride[2] + base];
+                            }
+                          }
+                        }
+                      }
+                    }
+                  });
+}
+
+/// Conv in the compute type C (float or double) on contiguous NC[D]HW data.
+template <class C>
+void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bias, C* y, std::int64_t batch,
+                  std::int64_t in_channels, std::int64_t out_channels, std::int64_t group, const window_geometry& g) {
+  const std::int64_t cg = in_channels / group, mg = out_channels / group;
+  const std::int64_t s_out = g.out_size(), s_in = g.in_size();
+  if (cg == 1 && group == in_channels && g.in[0] == 1 && g.kernel[0] == 1 && g.out[0] == 1 && g.pad_begin[0] == 0) {
+    depthwise_conv(ctx, x, w, bias, y, batch, in_channels, out_channels, g);
+    return;
+  }
+  const bool pointwise = g.kernel_size() == 1 && g.stride == decltype(g.stride){1, 1, 1} &&
+                         g.pad_begin == decltype(g.pad_begin){0, 0, 0} && g.pad_end == decltype(g.pad_end){0, 0, 0};
+  const std::int64_t kg = cg * g.kernel_size();  // GEMM inner dimension
+  // Column blocks keep the im2col scratch near 512 KiB and give the pool work to share.
+  const std::int64_t block =
+      std::clamp<std::int64_t>(((std::int64_t{1} << 17) / std::max<std::int64_t>(kg, 1) + 15) / 16 * 16, 128,
+                               std::max<std::int64_t>(s_out, 1));
+  const std::int64_t blocks = (s_out + block - 1) / block;
+  const std::int64_t units = batch * group * blocks;
+  const double unit_flops = 2.0 * static_cast<double>(mg) * static_cast<double>(kg) * static_cast<double>(block);
+  const auto grain = static_cast<std::size_t>(std::max(1.0, 2.0e6 / std::max(unit_flops, 1.0)));
+  parallel_blocks(ctx, static_cast<std::size_t>(units), grain, [&](std::size_t u0, std::size_t u1) {
+    for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
+      const std::int64_t n = u / (group * blocks), gi = (u / blocks) % group, bi = u % blocks;
+      const std::int64_t c0 = bi * block, cols = std::min(block, s_out - c0);
+      C* yb = y + (n * out_channels + gi * mg) * s_out + c0;
+      for (std::int64_t m = 0; m < mg; ++m) std::fill(yb + m * s_out, yb + m * s_out + cols, bias ? bias[gi * mg + m] : C{0});
+      const C* xg = x + (n * in_channels + gi * cg) * s_in;
+      const C* wg = w + gi * mg * kg;
+      const C beta = bias ? C{1} : C{0};
+      if (pointwise) {
+        gemm<C>(false, false, mg, cols, kg, C{1}, wg, kg, xg + c0, s_in, beta, yb, s_out);
+      } else {
+        auto col = scratch<C, 1>(static_cast<std::size_t>(kg * cols));
+        im2col(xg, cg, g, c0, cols, col.data());
+        gemm<C>(false, false, mg, cols, kg, C{1}, wg, kg, col.data(), cols, beta, yb, s_out);
+      }
+    }
+  });
+}
+
+inline void conv_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto w = ctx.input(1);
+  expect_type(ctx, 1, x.info().type);
+  const auto y = output(ctx, 0);
+  const shape& sx = x.info().shape;
+  const shape& sw = w.info().shape;
+  const shape& sy = y.info().shape;
+  if (sw.rank() != sx.rank())
+    throw ctx.fail("weights " + to_string(sw) + " and input " + to_string(sx) + " differ in rank",
+                   "give W as [M, C/group, kernel...]");
+  const std::int64_t group = ctx.attr_int("group", 1);
+  const std::int64_t n = sx[0], c = sx[1], m = sw[0];
+  if (group < 1 || c % group != 0 || m % group != 0 || sw[1] * group != c)
+    throw ctx.fail("group " + std::to_string(group) + " does not fit input channels " + std::to_string(c) +
+                       ", weights " + to_string(sw),
+                   "W must be [M, C/group, ...] with C and M divisible by group");
+  const auto g = make_window_geometry(ctx, sx, sy, kernel_shape_of(ctx, sw));
+  for (std::size_t d = 0; d < window_geometry::max_rank; ++d) {
+    const std::int64_t span = g.in[d] + g.pad_begin[d] + g.pad_end[d] - g.extent(d);
+    const std::int64_t expected = span < 0 ? 0 : span / g.stride[d] + 1;
+    if (g.out[d] != expected)
+      throw ctx.fail("output " + to_string(sy) + " does not match the input, kernel, strides, dilations and pads",
+                     "fix the output shape in the model");
+  }
+  if (sy[0] != n || sy[1] != m) throw ctx.fail("output " + to_string(sy) + " should be [" + std::to_string(n) + ", " + std::to_string(m) + ", ...]", "fix the output shape in the model");
+  if (ctx.has_input(2)) {
+    expect_type(ctx, 2, x.info().type);
+    if (ctx.input(2).info().num_elements() != m)
+      throw ctx.fail("bias has " + std::to_string(ctx.input(2).info().num_elements()) + " values for " +
+                         std::to_string(m) + " output channels",
+                     "give one bias per output channel");
+  }
+  if (sy.num_elements() == 0) return;
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const widened<T> wx(x.as<T>()), ww(w.as<T>());
+    std::vector<compute_t<T>> bias;
+    if (ctx.has_input(2))
+      for (const T v : ctx.input(2).as<T>()) bias.push_back(widen(v));
+    widened_output<T> out(y.as<T>());
+    conv_compute(ctx, wx.data(), ww.data(), bias.empty() ? nullptr : bias.data(), out.data(), n, c, m, group, g);
+    out.finish();
+  });
+}
+
+// --- ConvTranspose ---------------------------------------------------------------------------------
+/// ConvTranspose in the compute type: per (batch, group) one GEMM W_g^T x X_g into columns, then
+/// col2im scatters the columns into the output.
+template <class C>
+void conv_transpose_compute(const kernel_context& ctx, const C* x, const C* w, const C* bias, C* y, std::int64_t batch,
+                            std::int64_t in_channels, std::int64_t out_channels, std::int64_t group,
+                            const window_geometry& g) {
+  // Here g.in is the ConvTranspose input and g.out its output; taps map input i to output
+  // i * stride + k * dilation - pad_begin.
+  const std::int64_t cg = in_channels / group, mg = out_channels / group;
+  const std::int64_t s_in = g.in_size(), s_out = g.out_size(), ks = g.kernel_size();
+  const std::int64_t rows = mg * ks;
+  const double unit_flops = 2.0 * static_cast<double>(rows * cg * s_in);
+  const auto grain = static_cast<std::size_t>(std::max(1.0, 2.0e6 / std::max(unit_flops, 1.0)));
+  parallel_blocks(ctx, static_cast<std::size_t>(batch * group), grain, [&](std::size_t u0, std::size_t u1) {
+    auto col = scratch<C, 2>(static_cast<std::size_t>(rows * s_in));
+    for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
+      const std::int64_t n = u / group, gi = u % group;
+      const C* xg = x + (n * in_channels + gi * cg) * s_in;
+      const C* wg = w + gi * cg * rows;  // [cg, mg * ks] row-major
+      gemm<C>(true, false, rows, s_in, cg, C{1}, wg, rows, xg, s_in, C{0}, col.data(), s_in);
+      C* yg = y + (n * out_channels + gi * mg) * s_out;
+      for (std::int64_t mo = 0; mo < mg; ++mo) std::fill(yg + mo * s_out, yg + (mo + 1) * s_out, bias ? bias[gi * mg + mo] : C{0});
+      const C* cr = col.data();
+      for (std::int64_t mo = 0; mo < mg; ++mo)
+        for (std::int64_t kd = 0; kd < g.kernel[0]; ++kd)
+          for (std::int64_t kh = 0; kh < g.kernel[1]; ++kh)
+            for (std::int64_t kw = 0; kw < g.kernel[2]; ++kw, cr += s_in) {
+              C* ym = yg + mo * s_out;
+              for (std::int64_t id = 0; id < g.in[0]; ++id) {
+                const std::int64_t od = id * g.stride[0] + kd * g.dilation[0] - g.pad_begin[0];
+                if (od < 0 || od >= g.out[0]) continue;
+                for (std::int64_t ih = 0; ih < g.in[1]; ++ih) {
+                  const std::int64_t oh = ih * g.stride[1] + kh * g.dilation[1] - g.pad_begin[1];
+                  if (oh < 0 || oh >= g.out[1]) continue;
+                  const C* src = cr + (id * g.in[1] + ih) * g.in[2];
+                  C* dst = ym + (od * g.out[1] + oh) * g.out[2];
+                  const std::int64_t base = kw * g.dilation[2] - g.pad_begin[2];
+                  // input iw lands on ow = iw * stride + base; keep 0 <= ow < out
+                  const std::int64_t lo = std::max<std::int64_t>(0, ceil_div(-base, g.stride[2]));
+                  const std::int64_t hi = std::min<std::int64_t>(g.in[2], floor_div(g.out[2] - 1 - base, g.stride[2]) + 1);
+                  for (std::int64_t iw = lo; iw < hi; ++iw) dst[iw * g.stride[2] + base] += src[iw];
+                }
+              }
+            }
+    }
+  });
+}
+
+inline void conv_transpose_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto w = ctx.input(1);
+  expect_type(ctx, 1, x.info().type);
+  const auto y = output(ctx, 0);
+  const shape& sx = x.info().shape;
+  const shape& sw = w.info().shape;
+  const shape& sy = y.info().shape;
+  if (sx.rank() < 3 || sx.rank() > 5 || sw.rank() != sx.rank())
+    throw ctx.fail("input " + to_string(sx) + " / weights " + to_string(sw) + ": expected [N, C, 1 to 3 spatial dims]",
+                   "give X as [N, C, ...] and W as [C, M/group, kernel...]");
+  const std::int64_t group = ctx.attr_int("group", 1);
+  const std::int64_t n = sx[0], c = sx[1];
+  if (group < 1 || c % group != 0 || sw[0] != c)
+    throw ctx.fail("group " + std::to_string(group) + " does not fit input channels " + std::to_string(c) +
+                       ", weights " + to_string(sw),
+                   "W must be [C, M/group, kernel...] with C divisible by group");
+  const std::int64_t m = sw[1] * group;
+  const std::size_t r = sx.rank() - 2;
+  const auto kernel = kernel_shape_of(ctx, sw);
+  auto list = [&](std::string_view name, std::int64_t fallback, std::size_t count) {
+    auto v = ctx.attr_ints(name, std::vector<std::int64_t>(count, fallback));
+    if (v.size() != count)
+      throw ctx.fail("attribute " + std::string(name) + " has " + std::to_string(v.size()) + " values, not " +
+                         std::to_string(count),
+                     "give one value per spatial dimension (pads: begins then ends)");
+    return v;
+  };
+  const auto strides = list("strides", 1, r);
+  const auto dilations = list("dilations", 1, r);
+  const auto out_pad = list("output_padding", 0, r);
+  const auto pads = list("pads", 0, 2 * r);
+  const auto auto_pad = ctx.attr_string("auto_pad", "NOTSET");
+  const auto output_shape = ctx.attr_ints("output_shape");
+  if (!output_shape.empty() && output_shape.size() != r && output_shape.size() != r + 2)
+    throw ctx.fail("output_shape has " + std::to_string(output_shape.size()) + " values",
+                   "give output_shape one value per spatial dimension");
+  window_geometry g;
+  g.rank = r;
+  const std::size_t off = window_geometry::max_rank - r;
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::size_t d = off + i;
+    g.in[d] = sx[2 + i];
+    g.kernel[d] = kernel[i];
+    g.stride[d] = strides[i];
+    g.dilation[d] = dilations[i];
+    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1)
+      throw ctx.fail("kernel, strides and dilations must be positive", "fix the op's attributes");
+    const std::int64_t full = g.stride[d] * (g.in[d] - 1) + out_pad[i] + g.extent(d);
+    const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+    if (!output_shape.empty() || same) {
+      const std::int64_t target = !output_shape.empty() ? output_shape[output_shape.size() - r + i] : g.in[d] * g.stride[d];
+      const std::int64_t total = full - target;
+      // Floor division: a negative total (a larger requested output) pads the end with zeros.
+      if (auto_pad == "SAME_UPPER") {
+        g.pad_begin[d] = floor_div(total, 2);
+        g.pad_end[d] = total - g.pad_begin[d];
+      } else {
+        g.pad_end[d] = floor_div(total, 2);
+        g.pad_begin[d] = total - g.pad_end[d];
+      }
+    } else if (auto_pad == "VALID" || auto_pad == "NOTSET" || auto_pad.empty()) {
+      g.pad_begin[d] = auto_pad == "VALID" ? 0 : pads[i];
+      g.pad_end[d] = auto_pad == "VALID" ? 0 : pads[r + i];
+    } else {
+      throw ctx.fail("auto_pad is '" + auto_pad + "'", "use NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+    }
+    g.out[d] = full - g.pad_begin[d] - g.pad_end[d];
+  }
+  std::vector<std::int64_t> expect{n, m};
+  for (std::size_t i = 0; i < r; ++i) expect.push_back(g.out[off + i]);
+  if (sy != shape(expect))
+    throw ctx.fail("output " + to_string(sy) + " is not the expected " + to_string(shape(expect)),
+                   "fix the output shape in the model");
+  if (ctx.has_input(2)) {
+    expect_type(ctx, 2, x.info().type);
+    if (ctx.input(2).info().num_elements() != m)
+      throw ctx.fail("bias has " + std::to_string(ctx.input(2).info().num_elements()) + " values for " +
+                         std::to_string(m) + " output channels",
+                     "give one bias per output channel");
+  }
+  if (sy.num_elements() == 0) return;
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const widened<T> wx(x.as<T>()), ww(w.as<T>());
+    std::vector<compute_t<T>> bias;
+    if (ctx.has_input(2))
+      for (const T v : ctx.input(2).as<T>()) bias.push_back(widen(v));
+    widened_output<T> out(y.as<T>());
+    conv_transpose_compute(ctx, wx.data(), ww.data(), bias.empty() ? nullptr : bias.data(), out.data(), n, c, m,
+                           group, g);
+    out.finish();
+  });
+}
+
+inline void register_conv_kernels(op_registry& r) {
+  r.add({"", "Conv", &conv_kernel});
+  r.add({"", "ConvTranspose", &conv_transpose_kernel});
+}
+
+}  // namespace ipu::detail::math_ops

@@ -1,0 +1,205 @@
+#pragma once
+// Normalisation kernels: BatchNormalization (inference, and training mode with running
+// statistics), InstanceNormalization and LayerNormalization. Statistics accumulate in double.
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ipu/ops/kernels/broadcast.hpp"
+#include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/registry.hpp"
+
+namespace ipu::detail::math_ops {
+
+/// Per-channel parameter input `i` as doubles, checked to hold `channels` values.
+inline std::vector<double> channel_param(const kernel_context& ctx, std::size_t i, std::int64_t channels,
+                                         const char* what) {
+  const auto v = ctx.input(i);
+  if (v.info().num_elements() != channels)
+    throw ctx.fail(std::string(what) + " has " + std::to_string(v.info().num_elements()) + " values for " +
+                       std::to_string(channels) + " channels",
+                   "give one value per channel");
+  return read_doubles(v, ctx);
+}
+
+/// Writes doubles into a float tensor of any floating type.
+inline void write_doubles(const kernel_context& ctx, const tensor_view& out, const std::vector<double>& v) {
+  visit(float_types, out.info().type, ctx, [&]<class T>() {
+    auto s = out.as<T>();
+    for (std::size_t i = 0; i < s.size() && i < v.size(); ++i) s[i] = from_double<T>(v[i]);
+  });
+}
+
+/// y = x * a[c] + b[c] over [N, C, spatial] planes.
+template <class T>
+void channel_affine(const kernel_context& ctx, const T* x, T* y, std::int64_t n, std::int64_t c, std::int64_t spatial,
+                    const std::vector<double>& a, const std::vector<double>& b) {
+  using C = compute_t<T>;
+  parallel_blocks(ctx, static_cast<std::size_t>(n * c), std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(spatial, 1)),
+                  [&](std::size_t p0, std::size_t p1) {
+                    for (std::size_t p = p0; p < p1; ++p) {
+                      const auto ch = static_cast<std::size_t>(static_cast<std::int64_t>(p) % c);
+                      const C av = static_cast<C>(a[ch]), bv = static_cast<C>(b[ch]);
+                      const T* xp = x + static_cast<std::int64_t>(p) * spatial;
+                      T* yp = y + static_cast<std::int64_t>(p) * spatial;
+                      for (std::int64_t i = 0; i < spatial; ++i) yp[i] = narrow<T>(widen(xp[i]) * av + bv);
+                    }
+                  });
+}
+
+inline void batch_norm_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  const shape& s = x.info().shape;
+  if (s.rank() < 2) throw ctx.fail("input " + to_string(s) + " has no channel dimension", "give [N, C, ...]");
+  const std::int64_t n = s[0], c = s[1];
+  const std::int64_t spatial = n * c == 0 ? 0 : s.num_elements() / (n * c);
+  const double eps = ctx.attr_float("epsilon", 1e-5f);
+  const double momentum = ctx.attr_float("momentum", 0.9f);
+  const bool training = ctx.attr_int("training_mode", 0) != 0;
+  const auto scale = channel_param(ctx, 1, c, "scale");
+  const auto bias = channel_param(ctx, 2, c, "B");
+  auto mean = channel_param(ctx, 3, c, "input_mean");
+  auto var = channel_param(ctx, 4, c, "input_var");
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const T* in = x.as<T>().data();
+    if (training) {
+      // Batch statistics (biased variance) normalise; the running statistics are blended.
+      std::vector<double> bm(static_cast<std::size_t>(c), 0.0), bv(static_cast<std::size_t>(c), 0.0);
+      const auto count = static_cast<double>(n * spatial);
+      for (std::int64_t ch = 0; ch < c; ++ch) {
+        double sum = 0.0, sq = 0.0;
+        for (std::int64_t b = 0; b < n; ++b) {
+          const T* p = in + (b * c + ch) * spatial;
+          for (std::int64_t i = 0; i < spatial; ++i) sum += static_cast<double>(widen(p[i]));
+        }
+        const double mu = count > 0 ? sum / count : 0.0;
+        for (std::int64_t b = 0; b < n; ++b) {
+          const T* p = in + (b * c + ch) * spatial;
+          for (std::int64_t i = 0; i < spatial; ++i) {
+            const double d = static_cast<double>(widen(p[i])) - mu;
+            sq += d * d;
+          }
+        }
+        bm[static_cast<std::size_t>(ch)] = mu;
+        bv[static_cast<std::size_t>(ch)] = count > 0 ? sq / count : 0.0;
+      }
+      std::vector<double> running_mean(bm.size()), running_var(bv.size());
+      for (std::size_t i = 0; i < bm.size(); ++i) {
+        running_mean[i] = mean[i] * momentum + bm[i] * (1.0 - momentum);
+        running_var[i] = var[i] * momentum + bv[i] * (1.0 - momentum);
+      }
+      if (has_output(ctx, 1)) write_doubles(ctx, ctx.outputs[1], running_mean);
+      if (has_output(ctx, 2)) write_doubles(ctx, ctx.outputs[2], running_var);
+      mean = std::move(bm);
+      var = std::move(bv);
+    }
+    std::vector<double> a(static_cast<std::size_t>(c)), b(static_cast<std::size_t>(c));
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = scale[i] / std::sqrt(var[i] + eps);
+      b[i] = bias[i] - mean[i] * a[i];
+    }
+    channel_affine(ctx, in, y.as<T>().data(), n, c, spatial, a, b);
+  });
+}
+
+inline void instance_norm_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  const shape& s = x.info().shape;
+  if (s.rank() < 3) throw ctx.fail("input " + to_string(s) + " is not [N, C, spatial...]", "give [N, C, D1, ...]");
+  const std::int64_t n = s[0], c = s[1];
+  const std::int64_t spatial = n * c == 0 ? 0 : s.num_elements() / (n * c);
+  const double eps = ctx.attr_float("epsilon", 1e-5f);
+  const auto scale = channel_param(ctx, 1, c, "scale");
+  const auto bias = channel_param(ctx, 2, c, "B");
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const T* in = x.as<T>().data();
+    T* out = y.as<T>().data();
+    parallel_blocks(ctx, static_cast<std::size_t>(n * c), std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(spatial, 1)),
+                    [&](std::size_t p0, std::size_t p1) {
+                      for (std::size_t p = p0; p < p1; ++p) {
+                        const auto ch = static_cast<std::size_t>(static_cast<std::int64_t>(p) % c);
+                        const T* xp = in + static_cast<std::int64_t>(p) * spatial;
+                        T* yp = out + static_cast<std::int64_t>(p) * spatial;
+                        double sum = 0.0, sq = 0.0;
+                        for (std::int64_t i = 0; i < spatial; ++i) sum += static_cast<double>(widen(xp[i]));
+                        const double mu = sum / static_cast<double>(spatial);
+                        for (std::int64_t i = 0; i < spatial; ++i) {
+                          const double d = static_cast<double>(widen(xp[i])) - mu;
+                          sq += d * d;
+                        }
+                        const double a = scale[ch] / std::sqrt(sq / static_cast<double>(spatial) + eps);
+                        const double b = bias[ch] - mu * a;
+                        for (std::int64_t i = 0; i < spatial; ++i)
+                          yp[i] = from_double<T>(static_cast<double>(widen(xp[i])) * a + b);
+                      }
+                    });
+  });
+}
+
+/// LayerNormalization: normalises over the dimensions from `axis` on; Scale and B broadcast to
+/// those dimensions. Optional outputs Mean and InvStdDev keep the leading dimensions.
+inline void layer_norm_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  const shape& s = x.info().shape;
+  if (s.rank() == 0) throw ctx.fail("input is a scalar", "give a tensor of rank >= 1");
+  const std::size_t axis = s.normalize_axis(ctx.attr_int("axis", -1));
+  const double eps = ctx.attr_float("epsilon", 1e-5f);
+  std::int64_t outer = 1;
+  for (std::size_t i = 0; i < axis; ++i) outer *= s[i];
+  const shape inner_shape(std::vector<std::int64_t>(s.begin() + static_cast<std::ptrdiff_t>(axis), s.end()));
+  const std::int64_t inner = inner_shape.num_elements();
+  // Scale and B expanded to the normalised block.
+  auto expand = [&](std::size_t i, double fallback) {
+    std::vector<double> v(static_cast<std::size_t>(inner), fallback);
+    if (ctx.has_input(i)) {
+      const auto p = ctx.input(i);
+      const auto vals = read_doubles(p, ctx);
+      broadcast_copy(ctx, vals.data(), p.info().shape, v.data(), inner_shape);
+    }
+    return v;
+  };
+  const auto scale = expand(1, 1.0);
+  const auto bias = expand(2, 0.0);
+  std::vector<double> means(static_cast<std::size_t>(outer)), inv_std(static_cast<std::size_t>(outer));
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const T* in = x.as<T>().data();
+    T* out = y.as<T>().data();
+    parallel_blocks(ctx, static_cast<std::size_t>(outer), std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(inner, 1)),
+                    [&](std::size_t r0, std::size_t r1) {
+                      for (std::size_t r = r0; r < r1; ++r) {
+                        const T* xp = in + static_cast<std::int64_t>(r) * inner;
+                        T* yp = out + static_cast<std::int64_t>(r) * inner;
+                        double sum = 0.0, sq = 0.0;
+                        for (std::int64_t i = 0; i < inner; ++i) sum += static_cast<double>(widen(xp[i]));
+                        const double mu = inner > 0 ? sum / static_cast<double>(inner) : 0.0;
+                        for (std::int64_t i = 0; i < inner; ++i) {
+                          const double d = static_cast<double>(widen(xp[i])) - mu;
+                          sq += d * d;
+                        }
+                        const double is = 1.0 / std::sqrt((inner > 0 ? sq / static_cast<double>(inner) : 0.0) + eps);
+                        means[r] = mu;
+                        inv_std[r] = is;
+                        for (std::int64_t i = 0; i < inner; ++i) {
+                          const auto k = static_cast<std::size_t>(i);
+                          yp[i] = from_double<T>((static_cast<double>(widen(xp[i])) - mu) * is * scale[k] + bias[k]);
+                        }
+                      }
+                    });
+  });
+  if (has_output(ctx, 1)) write_doubles(ctx, ctx.outputs[1], means);
+  if (has_output(ctx, 2)) write_doubles(ctx, ctx.outputs[2], inv_std);
+}
+
+inline void register_norm_kernels(op_registry& r) {
+  r.add({"", "BatchNormalization", &batch_norm_kernel});
+  r.add({"", "InstanceNormalization", &instance_norm_kernel});
+  r.add({"", "LayerNormalization", &layer_norm_kernel});
+}
+
+}  // namespace ipu::detail::math_ops

@@ -1,0 +1,225 @@
+#pragma once
+// Pooling: MaxPool (with dilations, ceil_mode, the Indices output and storage_order),
+// AveragePool (count_include_pad), LpPool and the global pools, over 1-D to 3-D spatial data.
+// Windows are clipped to the input; the output shape comes from the IR and is checked against
+// the attributes (floor or ceil rounding).
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/window.hpp"
+#include "ipu/ops/registry.hpp"
+
+namespace ipu::detail::math_ops {
+
+enum class pool_kind { max, average, lp };
+
+/// Checks the IR's output size against the window: floor rounding, or with ceil_mode ceil
+/// rounding (also the PyTorch variant that drops a last window starting in the end padding).
+inline void check_pool_output(const kernel_context& ctx, const window_geometry& g, bool ceil_mode, const shape& y) {
+  for (std::size_t d = 0; d < window_geometry::max_rank; ++d) {
+    const std::int64_t span = g.in[d] + g.pad_begin[d] + g.pad_end[d] - g.extent(d);
+    if (span < 0)
+      throw ctx.fail("the pooling window is larger than the padded input " + std::to_string(g.in[d]),
+                     "use a smaller kernel or more padding");
+    const std::int64_t fl = span / g.stride[d] + 1;
+    const std::int64_t ce = ceil_div(span, g.stride[d]) + 1;
+    const bool ok = g.out[d] == fl || (ceil_mode && (g.out[d] == ce || g.out[d] == ce - 1));
+    if (!ok)
+      throw ctx.fail("output " + to_string(y) + " does not match the input, kernel_shape, strides, pads and ceil_mode",
+                     "fix the output shape in the model");
+  }
+}
+
+/// Taps t in [lo, hi) of the window at output `o` along `d` that read inside the input; also the
+/// count of taps inside the padded input (for count_include_pad).
+struct tap_range {
+  std::int64_t lo, hi, padded;
+};
+inline tap_range taps(const window_geometry& g, std::size_t d, std::int64_t o) noexcept {
+  const std::int64_t start = o * g.stride[d] - g.pad_begin[d];
+  const std::int64_t lo = std::max<std::int64_t>(0, ceil_div(-start, g.dilation[d]));
+  const std::int64_t hi = std::min<std::int64_t>(g.kernel[d], floor_div(g.in[d] - 1 - start, g.dilation[d]) + 1);
+  const std::int64_t plo = std::max<std::int64_t>(0, ceil_div(-g.pad_begin[d] - start, g.dilation[d]));
+  const std::int64_t phi =
+      std::min<std::int64_t>(g.kernel[d], floor_div(g.in[d] + g.pad_end[d] - 1 - start, g.dilation[d]) + 1);
+  return {lo, std::max(lo, hi), std::max<std::int64_t>(0, phi - plo)};
+}
+
+template <pool_kind Kind, class T>
+void pool_planes(const kernel_context& ctx, const T* x, T* y, std::int64_t* indices, std::int64_t planes,
+                 const window_geometry& g, bool count_include_pad, bool column_major, double p) {
+  using C = compute_t<T>;
+  const std::int64_t s_in = g.in_size(), s_out = g.out_size();
+  parallel_blocks(ctx, static_cast<std::size_t>(planes),
+                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
+                  [&](std::size_t p0, std::size_t p1) {
+    for (auto pl = static_cast<std::int64_t>(p0); pl < static_cast<std::int64_t>(p1); ++pl) {
+      const T* xp = x + pl * s_in;
+      T* yp = y + pl * s_out;
+      std::int64_t* ip = indices ? indices + pl * s_out : nullptr;
+      for (std::int64_t od = 0; od < g.out[0]; ++od) {
+        const auto td = taps(g, 0, od);
+        const std::int64_t sd = od * g.stride[0] - g.pad_begin[0];
+        for (std::int64_t oh = 0; oh < g.out[1]; ++oh) {
+          const auto th = taps(g, 1, oh);
+          const std::int64_t sh = oh * g.stride[1] - g.pad_begin[1];
+          for (std::int64_t ow = 0; ow < g.out[2]; ++ow) {
+            const auto tw = taps(g, 2, ow);
+            const std::int64_t sw = ow * g.stride[2] - g.pad_begin[2];
+            const std::int64_t o = (od * g.out[1] + oh) * g.out[2] + ow;
+            if constexpr (Kind == pool_kind::max) {
+              C best = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                           : std::numeric_limits<C>::lowest();
+              std::int64_t arg = -1;
+              for (std::int64_t a = td.lo; a < td.hi; ++a) {
+                const std::int64_t id = sd + a * g.dilation[0];
+                for (std::int64_t b = th.lo; b < th.hi; ++b) {
+                  const std::int64_t ih = sh + b * g.dilation[1];
+                  const T* row = xp + (id * g.in[1] + ih) * g.in[2];
+                  for (std::int64_t c = tw.lo; c < tw.hi; ++c) {
+                    const std::int64_t iw = sw + c * g.dilation[2];
+                    const C v = widen(row[iw]);
+                    // NaN propagates (like PyTorch): once taken, nothing compares greater.
+                    if (arg < 0 || v > best || (v != v && best == best)) {
+                      best = v;
+                      arg = column_major ? id + g.in[0] * (ih + g.in[1] * iw) : (id * g.in[1] + ih) * g.in[2] + iw;
+                    }
+                  }
+                }
+              }
+              yp[o] = narrow<T>(best);
+              if (ip) ip[o] = arg < 0 ? -1 : pl * s_in + arg;
+            } else {
+              double acc = 0.0;
+              for (std::int64_t a = td.lo; a < td.hi; ++a) {
+                const std::int64_t id = sd + a * g.dilation[0];
+                for (std::int64_t b = th.lo; b < th.hi; ++b) {
+                  const std::int64_t ih = sh + b * g.dilation[1];
+                  const T* row = xp + (id * g.in[1] + ih) * g.in[2];
+                  for (std::int64_t c = tw.lo; c < tw.hi; ++c) {
+                    const double v = static_cast<double>(widen(row[sw + c * g.dilation[2]]));
+                    if constexpr (Kind == pool_kind::average)
+                      acc += v;
+                    else if (p == 2.0)
+                      acc += v * v;
+                    else if (p == 1.0)
+                      acc += std::fabs(v);
+                    else
+                      acc += std::pow(std::fabs(v), p);
+                  }
+                }
+              }
+              if constexpr (Kind == pool_kind::average) {
+                const std::int64_t count = count_include_pad ? td.padded * th.padded * tw.padded
+                                                             : (td.hi - td.lo) * (th.hi - th.lo) * (tw.hi - tw.lo);
+                yp[o] = narrow<T>(static_cast<C>(count > 0 ? acc / static_cast<double>(count) : 0.0));
+              } else {
+                yp[o] = narrow<T>(static_cast<C>(p == 2.0 ? std::sqrt(acc) : p == 1.0 ? acc : std::pow(acc, 1.0 / p)));
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+template <pool_kind Kind>
+void pool_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  const shape& sx = x.info().shape;
+  const shape& sy = y.info().shape;
+  if (!ctx.has_attr("kernel_shape")) throw ctx.fail("attribute kernel_shape is missing", "give the pooling window size");
+  const auto g = make_window_geometry(ctx, sx, sy, ctx.attr_ints("kernel_shape"));
+  const bool ceil_mode = ctx.attr_int("ceil_mode", 0) != 0;
+  check_pool_output(ctx, g, ceil_mode, sy);
+  if (sy[0] != sx[0] || sy[1] != sx[1])
+    throw ctx.fail("output " + to_string(sy) + " and input " + to_string(sx) + " differ in batch or channels",
+                   "fix the output shape in the model");
+  const bool count_include_pad = ctx.attr_int("count_include_pad", 0) != 0;
+  const bool column_major = ctx.attr_int("storage_order", 0) != 0;
+  const double p = static_cast<double>(ctx.attr_int("p", 2));
+  if (Kind == pool_kind::lp && p <= 0) throw ctx.fail("attribute p is not positive", "use p >= 1");
+  std::int64_t* indices = nullptr;
+  if (Kind == pool_kind::max && has_output(ctx, 1)) {
+    const auto iv = ctx.outputs[1];
+    if (iv.info().type != data_type::S64 || iv.info().shape != sy)
+      throw ctx.fail("Indices output is " + to_string(iv.info()) + ", expected S64" + to_string(sy),
+                     "fix the Indices output in the model");
+    indices = iv.as<std::int64_t>().data();
+  }
+  if (sy.num_elements() == 0) return;
+  const std::int64_t planes = sx[0] * sx[1];
+  constexpr auto max_types = float_types + type_list<std::int8_t, std::uint8_t>{};
+  constexpr auto types = [] {
+    if constexpr (Kind == pool_kind::max)
+      return max_types;
+    else
+      return float_types;
+  }();
+  visit(types, x.info().type, ctx, [&]<class T>() {
+    pool_planes<Kind, T>(ctx, x.as<T>().data(), y.as<T>().data(), indices, planes, g, count_include_pad,
+                         column_major, p);
+  });
+}
+
+/// GlobalAveragePool / GlobalMaxPool / GlobalLpPool: one value per (batch, channel) plane.
+template <pool_kind Kind>
+void global_pool_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  const shape& sx = x.info().shape;
+  if (sx.rank() < 2) throw ctx.fail("input " + to_string(sx) + " has no channel dimension", "give [N, C, ...]");
+  const std::int64_t planes = sx[0] * sx[1];
+  const std::int64_t size = planes == 0 ? 0 : sx.num_elements() / planes;
+  if (y.info().num_elements() != planes)
+    throw ctx.fail("output " + to_string(y.info().shape) + " should hold one value per (batch, channel)",
+                   "fix the output shape in the model");
+  if (planes == 0) return;
+  const double p = static_cast<double>(ctx.attr_int("p", 2));
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const T* in = x.as<T>().data();
+    T* out = y.as<T>().data();
+    parallel_blocks(ctx, static_cast<std::size_t>(planes), std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(size, 1)),
+                    [&](std::size_t b, std::size_t e) {
+                      for (std::size_t pl = b; pl < e; ++pl) {
+                        const T* v = in + static_cast<std::int64_t>(pl) * size;
+                        double r = 0.0;
+                        if constexpr (Kind == pool_kind::max) {
+                          r = -std::numeric_limits<double>::infinity();
+                          for (std::int64_t i = 0; i < size; ++i) {
+                            const double c = static_cast<double>(widen(v[i]));
+                            if (c > r || c != c) r = c;
+                            if (r != r) break;
+                          }
+                        } else if constexpr (Kind == pool_kind::average) {
+                          for (std::int64_t i = 0; i < size; ++i) r += static_cast<double>(widen(v[i]));
+                          r /= static_cast<double>(size);
+                        } else {
+                          for (std::int64_t i = 0; i < size; ++i) r += std::pow(std::fabs(static_cast<double>(widen(v[i]))), p);
+                          r = std::pow(r, 1.0 / p);
+                        }
+                        out[pl] = narrow<T>(static_cast<compute_t<T>>(r));
+                      }
+                    });
+  });
+}
+
+inline void register_pool_kernels(op_registry& r) {
+  r.add({"", "MaxPool", &pool_kernel<pool_kind::max>});
+  r.add({"", "AveragePool", &pool_kernel<pool_kind::average>});
+  r.add({"", "LpPool", &pool_kernel<pool_kind::lp>});
+  r.add({"", "GlobalMaxPool", &global_pool_kernel<pool_kind::max>});
+  r.add({"", "GlobalAveragePool", &global_pool_kernel<pool_kind::average>});
+  r.add({"", "GlobalLpPool", &global_pool_kernel<pool_kind::lp>});
+}
+
+}  // namespace ipu::detail::math_ops
