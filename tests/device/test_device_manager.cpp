@@ -1,5 +1,4 @@
 #include <doctest/doctest.h>
-
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -154,8 +153,10 @@ auto holder(const fs::path& dir, std::uint32_t id) {
           dev->release();
           child_process::send_byte(fd, 'R');
           break;
-        case 'x': return 0;
-        default: return 3;
+        case 'x':
+          return 0;
+        default:
+          return 3;
       }
     }
   };
@@ -261,8 +262,9 @@ TEST_CASE("the IPU count is a power of two from 1 to 64 unless auto-rounded") {
   CHECK(three.find("3 IPUs requested; a device has a power of two from 1 to 64 IPUs") != std::string::npos);
   CHECK(three.find("ask for 4 IPUs, or enable auto-rounding") != std::string::npos);
   CHECK(expect_device_error([&] { return dm.acquire(0); }).find("0 IPUs requested") != std::string::npos);
-  CHECK(expect_device_error([&] { return dm.acquire(65, {.auto_round_num_ipus = true}); })
-            .find("a device has at most 64 IPUs") != std::string::npos);
+  CHECK(expect_device_error([&] {
+          return dm.acquire(65, {.auto_round_num_ipus = true});
+        }).find("a device has at most 64 IPUs") != std::string::npos);
   CHECK(expect_device_error([&] { return dm.try_acquire(6); }).find("power of two") != std::string::npos);
 
   // Auto-rounding reserves the next power of two; the extra IPUs are reserved but idle.
@@ -281,7 +283,9 @@ TEST_CASE("the IPU count is a power of two from 1 to 64 unless auto-rounded") {
   CHECK(big.find("17 IPUs requested (32 after rounding); the simulated system has 16 IPUs") != std::string::npos);
   CHECK(big.find("IPU_SYSTEM=mk2:32") != std::string::npos);
   const ipu::device_manager six(ipu::make_ipu_system<ipu::mk2>(6), dir.path);
-  CHECK(expect_device_error([&] { return six.acquire(8); }).find("the simulated system has 6 IPUs and its largest device has 4 IPUs") != std::string::npos);
+  CHECK(expect_device_error([&] {
+          return six.acquire(8);
+        }).find("the simulated system has 6 IPUs and its largest device has 4 IPUs") != std::string::npos);
 }
 
 TEST_CASE("acquire by id and a busy id") {
@@ -327,8 +331,9 @@ TEST_CASE("try-acquire returns nothing when every device is busy") {
   const auto text = text_of(e);
   CHECK(text.find("every device of 4 IPUs is busy (devices 24-27): IPUs 0-15 held by process") != std::string::npos);
   CHECK(text.find("ask for fewer") == std::string::npos);  // nothing smaller is free either
-  CHECK(text_of(expect_busy([&] { return other.acquire(16); })).find("the only device of 16 IPUs (device 30) is busy") !=
-        std::string::npos);
+  CHECK(text_of(expect_busy([&] {
+          return other.acquire(16);
+        })).find("the only device of 16 IPUs (device 30) is busy") != std::string::npos);
   all.release();
   auto one = other.try_acquire(1);
   REQUIRE(one);
@@ -362,8 +367,9 @@ TEST_CASE("a wait with a timeout expires while the device stays busy") {
   CHECK(text_of(e).find("is busy after waiting") != std::string::npos);
   CHECK(text_of(e).find("wait longer") != std::string::npos);
   // A zero timeout tries once, like no_wait.
-  CHECK(expect_busy([&] { return dm.acquire(16, {.wait = ipu::device_wait_config::with_timeout(0ms)}); }).holders().size() ==
-        4);
+  CHECK(expect_busy([&] { return dm.acquire(16, {.wait = ipu::device_wait_config::with_timeout(0ms)}); })
+            .holders()
+            .size() == 4);
   // Other quads were free all along: a wait is only needed when every candidate is busy.
   auto other = dm.acquire(4, {.wait = ipu::device_wait_config::with_timeout(10s)});
   CHECK(other.id() == 25);
@@ -376,10 +382,12 @@ TEST_CASE("device_wait_config strategies and validation") {
   static_assert(ipu::to_string(ipu::device_wait_strategy::wait_with_timeout) == "WAIT_WITH_TIMEOUT");
   temp_lock_dir dir;
   const ipu::device_manager dm(pod16, dir.path);
-  CHECK(expect_device_error([&] { return dm.acquire(1, {.wait = ipu::device_wait_config::with_timeout(-1ms)}); })
-            .find("negative device wait timeout") != std::string::npos);
-  CHECK(expect_device_error([&] { return dm.acquire_by_id(0, ipu::device_wait_config::forever(0ms)); })
-            .find("sleep time is not positive") != std::string::npos);
+  CHECK(expect_device_error([&] {
+          return dm.acquire(1, {.wait = ipu::device_wait_config::with_timeout(-1ms)});
+        }).find("negative device wait timeout") != std::string::npos);
+  CHECK(expect_device_error([&] {
+          return dm.acquire_by_id(0, ipu::device_wait_config::forever(0ms));
+        }).find("sleep time is not positive") != std::string::npos);
   CHECK(held_ipus(dm).empty());
 }
 
@@ -394,8 +402,9 @@ TEST_CASE("offline and CPU devices are descriptions that reserve nothing") {
   CHECK(ipu::device_manager::offline_device(ipu::describe_architecture<ipu::mk1>(), 64).num_ipus == 64);
   CHECK(expect_device_error([] { return ipu::device_manager::offline_device("mk2", 3); }).find("power of two") !=
         std::string::npos);
-  CHECK(expect_device_error([] { return ipu::device_manager::offline_device("ipu9"); })
-            .find("unknown offline target 'ipu9'") != std::string::npos);
+  CHECK(expect_device_error([] {
+          return ipu::device_manager::offline_device("ipu9");
+        }).find("unknown offline target 'ipu9'") != std::string::npos);
   const auto cpu = ipu::device_manager::cpu_device(2);
   CHECK(cpu.kind == ipu::device_kind::cpu);
   CHECK(cpu.num_ipus == 2);
@@ -438,8 +447,9 @@ TEST_CASE("to_string of a device lists its IPUs children and holders") {
   temp_lock_dir dir;
   const ipu::device_manager dm(pod16, dir.path);
   auto d = dm.acquire_by_id(2);
-  CHECK(ipu::to_string(dm.info(24)) == "device 24: 4 x mk2 (GC200), IPUs 0-3, children 16 17, held: IPU 2 held by process " +
-                                           std::to_string(::getpid()) + " (this process)");
+  CHECK(ipu::to_string(dm.info(24)) ==
+        "device 24: 4 x mk2 (GC200), IPUs 0-3, children 16 17, held: IPU 2 held by process " +
+            std::to_string(::getpid()) + " (this process)");
   CHECK(ipu::to_string(dm.info(9)) == "device 9: 1 x mk2 (GC200), IPU 9, free");
 }
 
@@ -504,7 +514,8 @@ TEST_SUITE("concurrent") {
     const auto now = expect_busy([&] { return dm.acquire(16); });
     CHECK(text_of(now).find("IPUs 0-3 held by process " + std::to_string(child.pid())) != std::string::npos);
     CHECK(text_of(now).find("(this process)") == std::string::npos);
-    const auto later = expect_busy([&] { return dm.acquire_by_id(24, ipu::device_wait_config::with_timeout(150ms, 10ms)); });
+    const auto later =
+        expect_busy([&] { return dm.acquire_by_id(24, ipu::device_wait_config::with_timeout(150ms, 10ms)); });
     CHECK(later.waited() >= 150ms);
     CHECK(later.holders().size() == 4);
     CHECK(later.holders()[0].pid == child.pid());

@@ -94,11 +94,12 @@ class ipu_lock_file {
     // O_NOFOLLOW: a symlink planted in a shared directory must not redirect our writes.
     fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0666);
     if (fd_ < 0)
-      throw error(error_category::device, "cannot open the lock file of IPU " + std::to_string(ipu) + ": " +
-                                              os_error_text(errno),
+      throw error(error_category::device,
+                  "cannot open the lock file of IPU " + std::to_string(ipu) + ": " + os_error_text(errno),
                   path.string(), "set IPU_DEVICE_LOCK_DIR to a directory this user can write");
   }
-  ipu_lock_file(ipu_lock_file&& o) noexcept : fd_(std::exchange(o.fd_, -1)), ipu_(o.ipu_), locked_(std::exchange(o.locked_, false)) {}
+  ipu_lock_file(ipu_lock_file&& o) noexcept
+      : fd_(std::exchange(o.fd_, -1)), ipu_(o.ipu_), locked_(std::exchange(o.locked_, false)) {}
   ipu_lock_file& operator=(ipu_lock_file&& o) noexcept {
     if (this != &o) {
       close();
@@ -131,8 +132,8 @@ class ipu_lock_file {
   [[nodiscard]] bool held_elsewhere() const {
     struct flock fl = whole_file(F_WRLCK);
     if (::fcntl(fd_, F_OFD_GETLK, &fl) != 0)
-      throw error(error_category::device, "cannot test the lock of IPU " + std::to_string(ipu_) + ": " +
-                                              os_error_text(errno),
+      throw error(error_category::device,
+                  "cannot test the lock of IPU " + std::to_string(ipu_) + ": " + os_error_text(errno),
                   "device lock file", "the lock directory must be on a local file system with fcntl locks");
     return fl.l_type != F_UNLCK;
   }

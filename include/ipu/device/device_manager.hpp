@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -86,8 +87,10 @@ constexpr std::uint32_t ipus_to_reserve(std::uint64_t requested, bool auto_round
     throw error(error_category::device,
                 format_uint(requested) + " IPUs requested; a device has a power of two from 1 to 64 IPUs",
                 "device request",
-                "ask for " + format_uint(n) + " IPUs, or enable auto-rounding (PopTorch's autoRoundNumIPUs) to "
-                "reserve " + format_uint(n) + " with " + format_uint(n - requested) + " idle");
+                "ask for " + format_uint(n) +
+                    " IPUs, or enable auto-rounding (PopTorch's autoRoundNumIPUs) to "
+                    "reserve " +
+                    format_uint(n) + " with " + format_uint(n - requested) + " idle");
   return n;
 }
 
@@ -266,8 +269,10 @@ class device_manager {
     const auto n = check_size(ipus_to_reserve(num_ipus, options.auto_round_num_ipus), num_ipus);
     return acquire_from(system_.devices_with(n), num_ipus, options.wait, false);
   }
-  /// Reserves the first free device of `num_ipus` IPUs if one is free now; nullopt otherwise.
-  [[nodiscard]] std::optional<device_handle> try_acquire(std::uint32_t num_ipus, bool auto_round_num_ipus = false) const {
+  /// Reserves the first free device of `num_ipus` IPUs if one is free now; nullopt otherwise. Throws
+  /// ipu::error (device) for a request the system cannot satisfy.
+  [[nodiscard]] std::optional<device_handle> try_acquire(std::uint32_t num_ipus,
+                                                         bool auto_round_num_ipus = false) const {
     const auto n = check_size(ipus_to_reserve(num_ipus, auto_round_num_ipus), num_ipus);
     for (const auto& s : system_.devices_with(n))
       if (auto h = try_lock(s, num_ipus)) return h;
@@ -281,9 +286,11 @@ class device_manager {
     const auto s = slot(id);
     return acquire_from({s}, s.num_ipus, wait, true);
   }
-  /// Reserves device `id` if it is free now; nullopt otherwise.
+  /// Reserves device `id` if it is free now; nullopt otherwise. Throws ipu::error (device) for an
+  /// unknown id.
   [[nodiscard]] std::optional<device_handle> try_acquire_by_id(std::uint32_t id) const {
-    return try_lock(slot(id), slot(id).num_ipus);
+    const auto s = slot(id);
+    return try_lock(s, s.num_ipus);
   }
 
   // --- devices without a reservation ---------------------------------------------------------
@@ -299,8 +306,7 @@ class device_manager {
     return offline_device(*arch, num_ipus, auto_round_num_ipus);
   }
   [[nodiscard]] static device_description offline_device(const architecture_description& arch,
-                                                         std::uint32_t num_ipus = 1,
-                                                         bool auto_round_num_ipus = false) {
+                                                         std::uint32_t num_ipus = 1, bool auto_round_num_ipus = false) {
     return make_device_description(arch, ipus_to_reserve(num_ipus, auto_round_num_ipus));
   }
   /// The host CPU; `num_ipus` is how many IPUs a model's annotations may name (the host runs them all).
@@ -310,7 +316,8 @@ class device_manager {
 
  private:
   device_manager(const ipu_system& system, std::filesystem::path lock_dir, bool private_dir)
-      : system_(make_ipu_system(system.arch, system.num_ipus, system.ipus_per_machine)), lock_dir_(std::move(lock_dir)) {
+      : system_(make_ipu_system(system.arch, system.num_ipus, system.ipus_per_machine)),
+        lock_dir_(std::move(lock_dir)) {
     detail::device::prepare_lock_dir(lock_dir_, private_dir);
   }
 
@@ -334,8 +341,9 @@ class device_manager {
                 what + "; the simulated system has " + ipus_text(system_.num_ipus) + " and its largest device has " +
                     ipus_text(system_.largest_device_ipus()),
                 where(),
-                "ask for at most " + ipus_text(system_.largest_device_ipus()) + ", or simulate a bigger system (IPU_SYSTEM=" +
-                    std::string(system_.arch.name) + ":" + detail::device::format_uint(reserve) + ")");
+                "ask for at most " + ipus_text(system_.largest_device_ipus()) +
+                    ", or simulate a bigger system (IPU_SYSTEM=" + std::string(system_.arch.name) + ":" +
+                    detail::device::format_uint(reserve) + ")");
   }
 
   device_slot slot(std::uint32_t id) const {
@@ -410,9 +418,13 @@ class device_manager {
           (wait.strategy == device_wait_strategy::wait_with_timeout && waited >= wait.timeout))
         throw busy_error(candidates, by_id, wait, waited);
       if (!logged) {
-        log::info("waiting for ", by_id ? "device " + std::to_string(candidates.front().id)
-                                        : "a device of " + ipus_text(candidates.front().num_ipus), " (", to_string(wait.strategy), "): ",
-                  detail::device::format_holders(holders_of(candidates)));
+        log::info([&] {  // only probes the holders when INFO is enabled
+          return "waiting for " +
+                 (by_id ? "device " + std::to_string(candidates.front().id)
+                        : "a device of " + ipus_text(candidates.front().num_ipus)) +
+                 " (" + std::string(to_string(wait.strategy)) +
+                 "): " + detail::device::format_holders(holders_of(candidates));
+        });
         logged = true;
       }
       auto nap = wait.sleep_time;
@@ -421,27 +433,28 @@ class device_manager {
     }
   }
 
-  device_busy_error busy_error(const std::vector<device_slot>& candidates, bool by_id,
-                               const device_wait_config& wait, std::chrono::milliseconds waited) const {
+  device_busy_error busy_error(const std::vector<device_slot>& candidates, bool by_id, const device_wait_config& wait,
+                               std::chrono::milliseconds waited) const {
     using detail::device::format_holders;
     const auto holders = holders_of(candidates);
     const auto size = candidates.front().num_ipus;
 
     std::string msg = by_id ? "device " + std::to_string(candidates.front().id) + " (" +
                                   detail::device::format_ipus(detail::device::ipus_of(candidates.front())) + ") is busy"
-                            : candidates.size() == 1
-                                  ? "the only device of " + ipus_text(size) + " (device " +
-                                        std::to_string(candidates.front().id) + ") is busy"
-                                  : "every device of " + ipus_text(size) + " is busy (devices " +
-                                        std::to_string(candidates.front().id) + "-" +
-                                        std::to_string(candidates.back().id) + ")";
+                      : candidates.size() == 1 ? "the only device of " + ipus_text(size) + " (device " +
+                                                     std::to_string(candidates.front().id) + ") is busy"
+                                               : "every device of " + ipus_text(size) + " is busy (devices " +
+                                                     std::to_string(candidates.front().id) + "-" +
+                                                     std::to_string(candidates.back().id) + ")";
     if (wait.strategy != device_wait_strategy::no_wait) msg += " after waiting " + detail::device::format_ms(waited);
-    msg += holders.empty() ? std::string(": its IPUs were released while checking; try again") : ": " + format_holders(holders);
+    msg += holders.empty() ? std::string(": its IPUs were released while checking; try again")
+                           : ": " + format_holders(holders);
 
     std::string hint = wait.strategy == device_wait_strategy::no_wait
                            ? std::string(by_id ? "wait for it" : "wait for one") +
                                  " (device_wait_config::with_timeout or forever; IPU_WAIT_FOR_DEVICE=1 for sessions)"
-                           : wait.strategy == device_wait_strategy::wait_with_timeout ? "wait longer" : "";
+                       : wait.strategy == device_wait_strategy::wait_with_timeout ? "wait longer"
+                                                                                  : "";
     const auto add = [&hint](const std::string& s) { hint += (hint.empty() ? "" : ", ") + s; };
     if (by_id) {
       const auto free = free_ids(size);
@@ -485,8 +498,8 @@ class device_manager {
 
 /// "device 24: 4 x mk2 (GC200), IPUs 0-3, children 16 17, free" or "..., held: IPU 2 held by process 77".
 inline std::string to_string(const device_info& d) {
-  std::string s = "device " + std::to_string(d.id) + ": " + to_string(d.description()) + ", " +
-                  detail::device::format_ipus(d.ipus);
+  std::string s =
+      "device " + std::to_string(d.id) + ": " + to_string(d.description()) + ", " + detail::device::format_ipus(d.ipus);
   if (!d.children.empty()) s += ", children " + std::to_string(d.children[0]) + " " + std::to_string(d.children[1]);
   s += d.is_free() ? ", free" : ", held: " + detail::device::format_holders(d.holders);
   return s;

@@ -15,9 +15,12 @@ enum class device_wait_strategy : std::uint8_t { no_wait, wait_with_timeout, wai
 /// Model Runtime's spelling: "NO_WAIT", "WAIT_WITH_TIMEOUT", "WAIT_FOREVER".
 constexpr std::string_view to_string(device_wait_strategy s) noexcept {
   switch (s) {
-    case device_wait_strategy::no_wait: return "NO_WAIT";
-    case device_wait_strategy::wait_with_timeout: return "WAIT_WITH_TIMEOUT";
-    case device_wait_strategy::wait_forever: return "WAIT_FOREVER";
+    case device_wait_strategy::no_wait:
+      return "NO_WAIT";
+    case device_wait_strategy::wait_with_timeout:
+      return "WAIT_WITH_TIMEOUT";
+    case device_wait_strategy::wait_forever:
+      return "WAIT_FOREVER";
   }
   return "?";
 }

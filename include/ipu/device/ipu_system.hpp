@@ -99,7 +99,8 @@ struct ipu_system {
     return std::nullopt;
   }
   /// The `index`-th device of `size` IPUs (it covers IPUs index*size ..), or nullopt.
-  [[nodiscard]] constexpr std::optional<device_slot> device_of_size(std::uint32_t size, std::uint32_t index) const noexcept {
+  [[nodiscard]] constexpr std::optional<device_slot> device_of_size(std::uint32_t size,
+                                                                    std::uint32_t index) const noexcept {
     if (index >= devices_of_size(size)) return std::nullopt;
     return device_slot{first_device_id(size) + index, index * size, size};
   }
@@ -137,13 +138,13 @@ constexpr ipu_system make_ipu_system(const architecture_description& arch, std::
                                      std::uint32_t ipus_per_machine = 0) {
   if (auto bad = invalid_figure(arch); !bad.empty())
     throw error(error_category::device, "architecture figure " + std::string(bad),
-                "simulated system of architecture '" + std::string(arch.name) + "'", "give every figure a positive value");
+                "simulated system of architecture '" + std::string(arch.name) + "'",
+                "give every figure a positive value");
   if (num_ipus == 0 || num_ipus > max_system_ipus)
-    throw error(error_category::device,
-                "a simulated system of " + detail::device::format_uint(num_ipus) + " IPUs",
+    throw error(error_category::device, "a simulated system of " + detail::device::format_uint(num_ipus) + " IPUs",
                 "simulated " + std::string(arch.name) + " system",
-                "give it 1 to " + detail::device::format_uint(max_system_ipus) + " IPUs, e.g. IPU_SYSTEM=" +
-                    std::string(arch.name) + ":16");
+                "give it 1 to " + detail::device::format_uint(max_system_ipus) +
+                    " IPUs, e.g. IPU_SYSTEM=" + std::string(arch.name) + ":16");
   ipu_system s;
   s.arch = arch;
   s.num_ipus = num_ipus;
@@ -196,9 +197,8 @@ inline ipu_system ipu_system_from_environment() {
 /// "16 x mk2 (GC200) in 4 machines".
 constexpr std::string to_string(const ipu_system& s) {
   const auto machines = s.machines();
-  return detail::device::format_uint(s.num_ipus) + " x " + std::string(s.arch.name) + " (" +
-         std::string(s.arch.chip) + ") in " + detail::device::format_uint(machines) +
-         (machines == 1 ? " machine" : " machines");
+  return detail::device::format_uint(s.num_ipus) + " x " + std::string(s.arch.name) + " (" + std::string(s.arch.chip) +
+         ") in " + detail::device::format_uint(machines) + (machines == 1 ? " machine" : " machines");
 }
 
 }  // namespace ipu
