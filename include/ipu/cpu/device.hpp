@@ -8,8 +8,10 @@
 // The plan (plan.hpp) is made once in the constructor, for the graph and every If/Loop body in
 // it; `run` binds inputs, runs each op's kernel from the registry and returns the graph outputs.
 // Results are deterministic for a given thread count. `run` calls on one device take turns.
+#include <chrono>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -30,10 +32,17 @@
 
 namespace ipu::cpu {
 
+/// Told when each op of the top-level graph ran (view-only ops report an empty interval; ops
+/// inside If/Loop bodies are part of their owner's interval). For timelines such as the
+/// executor's; an empty function costs nothing.
+using op_observer = std::function<void(op_id, std::chrono::steady_clock::time_point begin,
+                                       std::chrono::steady_clock::time_point end)>;
+
 struct device_options {
   std::size_t threads = 0;                 // kernel threads, caller included; 0: every hardware thread
   const op_registry* registry = nullptr;   // nullptr: ipu::default_op_registry()
   plan_options plan{};
+  op_observer on_op{};
 };
 
 /// Inputs given by graph input name.
@@ -245,7 +254,9 @@ class device final : public subgraph_runner {
 
     std::vector<const_tensor_view> in_views;
     std::vector<tensor_view> out_views;
+    const bool observed = parent == nullptr && options_.on_op;
     for (const auto& step : plan.steps) {
+      const auto begin = observed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       const op_node& op = g.op(step.op);
       in_views.clear();
       out_views.clear();
@@ -260,7 +271,10 @@ class device final : public subgraph_runner {
         out_views.emplace_back(g.tensor(t).info, p);
         f.at[t] = p;
       }
-      if (step.view_only) continue;  // the output already holds the input's bytes
+      if (step.view_only) {  // the output already holds the input's bytes
+        if (observed) options_.on_op(step.op, begin, begin);
+        continue;
+      }
       kernel_context ctx{op, in_views, out_views, parallel_for_, this};
       try {
         step.kernel(ctx);
@@ -270,6 +284,7 @@ class device final : public subgraph_runner {
         throw error(error_category::runtime, e.what(), "op " + graph::describe(op) + " in " + where(g),
                     "the kernel failed; check the op's inputs");
       }
+      if (observed) options_.on_op(step.op, begin, std::chrono::steady_clock::now());
     }
 
     for (std::size_t i = 0; i < g.outputs().size(); ++i) {
