@@ -1,0 +1,66 @@
+// Normalisation kernels against hand-computed values.
+#include "ipu/ops/kernels/norm.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "math_kernel_harness.hpp"
+
+using namespace mk;
+
+TEST_CASE("BatchNormalization (inference) uses the given statistics per channel") {
+  auto x = f32({1, 2, 1, 2}, {1, 2, 3, 4});
+  auto y = run1("BatchNormalization", {x, f32({2}, {1, 2}), f32({2}, {0, 1}), f32({2}, {1.5f, 3.5f}), f32({2}, {0.25f, 0.25f})},
+                {data_type::F32, {1, 2, 1, 2}}, {{"epsilon", 0.0f}});
+  check_close(floats(y), {-1, 1, -1, 3});
+  // [N, C] input, default epsilon, F64 statistics with F32 data (mixed T / T2 since opset 15).
+  auto y2 = run1("BatchNormalization", {f32({2, 1}, {0, 2}), f32({1}, {1}), f32({1}, {0}), f64({1}, {1}), f64({1}, {1})},
+                 {data_type::F32, {2, 1}});
+  const float s = 1 / std::sqrt(1 + 1e-5f);
+  check_close(floats(y2), {-s, s});
+  CHECK_THROWS_AS(run1("BatchNormalization", {x, f32({3}, {1, 1, 1}), f32({2}, {0, 0}), f32({2}, {0, 0}), f32({2}, {1, 1})},
+                       {data_type::F32, {1, 2, 1, 2}}),
+                  ipu::error);
+}
+
+TEST_CASE("BatchNormalization in training mode normalises with batch statistics") {
+  // Channel 0: {1, 3, 5, 7} mean 4, biased var 5; channel 1: {2, 2, 2, 2} mean 2, var 0.
+  auto x = f32({2, 2, 2}, {1, 3, 2, 2, 5, 7, 2, 2});
+  auto out = run("BatchNormalization",
+                 {x, f32({2}, {1, 1}), f32({2}, {0, 10}), f32({2}, {0, 0}), f32({2}, {1, 1})},
+                 {{data_type::F32, {2, 2, 2}}, {data_type::F32, {2}}, {data_type::F32, {2}}},
+                 {{"epsilon", 0.0f}, {"training_mode", std::int64_t{1}}, {"momentum", 0.5f}});
+  const float r5 = 1 / std::sqrt(5.0f);
+  // Channel 1 has zero variance and epsilon 0: 0 / 0 -> NaN, as the definition gives.
+  auto y = floats(out[0]);
+  check_close({y[0], y[1], y[4], y[5]}, {-3 * r5, -r5, r5, 3 * r5});
+  check_close(floats(out[1]), {2, 1});    // 0 * 0.5 + 4 * 0.5, 0 * 0.5 + 2 * 0.5
+  check_close(floats(out[2]), {3, 0.5f});  // 1 * 0.5 + 5 * 0.5, 1 * 0.5 + 0 * 0.5
+}
+
+TEST_CASE("InstanceNormalization normalises each (batch, channel) plane") {
+  auto x = f32({2, 1, 4}, {1, 2, 3, 4, 10, 10, 20, 20});
+  auto y = run1("InstanceNormalization", {x, f32({1}, {2}), f32({1}, {1})}, {data_type::F32, {2, 1, 4}}, {{"epsilon", 0.0f}});
+  const float a = 1 / std::sqrt(1.25f);
+  check_close(floats(y), {1 - 3 * a, 1 - a, 1 + a, 1 + 3 * a, -1, -1, 3, 3});
+}
+
+TEST_CASE("LayerNormalization over the trailing axes, with Mean and InvStdDev") {
+  auto x = f32({2, 3}, {1, 2, 3, 2, 4, 6});
+  const float eps = 1e-5f;
+  auto out = run("LayerNormalization", {x, f32({3}, {1, 2, 1}), f32({3}, {0, 0, 1})},
+                 {{data_type::F32, {2, 3}}, {data_type::F32, {2, 1}}, {data_type::F32, {2, 1}}});
+  const float i0 = 1 / std::sqrt(2 / 3.0f + eps), i1 = 1 / std::sqrt(8 / 3.0f + eps);
+  check_close(floats(out[0]), {-i0, 0, i0 + 1, -2 * i1, 0, 2 * i1 + 1}, 1e-5f, 1e-5f);
+  check_close(floats(out[1]), {2, 4});
+  check_close(floats(out[2]), {i0, i1});
+  // axis 0 normalises everything; a scalar Scale broadcasts.
+  auto all = run1("LayerNormalization", {f32({2, 2}, {1, 1, 3, 3}), f32({}, {2})}, {data_type::F32, {2, 2}},
+                  {{"axis", std::int64_t{0}}, {"epsilon", 0.0f}});
+  check_close(floats(all), {-2, -2, 2, 2});
+  auto h = run1("LayerNormalization", {f16({1, 2}, {1, 3}), f16({2}, {1, 1})}, {data_type::F16, {1, 2}}, {{"epsilon", 0.0f}});
+  check_close(floats(h), {-1, 1}, 0, 0);
+}

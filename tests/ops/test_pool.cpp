@@ -1,0 +1,162 @@
+// Pooling kernels against the ONNX specification's examples, hand-computed values and a direct
+// loop over the window definition.
+#include "ipu/ops/kernels/pool.hpp"
+
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "math_kernel_harness.hpp"
+
+using namespace mk;
+
+namespace {
+std::vector<float> iota_f(int n, float start = 1) {
+  std::vector<float> v(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = start + static_cast<float>(i);
+  return v;
+}
+}  // namespace
+
+TEST_CASE("MaxPool: values and Indices in row- and column-major order") {
+  auto x = f32({1, 1, 4, 4}, iota_f(16));
+  auto out = run("MaxPool", {x}, {{data_type::F32, {1, 1, 2, 2}}, {data_type::S64, {1, 1, 2, 2}}},
+                 {{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}});
+  check_close(floats(out[0]), {6, 8, 14, 16});
+  CHECK(values<std::int64_t>(out[1]) == std::vector<std::int64_t>{5, 7, 13, 15});
+  auto cm = run("MaxPool", {x}, {{data_type::F32, {1, 1, 2, 2}}, {data_type::S64, {1, 1, 2, 2}}},
+                {{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}, {"storage_order", std::int64_t{1}}});
+  CHECK(values<std::int64_t>(cm[1]) == std::vector<std::int64_t>{5, 13, 7, 15});
+  // The ONNX example: 5x5, kernel 2, strides 2, column-major.
+  auto x5 = f32({1, 1, 5, 5}, iota_f(25));
+  auto e = run("MaxPool", {x5}, {{data_type::F32, {1, 1, 2, 2}}, {data_type::S64, {1, 1, 2, 2}}},
+               {{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}, {"storage_order", std::int64_t{1}}});
+  check_close(floats(e[0]), {7, 9, 17, 19});
+  CHECK(values<std::int64_t>(e[1]) == std::vector<std::int64_t>{6, 16, 8, 18});
+  // Indices count across batch and channel planes.
+  auto x2 = f32({2, 1, 1, 2}, {1, 0, 0, 1});
+  auto i2 = run("MaxPool", {x2}, {{data_type::F32, {2, 1, 1, 1}}, {data_type::S64, {2, 1, 1, 1}}}, {{"kernel_shape", ints{1, 2}}});
+  CHECK(values<std::int64_t>(i2[1]) == std::vector<std::int64_t>{0, 3});
+}
+
+TEST_CASE("MaxPool: ceil_mode, dilations, padding and auto_pad") {
+  auto x = f32({1, 1, 4, 4}, iota_f(16));
+  check_close(floats(run1("MaxPool", {x}, {data_type::F32, {1, 1, 2, 2}},
+                          {{"kernel_shape", ints{3, 3}}, {"strides", ints{2, 2}}, {"ceil_mode", std::int64_t{1}}})),
+              {11, 12, 15, 16});
+  check_close(floats(run1("MaxPool", {x}, {data_type::F32, {1, 1, 2, 2}}, {{"kernel_shape", ints{2, 2}}, {"dilations", ints{2, 2}}})),
+              {11, 12, 15, 16});
+  // Padding never wins, even against negative inputs.
+  auto neg = f32({1, 1, 2, 2}, {-4, -3, -2, -1});
+  check_close(floats(run1("MaxPool", {neg}, {data_type::F32, {1, 1, 3, 3}}, {{"kernel_shape", ints{2, 2}}, {"pads", ints{1, 1, 1, 1}}})),
+              {-4, -3, -3, -2, -1, -1, -2, -1, -1});
+  // SAME_UPPER: 5 -> 3 with stride 2, total padding 2 split (1, 1); SAME_LOWER the same here.
+  auto x5 = f32({1, 1, 5, 5}, iota_f(25));
+  check_close(floats(run1("MaxPool", {x5}, {data_type::F32, {1, 1, 3, 3}},
+                          {{"kernel_shape", ints{3, 3}}, {"strides", ints{2, 2}}, {"auto_pad", std::string("SAME_UPPER")}})),
+              {7, 9, 10, 17, 19, 20, 22, 24, 25});
+  // 2 outputs of 4 with kernel 2 and SAME_UPPER: padding goes at the end; SAME_LOWER at the start.
+  auto x4 = f32({1, 1, 1, 4}, {4, 1, 3, 2});
+  check_close(floats(run1("MaxPool", {x4}, {data_type::F32, {1, 1, 1, 4}}, {{"kernel_shape", ints{1, 2}}, {"auto_pad", std::string("SAME_UPPER")}})),
+              {4, 3, 3, 2});
+  check_close(floats(run1("MaxPool", {x4}, {data_type::F32, {1, 1, 1, 4}}, {{"kernel_shape", ints{1, 2}}, {"auto_pad", std::string("SAME_LOWER")}})),
+              {4, 4, 3, 3});
+  // int8 / uint8 inputs.
+  auto xi = make<std::int8_t>({1, 1, 1, 4}, {-5, -7, 3, -1});
+  CHECK(values<std::int8_t>(run1("MaxPool", {xi}, {data_type::S8, {1, 1, 1, 2}}, {{"kernel_shape", ints{1, 2}}, {"strides", ints{1, 2}}})) ==
+        std::vector<std::int8_t>{-5, 3});
+  CHECK_THROWS_AS(run1("MaxPool", {x}, {data_type::F32, {1, 1, 3, 3}}, {{"kernel_shape", ints{3, 3}}, {"strides", ints{2, 2}}}), ipu::error);
+  CHECK_THROWS_AS(run1("MaxPool", {x}, {data_type::F32, {1, 1, 2, 2}}), ipu::error);
+}
+
+TEST_CASE("AveragePool: count_include_pad and ceil_mode") {
+  auto x = f32({1, 1, 3, 3}, iota_f(9));
+  const std::vector<attribute> base{{"kernel_shape", ints{3, 3}}, {"pads", ints{1, 1, 1, 1}}};
+  check_close(floats(run1("AveragePool", {x}, {data_type::F32, {1, 1, 3, 3}}, base)),
+              {3, 3.5f, 4, 4.5f, 5, 5.5f, 6, 6.5f, 7});
+  auto with_pad = base;
+  with_pad.push_back({"count_include_pad", std::int64_t{1}});
+  check_close(floats(run1("AveragePool", {x}, {data_type::F32, {1, 1, 3, 3}}, with_pad)),
+              {12 / 9.0f, 21 / 9.0f, 16 / 9.0f, 27 / 9.0f, 5, 33 / 9.0f, 24 / 9.0f, 39 / 9.0f, 28 / 9.0f});
+  auto x4 = f32({1, 1, 4, 4}, iota_f(16));
+  check_close(floats(run1("AveragePool", {x4}, {data_type::F32, {1, 1, 2, 2}},
+                          {{"kernel_shape", ints{3, 3}}, {"strides", ints{2, 2}}, {"ceil_mode", std::int64_t{1}}})),
+              {6, 7.5f, 12, 13.5f});
+  // 1-D with a stride.
+  check_close(floats(run1("AveragePool", {f32({1, 2, 5}, iota_f(10))}, {data_type::F32, {1, 2, 2}},
+                          {{"kernel_shape", ints{2}}, {"strides", ints{2}}})),
+              {1.5f, 3.5f, 6.5f, 8.5f});
+}
+
+TEST_CASE("LpPool and the global pools") {
+  auto x = f32({1, 1, 1, 4}, {3, -4, 6, 8});
+  check_close(floats(run1("LpPool", {x}, {data_type::F32, {1, 1, 1, 2}}, {{"kernel_shape", ints{1, 2}}, {"strides", ints{1, 2}}})),
+              {5, 10});
+  check_close(floats(run1("LpPool", {x}, {data_type::F32, {1, 1, 1, 2}},
+                          {{"kernel_shape", ints{1, 2}}, {"strides", ints{1, 2}}, {"p", std::int64_t{1}}})),
+              {7, 14});
+  auto g = f32({2, 2, 2, 2}, {1, 2, 3, 4, -1, -2, -3, -4, 0, 0, 0, 8, 5, 5, 5, 5});
+  check_close(floats(run1("GlobalAveragePool", {g}, {data_type::F32, {2, 2, 1, 1}})), {2.5f, -2.5f, 2, 5});
+  check_close(floats(run1("GlobalMaxPool", {g}, {data_type::F32, {2, 2, 1, 1}})), {4, -1, 8, 5});
+  check_close(floats(run1("GlobalLpPool", {g}, {data_type::F32, {2, 2, 1, 1}})), {std::sqrt(30.0f), std::sqrt(30.0f), 8, 10});
+  auto h = run1("GlobalAveragePool", {f16({1, 1, 3}, {1, 2, 4})}, {data_type::F16, {1, 1, 1}});
+  CHECK(h.as<half>()[0].bits() == half(7.0f / 3.0f).bits());
+}
+
+namespace {
+/// Max and average pooling straight from the definition over a 3-D window.
+std::vector<float> pool_ref(bool max, const std::vector<float>& x, const ints& xs, const ints& k, const ints& s, const ints& d,
+                            const ints& p, const ints& out, bool include_pad) {
+  std::vector<float> y;
+  const std::int64_t planes = xs[0] * xs[1];
+  for (std::int64_t pl = 0; pl < planes; ++pl)
+    for (std::int64_t o0 = 0; o0 < out[0]; ++o0)
+      for (std::int64_t o1 = 0; o1 < out[1]; ++o1)
+        for (std::int64_t o2 = 0; o2 < out[2]; ++o2) {
+          double acc = max ? -1e300 : 0.0;
+          std::int64_t count = 0, padded = 0;
+          for (std::int64_t t0 = 0; t0 < k[0]; ++t0)
+            for (std::int64_t t1 = 0; t1 < k[1]; ++t1)
+              for (std::int64_t t2 = 0; t2 < k[2]; ++t2) {
+                const std::array<std::int64_t, 3> i{o0 * s[0] + t0 * d[0] - p[0], o1 * s[1] + t1 * d[1] - p[1],
+                                                    o2 * s[2] + t2 * d[2] - p[2]};
+                bool inside = true, in_padded = true;
+                for (std::size_t a = 0; a < 3; ++a) {
+                  inside = inside && i[a] >= 0 && i[a] < xs[2 + a];
+                  in_padded = in_padded && i[a] >= -p[a] && i[a] < xs[2 + a] + p[3 + a];
+                }
+                padded += in_padded ? 1 : 0;
+                if (!inside) continue;
+                const double v = x[static_cast<std::size_t>(((pl * xs[2] + i[0]) * xs[3] + i[1]) * xs[4] + i[2])];
+                acc = max ? std::max(acc, v) : acc + v;
+                ++count;
+              }
+          y.push_back(static_cast<float>(max ? acc : acc / static_cast<double>(include_pad ? padded : count)));
+        }
+  return y;
+}
+}  // namespace
+
+TEST_CASE("3-D MaxPool and AveragePool against the definition") {
+  const ints xs{2, 3, 5, 6, 7}, k{2, 3, 3}, s{1, 2, 2}, p{1, 1, 0, 0, 1, 1};
+  auto xv = random_floats(2 * 3 * 5 * 6 * 7, 40);
+  const ints out{(5 + 1 + 0 - 2) / 1 + 1, (6 + 1 + 1 - 3) / 2 + 1, (7 + 0 + 1 - 3) / 2 + 1};
+  const std::vector<attribute> attrs{{"kernel_shape", k}, {"strides", s}, {"pads", p}};
+  auto mx = run1("MaxPool", {f32(shape(xs), xv)}, {data_type::F32, {2, 3, out[0], out[1], out[2]}}, attrs);
+  check_close(floats(mx), pool_ref(true, xv, xs, k, s, {1, 1, 1}, p, out, false));
+  auto av = run1("AveragePool", {f32(shape(xs), xv)}, {data_type::F32, {2, 3, out[0], out[1], out[2]}}, attrs);
+  check_close(floats(av), pool_ref(false, xv, xs, k, s, {1, 1, 1}, p, out, false));
+  auto with_pad = attrs;
+  with_pad.push_back({"count_include_pad", std::int64_t{1}});
+  auto avp = run1("AveragePool", {f32(shape(xs), xv)}, {data_type::F32, {2, 3, out[0], out[1], out[2]}}, with_pad);
+  check_close(floats(avp), pool_ref(false, xv, xs, k, s, {1, 1, 1}, p, out, true));
+  // Dilated 3-D max pooling.
+  const ints d{2, 1, 2}, outd{(5 + 1 - 3) / 1 + 1, (6 + 1 + 1 - 3) / 2 + 1, (7 + 1 - 5) / 2 + 1};
+  auto md = run1("MaxPool", {f32(shape(xs), xv)}, {data_type::F32, {2, 3, outd[0], outd[1], outd[2]}},
+                 {{"kernel_shape", k}, {"strides", s}, {"pads", p}, {"dilations", d}});
+  check_close(floats(md), pool_ref(true, xv, xs, k, s, d, p, outd, false));
+}
