@@ -27,7 +27,7 @@ chunk_list chunks_seen(ipu::thread_pool& pool, std::size_t n) {
 }  // namespace
 
 TEST_SUITE("concurrent") {
-  TEST_CASE("thread_pool: static chunks cover [0, n) exactly once, as documented") {
+  TEST_CASE("thread_pool: static chunks cover 0..n exactly once as documented") {
     ipu::thread_pool pool({.threads = 3});
     CHECK(pool.size() == 3);
     // 10 items over 3 threads: [0,3) [3,6) [6,10) (i*n/k).
@@ -133,7 +133,7 @@ TEST_SUITE("concurrent") {
     CHECK(total.load() == 4u * 50u * 37u);
   }
 
-  TEST_CASE("thread_pool: one thread runs everything on the caller; default size uses the hardware") {
+  TEST_CASE("thread_pool: one thread runs everything on the caller and the default size is the hardware") {
     ipu::thread_pool one({.threads = 1});
     CHECK(chunks_seen(one, 5) == chunk_list{{0, 5}});
     ipu::thread_pool dflt;

@@ -1,0 +1,362 @@
+// ONNX backend node-test conformance: runs ONNX's own node tests on the CPU device.
+//
+// How to run it:
+//   cmake --build build/dev --target ipu_conformance
+//   ctest --test-dir build/dev -R conformance          # generates the tests, then runs them all
+// or by hand:
+//   /usr/bin/python3 tests/conformance/generate_node_tests.py /tmp/onnx-tests   # -> /tmp/onnx-tests/node
+//   build/dev/tests/conformance/ipu_conformance /tmp/onnx-tests/node
+//       --expected tests/conformance/expected_pass.txt [--filter relu] [--threads 2]
+//   ... --update-expected    # rewrite the list with what passes now (only the filtered tests change)
+//
+// Each test_*/model.onnx is imported, planned and run on every test_data_set_*/input_*.pb; each
+// output must match output_*.pb in type and shape, and in value within ONNX's tolerances
+// (|actual - expected| <= atol + rtol * |expected|, rtol 1e-3, atol 1e-7, NaN equal to NaN;
+// integers and bools exactly). A test is:
+//   pass        - every data set matches,
+//   unsupported - the importer declines the model or an op has no kernel (with the reason),
+//   fail        - anything else: a wrong value, an error while running, a crash or a timeout.
+// Tests run in forked children, so a crashing kernel fails one test, not the run.
+// The exit status is non-zero when a test listed in the expected file does not pass; tests that
+// pass without being listed are reported so the list can grow.
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ipu/cpu/device.hpp"
+#include "ipu/half.hpp"
+#include "ipu/onnx/import.hpp"
+#include "ipu/onnx/tensor.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+enum class outcome { pass, fail, unsupported };
+
+struct result {
+  outcome status = outcome::fail;
+  std::string reason;
+};
+
+struct options {
+  fs::path dir;
+  fs::path expected;
+  std::string filter;
+  bool update = false;
+  bool fork = true;
+  std::size_t threads = 1;
+  int timeout_s = 120;
+  double rtol = 1e-3, atol = 1e-7;
+};
+
+std::string one_line(std::string s) {
+  std::replace(s.begin(), s.end(), '\n', ' ');
+  std::replace(s.begin(), s.end(), '\t', ' ');
+  return s.size() > 400 ? s.substr(0, 400) + "..." : s;
+}
+
+double element(const ipu::host_tensor& t, std::size_t i) {
+  const std::byte* p = t.data() + i * ipu::size_of(t.info().type);
+  auto load = [&]<class T>(T) {
+    T v;
+    std::memcpy(&v, p, sizeof v);
+    return static_cast<double>(v);
+  };
+  switch (t.info().type) {
+    case ipu::data_type::BOOL: return load(std::uint8_t{}) != 0 ? 1.0 : 0.0;
+    case ipu::data_type::U8: return load(std::uint8_t{});
+    case ipu::data_type::S8: return load(std::int8_t{});
+    case ipu::data_type::U16: return load(std::uint16_t{});
+    case ipu::data_type::S16: return load(std::int16_t{});
+    case ipu::data_type::S32: return load(std::int32_t{});
+    case ipu::data_type::U32: return load(std::uint32_t{});
+    case ipu::data_type::S64: return load(std::int64_t{});
+    case ipu::data_type::U64: return load(std::uint64_t{});
+    case ipu::data_type::F16: {
+      ipu::half h;
+      std::memcpy(&h, p, sizeof h);
+      return static_cast<double>(static_cast<float>(h));
+    }
+    case ipu::data_type::F32: return load(float{});
+    case ipu::data_type::F64: return load(double{});
+    default: return std::nan("");
+  }
+}
+
+/// Empty when `actual` matches `expected`, else why not.
+std::string compare(const ipu::host_tensor& actual, const ipu::host_tensor& expected, const options& o) {
+  if (actual.info() != expected.info())
+    return "is " + ipu::to_string(actual.info()) + ", expected " + ipu::to_string(expected.info());
+  const auto type = expected.info().type;
+  const bool exact = !ipu::is_floating_point(type);
+  if (exact && ipu::size_of(type) == 8) {  // 64-bit integers do not round-trip through double
+    if (std::memcmp(actual.data(), expected.data(), expected.bytes().size()) == 0) return {};
+  }
+  const auto n = static_cast<std::size_t>(expected.info().num_elements());
+  std::size_t bad = 0, first = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double a = element(actual, i), e = element(expected, i);
+    bool ok;
+    if (exact) {
+      if (ipu::size_of(type) == 8) {
+        ok = std::memcmp(actual.data() + i * 8, expected.data() + i * 8, 8) == 0;
+      } else {
+        ok = a == e;
+      }
+    } else if (std::isnan(e) || std::isnan(a)) {
+      ok = std::isnan(e) && std::isnan(a);
+    } else if (std::isinf(e) || std::isinf(a)) {
+      ok = a == e;
+    } else {
+      ok = std::fabs(a - e) <= o.atol + o.rtol * std::fabs(e);
+    }
+    if (!ok) {
+      if (!bad++) first = i;
+      if (!std::isnan(a - e)) worst = std::max(worst, std::fabs(a - e));
+    }
+  }
+  if (!bad) return {};
+  std::ostringstream s;
+  s.precision(9);
+  s << bad << " of " << n << " elements differ; first at " << first << ": " << element(actual, first) << " vs expected "
+    << element(expected, first) << "; max abs diff " << worst;
+  return s.str();
+}
+
+std::vector<fs::path> sorted_dirs(const fs::path& dir, const std::string& prefix) {
+  std::vector<fs::path> out;
+  if (!fs::is_directory(dir)) return out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_directory() && e.path().filename().string().rfind(prefix, 0) == 0) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& stem) {
+  std::vector<fs::path> out;
+  for (std::size_t i = 0;; ++i) {
+    auto p = dir / (stem + "_" + std::to_string(i) + ".pb");
+    if (!fs::exists(p)) return out;
+    out.push_back(p);
+  }
+}
+
+result run_test(const fs::path& test_dir, const options& o) {
+  ipu::graph g;
+  try {
+    g = ipu::onnx::load_model(test_dir / "model.onnx", ipu::onnx::import_options{});
+  } catch (const ipu::error& e) {  // the message without the model's path, which is the test's
+    return {outcome::unsupported, "import: " + one_line(e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")"))};
+  } catch (const std::exception& e) {
+    return {outcome::unsupported, "import: " + one_line(e.what())};
+  }
+  try {
+    ipu::cpu::check_kernels(g, ipu::default_op_registry());
+  } catch (const ipu::error& e) {
+    return {outcome::unsupported, one_line(e.message())};
+  }
+  try {
+    ipu::cpu::device dev(std::move(g), {.threads = o.threads});
+    const auto sets = sorted_dirs(test_dir, "test_data_set_");
+    if (sets.empty()) return {outcome::fail, "no test_data_set_* directories"};
+    for (const auto& set : sets) {
+      std::vector<ipu::host_tensor> inputs, expected;
+      for (const auto& p : numbered_files(set, "input")) inputs.push_back(ipu::onnx::load_tensor(p));
+      for (const auto& p : numbered_files(set, "output")) expected.push_back(ipu::onnx::load_tensor(p));
+      const auto actual = dev.run(inputs);
+      if (actual.size() != expected.size())
+        return {outcome::fail, set.filename().string() + ": " + std::to_string(actual.size()) + " outputs, expected " +
+                                   std::to_string(expected.size())};
+      for (std::size_t i = 0; i < actual.size(); ++i)
+        if (auto why = compare(actual[i], expected[i], o); !why.empty())
+          return {outcome::fail, set.filename().string() + " output " + std::to_string(i) + " ('" +
+                                     dev.model().tensor(dev.model().outputs()[i]).name + "') " + why};
+    }
+    return {outcome::pass, {}};
+  } catch (const std::exception& e) {
+    return {outcome::fail, one_line(e.what())};
+  }
+}
+
+// Runs one test in a child process: a crash or a hang fails that test only.
+result run_isolated(const fs::path& test_dir, const options& o) {
+  if (!o.fork) return run_test(test_dir, o);
+  int fds[2];
+  if (pipe(fds) != 0) return {outcome::fail, "pipe() failed"};
+  std::cout.flush();
+  const pid_t pid = fork();
+  if (pid < 0) return {outcome::fail, "fork() failed"};
+  if (pid == 0) {
+    close(fds[0]);
+    const auto r = run_test(test_dir, o);
+    const std::string msg = std::to_string(static_cast<int>(r.status)) + r.reason;
+    std::size_t off = 0;
+    while (off < msg.size()) {
+      const auto w = write(fds[1], msg.data() + off, msg.size() - off);
+      if (w <= 0) break;
+      off += static_cast<std::size_t>(w);
+    }
+    close(fds[1]);
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string msg;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+  bool timed_out = false;
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      timed_out = true;
+      break;
+    }
+    pollfd pfd{fds[0], POLLIN, 0};
+    const int ready = poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    if (ready < 0 && errno != EINTR) break;
+    if (ready <= 0) continue;
+    char buf[4096];
+    const auto n = read(fds[0], buf, sizeof buf);
+    if (n <= 0) break;
+    msg.append(buf, static_cast<std::size_t>(n));
+  }
+  close(fds[0]);
+  if (timed_out) kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (timed_out) return {outcome::fail, "timed out after " + std::to_string(o.timeout_s) + " s"};
+  if (WIFSIGNALED(status)) return {outcome::fail, std::string("crashed: ") + strsignal(WTERMSIG(status))};
+  if (msg.empty() || msg[0] < '0' || msg[0] > '2') return {outcome::fail, "the test process exited without a result"};
+  return {static_cast<outcome>(msg[0] - '0'), msg.substr(1)};
+}
+
+std::set<std::string> read_list(const fs::path& p) {
+  std::set<std::string> names;
+  std::ifstream in(p);
+  for (std::string line; std::getline(in, line);) {
+    line.erase(std::find(line.begin(), line.end(), '#'), line.end());
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
+    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.erase(line.begin());
+    if (!line.empty()) names.insert(line);
+  }
+  return names;
+}
+
+int usage(const char* argv0) {
+  std::cerr << "usage: " << argv0
+            << " NODE_TEST_DIR [--expected FILE] [--update-expected] [--filter TEXT] [--threads N]"
+               " [--timeout SECONDS] [--no-fork]\n";
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << "error: " << a << " needs a value\n";
+        std::exit(usage(argv[0]));
+      }
+      return argv[++i];
+    };
+    if (a == "--expected") o.expected = value();
+    else if (a == "--update-expected") o.update = true;
+    else if (a == "--filter") o.filter = value();
+    else if (a == "--threads") o.threads = std::stoul(value());
+    else if (a == "--timeout") o.timeout_s = std::stoi(value());
+    else if (a == "--no-fork") o.fork = false;
+    else if (!a.empty() && a[0] == '-') return usage(argv[0]);
+    else o.dir = a;
+  }
+  if (o.dir.empty()) return usage(argv[0]);
+  if (o.update && o.expected.empty()) {
+    std::cerr << "error: --update-expected needs --expected FILE\n";
+    return 2;
+  }
+  auto tests = sorted_dirs(o.dir, "test_");
+  std::erase_if(tests, [&](const fs::path& p) {
+    return !o.filter.empty() && p.filename().string().find(o.filter) == std::string::npos;
+  });
+  if (tests.empty()) {
+    std::cerr << "error: no test_* directories in " << o.dir
+              << " (generate them with tests/conformance/generate_node_tests.py)\n";
+    return 2;
+  }
+
+  std::set<std::string> passed;
+  std::size_t n_fail = 0, n_unsupported = 0;
+  for (const auto& t : tests) {
+    const auto name = t.filename().string();
+    const auto r = run_isolated(t, o);
+    switch (r.status) {
+      case outcome::pass:
+        passed.insert(name);
+        std::cout << "pass        " << name << "\n";
+        break;
+      case outcome::fail:
+        ++n_fail;
+        std::cout << "fail        " << name << ": " << r.reason << "\n";
+        break;
+      case outcome::unsupported:
+        ++n_unsupported;
+        std::cout << "unsupported " << name << ": " << r.reason << "\n";
+        break;
+    }
+    std::cout.flush();
+  }
+
+  const auto total = tests.size();
+  const auto expected = o.expected.empty() ? std::set<std::string>{} : read_list(o.expected);
+  std::vector<std::string> regressions, unlisted;
+  for (const auto& t : tests) {
+    const auto name = t.filename().string();
+    const bool ok = passed.contains(name);
+    if (expected.contains(name) && !ok) regressions.push_back(name);
+    if (!expected.contains(name) && ok) unlisted.push_back(name);
+  }
+  for (const auto& e : expected)  // listed but absent from the generated tests
+    if (o.filter.empty() && !std::any_of(tests.begin(), tests.end(), [&](const fs::path& p) { return p.filename() == e; }))
+      regressions.push_back(e + " (no such test)");
+
+  std::printf("\ntotal %zu: %zu passed, %zu failed, %zu unsupported; pass rate %.1f%%\n", total, passed.size(), n_fail,
+              n_unsupported, 100.0 * static_cast<double>(passed.size()) / static_cast<double>(total));
+  if (!o.expected.empty()) {
+    std::printf("expected to pass (%s): %zu listed, %zu not passing\n", o.expected.c_str(), expected.size(),
+                regressions.size());
+    for (const auto& r : regressions) std::printf("  NOT PASSING (listed as expected): %s\n", r.c_str());
+    if (!unlisted.empty()) {
+      std::printf("%zu passing tests are not in the expected list (add them with --update-expected):\n", unlisted.size());
+      for (const auto& u : unlisted) std::printf("  newly passing: %s\n", u.c_str());
+    }
+  }
+  if (o.update) {
+    std::set<std::string> next = expected;
+    for (const auto& t : tests) next.erase(t.filename().string());  // the tests run now are decided afresh
+    next.insert(passed.begin(), passed.end());
+    std::ofstream out(o.expected, std::ios::trunc);
+    out << "# ONNX backend node tests the CPU device must pass (one per line).\n"
+           "# Regenerate: ipu_conformance NODE_TEST_DIR --expected THIS_FILE --update-expected\n";
+    for (const auto& n : next) out << n << "\n";
+    std::printf("wrote %zu names to %s\n", next.size(), o.expected.c_str());
+    regressions.clear();
+  }
+  std::printf("%zu passed, %zu failed\n", passed.size(), total - passed.size());
+  return regressions.empty() ? 0 : 1;
+}
