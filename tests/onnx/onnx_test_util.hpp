@@ -162,6 +162,40 @@ struct model {
   [[nodiscard]] std::shared_ptr<::onnx::ModelProto> shared() const { return std::make_shared<::onnx::ModelProto>(proto); }
 };
 
+/// y = If(cond, x + w, -x); final = Loop 4 times: acc += y (branches and body read outer values).
+inline model control_flow_model() {
+  constexpr int f32 = ::onnx::TensorProto_DataType_FLOAT;
+  constexpr int i64 = ::onnx::TensorProto_DataType_INT64;
+  constexpr int boolean = ::onnx::TensorProto_DataType_BOOL;
+  model m(13);
+  m.input("cond", {}, boolean).input("x", {3}).output("y", {3}).output("final", {3});
+  m.initializer(test_onnx::float_tensor("w", {3}, {1, 2, 3}));
+  ::onnx::GraphProto then_g;
+  then_g.set_name("then");
+  *then_g.add_output() = test_onnx::value("t_out", f32, {3});
+  *then_g.add_node() = node("Add", {"x", "w"}, {"t_out"});
+  ::onnx::GraphProto else_g;
+  else_g.set_name("else");
+  *else_g.add_output() = test_onnx::value("e_out", f32, {3});
+  *else_g.add_node() = node("Neg", {"x"}, {"e_out"});
+  m.add(node("If", {"cond"}, {"y"}, {attr("then_branch", then_g), attr("else_branch", else_g)}, "branch"));
+
+  // for i in range(4): acc = acc + y   (y is read from the enclosing graph)
+  ::onnx::GraphProto body;
+  body.set_name("body");
+  *body.add_input() = test_onnx::value("i", i64, {});
+  *body.add_input() = test_onnx::value("c_in", boolean, {});
+  *body.add_input() = test_onnx::value("acc", f32, {3});
+  *body.add_output() = test_onnx::value("c_out", boolean, {});
+  *body.add_output() = test_onnx::value("acc_out", f32, {3});
+  *body.add_node() = node("Identity", {"c_in"}, {"c_out"});
+  *body.add_node() = node("Add", {"acc", "y"}, {"acc_out"});
+  m.initializer(test_onnx::int64_tensor("trips", {}, {4}));
+  m.add(node("Loop", {"trips", "", "x"}, {"final"}, {attr("body", body)}, "loop"));
+
+  return m;
+}
+
 /// Runs Python (with onnx / numpy / torch) and returns what it printed; throws on failure.
 inline std::string python(const std::string& code) {
   const auto script = std::filesystem::temp_directory_path() / ("ipu_onnx_test_" + std::to_string(::getpid()) + ".py");
@@ -171,7 +205,7 @@ inline std::string python(const std::string& code) {
     std::fputs(code.c_str(), f);
     std::fclose(f);
   }
-  const std::string cmd = std::string(IPU_PYTHON) + " " + script.string() + " 2>&1";
+  const std::string cmd = std::string(IPU_PYTHON) + " " + script.string();  // stderr stays visible
   std::FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) throw std::runtime_error("cannot run python");
   std::string out;

@@ -1,11 +1,43 @@
-// The `ipu` command-line tool.
+// The `ipu` command-line tool. Each subcommand lives in its own header under tools/ipu/ and adds
+// itself with add_<name>_command(app); a failure is one line on stderr and exit status 1.
 #include <CLI/CLI.hpp>
+
+#include <exception>
 #include <iostream>
+#include <string>
+
+#include "info.hpp"
+#include "ipu/error.hpp"
+#include "run.hpp"
+#include "version.hpp"
+
+namespace {
+
+/// Errors are printed on one line, so scripts can grep them and users see them whole.
+void print_error(std::string_view prefix, std::string_view what) {
+  std::string line(prefix);
+  for (char c : what) line += (c == '\n' || c == '\r') ? ' ' : c;
+  std::cerr << line << '\n';
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"ipu: import, plan, compile and run models on a simulated Graphcore IPU"};
   app.require_subcommand(1);
-  app.add_subcommand("version", "print the library version")->callback([] { std::cout << "ipu 0.1.0\n"; });
-  CLI11_PARSE(app, argc, argv);
+  ipu_cli::add_version_command(app);
+  ipu_cli::add_info_command(app);
+  ipu_cli::add_run_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const ipu::error& e) {
+    print_error("", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    print_error("ipu internal error: ", e.what());
+    return 1;
+  }
   return 0;
 }

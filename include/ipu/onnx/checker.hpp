@@ -54,7 +54,7 @@ inline void check_model(const ::onnx::ModelProto& model, const std::filesystem::
     throw;
   } catch (const std::exception& e) {
     throw error(error_category::onnx, "the model is not valid ONNX: " + detail::single_line(e.what()), where,
-                "fix the exporter output; `python3 -m onnx.checker` style tools give the same verdict");
+                "fix or re-export the model; Python's onnx.checker.check_model gives the same verdict");
   }
 }
 

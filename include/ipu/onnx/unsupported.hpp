@@ -71,8 +71,9 @@ inline std::vector<unsupported_op> find_unsupported_ops(const ::onnx::ModelProto
   return out;
 }
 
-/// One line naming every unsupported op type with its domain, opset and nodes.
-inline std::string describe_unsupported(const std::vector<unsupported_op>& ops) {
+/// One line naming every unsupported op type with its domain, opset and nodes; nodes outside
+/// `main_graph` say which subgraph holds them.
+inline std::string describe_unsupported(const std::vector<unsupported_op>& ops, std::string_view main_graph = {}) {
   // Group by (domain, type, opset), keeping first-seen order.
   std::vector<std::pair<const unsupported_op*, std::vector<std::string>>> groups;
   for (const auto& op : ops) {
@@ -83,7 +84,7 @@ inline std::string describe_unsupported(const std::vector<unsupported_op>& ops) 
       groups.push_back({&op, {}});
       it = groups.end() - 1;
     }
-    it->second.push_back(op.node);
+    it->second.push_back("'" + op.node + "'" + (op.graph == main_graph ? std::string() : " in '" + op.graph + "'"));
   }
   std::string s = std::to_string(ops.size()) + (ops.size() == 1 ? " node uses" : " nodes use") + " " +
                   std::to_string(groups.size()) + (groups.size() == 1 ? " op" : " ops") +
@@ -94,7 +95,7 @@ inline std::string describe_unsupported(const std::vector<unsupported_op>& ops) 
     s += op->type + " (domain " + (op->domain.empty() ? std::string("ai.onnx") : op->domain) + ", opset " +
          std::to_string(op->opset) + ", " + (nodes.size() == 1 ? "node " : "nodes ");
     constexpr std::size_t shown = 5;
-    for (std::size_t j = 0; j < nodes.size() && j < shown; ++j) s += (j ? ", '" : "'") + nodes[j] + "'";
+    for (std::size_t j = 0; j < nodes.size() && j < shown; ++j) s += (j ? ", " : "") + nodes[j];
     if (nodes.size() > shown) s += " and " + std::to_string(nodes.size() - shown) + " more";
     s += ')';
   }
@@ -105,7 +106,7 @@ inline std::string describe_unsupported(const std::vector<unsupported_op>& ops) 
 inline void check_supported_ops(const ::onnx::ModelProto& model, const op_registry& registry) {
   const auto ops = find_unsupported_ops(model, registry);
   if (!ops.empty())
-    throw error(error_category::onnx, describe_unsupported(ops), "model graph '" + model.graph().name() + "'",
+    throw error(error_category::onnx, describe_unsupported(ops, model.graph().name()), "model graph '" + model.graph().name() + "'",
                 "implement and register these ops, replace them in the model, or import with check_supported off "
                 "to inspect the model");
 }

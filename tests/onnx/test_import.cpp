@@ -1,0 +1,449 @@
+// Importing real models (PyTorch exports from the IPU_TEST_MODELS fixture) and models with
+// problems: dynamic dimensions, bad bytes, checker failures, subgraphs, annotations, external data.
+#include "ipu/onnx/import.hpp"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ipu/onnx/export.hpp"
+#include "onnx_test_util.hpp"
+
+using namespace ipu;
+using test_onnx::attr;
+using test_onnx::model;
+using test_onnx::node;
+using test_onnx::scratch_dir;
+
+namespace {
+
+constexpr int f32 = ::onnx::TensorProto_DataType_FLOAT;
+constexpr int i64 = ::onnx::TensorProto_DataType_INT64;
+constexpr int boolean = ::onnx::TensorProto_DataType_BOOL;
+
+ipu::onnx::import_options unchecked() {
+  ipu::onnx::import_options o;
+  o.check_supported = false;  // the kernel registry is filled by other components
+  return o;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+template <class F>
+error error_of(F&& f) {
+  try {
+    f();
+  } catch (const error& e) {
+    return e;
+  }
+  FAIL("expected an ipu::error");
+  return error(error_category::internal, "unreachable");
+}
+
+/// Independent facts about a model file, computed by Python's onnx: node histogram, parameters,
+/// which nodes are constant shape arithmetic (Shape of a static tensor, or integer ops on
+/// constants), and every static shape ONNX's shape inference finds.
+nlohmann::json python_facts(const std::filesystem::path& path) {
+  const auto out = test_onnx::python(R"(
+import json, sys, collections
+import numpy as np, onnx
+from onnx import shape_inference, numpy_helper
+m = onnx.load(")" + path.string() + R"(")
+inf = shape_inference.infer_shapes(m, check_type=True, strict_mode=True, data_prop=True)
+types = {}
+for v in list(inf.graph.input) + list(inf.graph.value_info) + list(inf.graph.output):
+    t = v.type.tensor_type
+    dims = [d.dim_value if d.HasField('dim_value') else None for d in t.shape.dim] if t.HasField('shape') else None
+    types[v.name] = (t.elem_type, dims)
+inits = {t.name: t for t in m.graph.initializer}
+ints = {onnx.TensorProto.INT64, onnx.TensorProto.INT32, onnx.TensorProto.BOOL}
+known = set()
+for n in m.graph.node:
+    if n.op_type == 'Constant':
+        known.add(n.output[0]); continue
+foldable = set()
+for n in m.graph.node:
+    if n.op_type == 'Constant': continue
+    out_t = types.get(n.output[0], (0, None))[0]
+    if n.op_type == 'Shape':
+        dims = types.get(n.input[0], (0, None))[1]
+        ok = dims is not None and all(d is not None for d in dims)
+    else:
+        ok = out_t in ints and all(i in known for i in n.input if i)
+    if ok:
+        foldable.add(n.name); known.add(n.output[0])
+hist = collections.Counter(n.op_type for n in m.graph.node if n.op_type != 'Constant' and n.name not in foldable)
+params = sum(int(np.prod(t.dims)) for t in m.graph.initializer)
+nbytes = sum(numpy_helper.to_array(t).nbytes for t in m.graph.initializer)
+static = {k: v[1] for k, v in types.items() if v[1] is not None and all(d is not None for d in v[1]) and k not in known}
+print(json.dumps({
+  'ops': hist, 'constants': sum(n.op_type == 'Constant' for n in m.graph.node) + len(foldable),
+  'folded': len(foldable), 'initializers': len(m.graph.initializer), 'params': params, 'param_bytes': nbytes,
+  'tensors': len([i for i in m.graph.input if i.name not in inits]) + len(inits) +
+             sum(len(n.output) for n in m.graph.node),
+  'static': static,
+  'inputs': [[i.name, types[i.name][1]] for i in m.graph.input if i.name not in inits],
+  'outputs': [[o.name, types[o.name][1]] for o in m.graph.output]}))
+)");
+  return nlohmann::json::parse(out);
+}
+
+std::map<std::string, std::int64_t> histogram(const graph& g) {
+  std::map<std::string, std::int64_t> h;
+  for (const auto& op : g.ops()) ++h[op.type];
+  return h;
+}
+
+void check_against_python(const graph& g, const nlohmann::json& facts) {
+  CHECK(histogram(g) == facts["ops"].get<std::map<std::string, std::int64_t>>());
+  std::int64_t params = 0, variables = 0, constants = 0;
+  std::size_t bytes = 0;
+  for (const auto& t : g.tensors()) {
+    if (t.kind == tensor_kind::variable) {
+      ++variables;
+      params += t.info.num_elements();
+      bytes += t.data.size();
+      CHECK_MESSAGE(t.data.is_shared(), "weight '", t.name, "' was copied");
+    }
+    if (t.kind == tensor_kind::constant) ++constants;
+  }
+  CHECK(variables == facts["initializers"].get<std::int64_t>());
+  CHECK(params == facts["params"].get<std::int64_t>());
+  CHECK(bytes == facts["param_bytes"].get<std::size_t>());
+  CHECK(constants == facts["constants"].get<std::int64_t>());
+  CHECK(g.num_tensors() == facts["tensors"].get<std::size_t>());
+  // Every shape ONNX infers statically agrees with the IR's.
+  for (const auto& [name, dims] : facts["static"].items()) {
+    auto id = g.find_tensor(name);
+    REQUIRE_MESSAGE(id, "no tensor ", name);
+    CHECK_MESSAGE(g.tensor(*id).info.shape == shape(dims.get<std::vector<std::int64_t>>()), name);
+  }
+  REQUIRE(g.inputs().size() == facts["inputs"].size());
+  for (std::size_t i = 0; i < g.inputs().size(); ++i) {
+    CHECK(g.tensor(g.inputs()[i]).name == facts["inputs"][i][0].get<std::string>());
+    CHECK(g.tensor(g.inputs()[i]).info.shape == shape(facts["inputs"][i][1].get<std::vector<std::int64_t>>()));
+  }
+  REQUIRE(g.outputs().size() == facts["outputs"].size());
+  for (std::size_t i = 0; i < g.outputs().size(); ++i)
+    CHECK(g.tensor(g.outputs()[i]).name == facts["outputs"][i][0].get<std::string>());
+  CHECK_NOTHROW(validate(g));
+}
+
+}  // namespace
+
+TEST_CASE("torchvision AlexNet imports with every shape known and 61,100,840 parameters") {
+  const auto path = test_onnx::test_model("alexnet");
+  auto g = ipu::onnx::load_model(path, unchecked());
+  check_against_python(g, python_facts(path));
+  std::int64_t params = 0;
+  for (const auto& t : g.tensors())
+    if (t.kind == tensor_kind::variable) params += t.info.num_elements();
+  CHECK(params == 61'100'840);  // torchvision's documented count
+  CHECK(g.tensor(g.inputs()[0]).info == tensor_info{data_type::F32, shape{4, 3, 224, 224}});
+  CHECK(g.tensor(g.outputs()[0]).info == tensor_info{data_type::F32, shape{4, 1000}});
+  CHECK(histogram(g).at("Conv") == 5);
+  CHECK(histogram(g).at("Gemm") == 3);
+}
+
+TEST_CASE("torchvision MobileNetV2 imports with every shape known") {
+  const auto path = test_onnx::test_model("mobilenet_v2");
+  auto g = ipu::onnx::load_model(path, unchecked());
+  check_against_python(g, python_facts(path));
+  CHECK(g.tensor(g.outputs()[0]).info.shape == shape{4, 1000});
+  // ReLU6 is exported as Clip with min/max inputs (opset 13): both constants.
+  for (const auto& op : g.ops())
+    if (op.type == "Clip") {
+      REQUIRE(op.inputs.size() == 3);
+      CHECK(g.tensor(op.inputs[1]).kind == tensor_kind::constant);
+      CHECK(g.tensor(op.inputs[2]).kind == tensor_kind::constant);
+    }
+}
+
+TEST_CASE("the transformer encoder imports with its shape arithmetic folded away") {
+  const auto path = test_onnx::test_model("transformer_encoder");
+  auto g = ipu::onnx::load_model(path, unchecked());
+  const auto facts = python_facts(path);
+  CHECK(facts["folded"].get<int>() > 0);
+  check_against_python(g, facts);
+  CHECK(g.tensor(g.outputs()[0]).info.shape == shape{4, 16, 10});
+  for (const auto& op : g.ops()) {
+    CHECK(op.type != "Shape");
+    CHECK(op.type != "Gather");
+    for (auto t : op.outputs) CHECK(g.tensor(t).info.num_elements() > 0);
+  }
+  // The attention heads' Q/K/V slices of the packed projection: 64 features each.
+  for (const auto& op : g.ops())
+    if (op.type == "Slice") CHECK(g.tensor(op.outputs[0]).info.shape == shape{16, 4, 64});
+}
+
+TEST_CASE("the input-shape map fixes dynamic dimensions") {
+  model m(13);
+  m.input("x", {"batch", 3}).input("y", {"batch", 3}).output("z", {"batch", 3});
+  m.add(node("Add", {"x", "y"}, {"z"}));
+
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); });
+  CHECK(e.category() == error_category::shape);
+  CHECK(contains(e.what(), "input 'x' has dynamic dimension 0 in [batch,3]"));
+  CHECK(contains(e.what(), "input_shapes"));
+
+  auto o = unchecked();
+  o.input_shapes["x"] = {5, 3};  // fixes "batch", so y is fixed too
+  auto g = ipu::onnx::load_model_from_bytes(m.bytes(), o);
+  CHECK(g.tensor(g.tensor_id_of("x")).info.shape == shape{5, 3});
+  CHECK(g.tensor(g.tensor_id_of("y")).info.shape == shape{5, 3});
+  CHECK(g.tensor(g.tensor_id_of("z")).info.shape == shape{5, 3});
+
+  SUBCASE("mistakes in the map are named") {
+    auto bad = unchecked();
+    bad.input_shapes["nope"] = {1, 3};
+    auto unknown = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), bad); });
+    CHECK(contains(unknown.what(), "'nope', which is not an input"));
+    CHECK(contains(unknown.what(), "'x', 'y'"));
+
+    bad.input_shapes = {{"x", {5, 4}}};
+    CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), bad); }).what(),
+                   "dimension 1 = 4 but the model fixes it to 3"));
+    bad.input_shapes = {{"x", {5}}};
+    CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), bad); }).what(), "rank 1"));
+    bad.input_shapes = {{"x", {5, 3}}, {"y", {6, 3}}};
+    CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), bad); }).what(),
+                   "sets dimension 'batch' to both 5 and 6"));
+    bad.input_shapes = {{"x", {-1, 3}}};
+    CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), bad); }).what(), "negative"));
+  }
+}
+
+TEST_CASE("a tensor whose shape stays dynamic is an error naming it") {
+  model m(13);
+  m.input("x", {4}).output("nz", {1, "n"}, i64);
+  m.add(node("NonZero", {"x"}, {"nz"}, {}, "where_nonzero"));
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); });
+  CHECK(e.category() == error_category::shape);
+  CHECK(contains(e.what(), "tensor 'nz' (output 0 of node NonZero 'where_nonzero')"));
+  CHECK(contains(e.what(), "dynamic"));
+}
+
+TEST_CASE("empty, truncated, corrupt and oversized models give one clear error") {
+  model m(13);
+  m.input("x", {2}).output("y", {2});
+  m.add(node("Relu", {"x"}, {"y"}));
+  m.initializer(test_onnx::float_tensor("w", {256}, std::vector<float>(256, 1.0f)));
+  const auto bytes = m.bytes();
+  auto one_line = [](const error& e) {
+    CHECK(e.category() == error_category::onnx);
+    CHECK(std::string(e.what()).find('\n') == std::string::npos);
+    return std::string(e.what());
+  };
+  auto load = [&](std::string_view b) { (void)ipu::onnx::load_model_from_bytes(b, unchecked()); };
+
+  CHECK(contains(one_line(error_of([&] { load(""); })), "empty"));
+  CHECK(contains(one_line(error_of([&] { load(std::string_view(bytes).substr(0, bytes.size() / 2)); })),
+                 "truncated or corrupt"));
+  std::string garbage;
+  for (int i = 0; i < 1000; ++i) garbage += static_cast<char>((i * 7919 + 13) % 256);
+  const auto g = one_line(error_of([&] { load(garbage); }));
+  CHECK((contains(g, "truncated or corrupt") || contains(g, "holds no ONNX model")));
+  // Valid protobuf, but not a model.
+  const auto tensor_bytes = test_onnx::float_tensor("t", {2}, {1, 2}).SerializeAsString();
+  CHECK(contains(one_line(error_of([&] { load(tensor_bytes); })), "ONNX model"));
+
+  scratch_dir dir("big");
+  SUBCASE("a file over 2 GB is refused before reading it") {
+    const auto big = dir.path / "big.onnx";
+    { std::ofstream(big).put('x'); }
+    std::filesystem::resize_file(big, (std::uint64_t{1} << 31) + 10);  // sparse: no disk used
+    const auto msg = one_line(error_of([&] { (void)ipu::onnx::load_model(big, unchecked()); }));
+    CHECK(contains(msg, "over protobuf's 2 GB limit"));
+    CHECK(contains(msg, "external data"));
+    // The same bytes in memory (mapped, never touched) are refused too.
+    ipu::onnx::mapped_file mapped(big);
+    auto span = mapped.bytes();
+    CHECK(contains(one_line(error_of([&] {
+                     load(std::string_view(reinterpret_cast<const char*>(span.data()), span.size()));
+                   })),
+                   "2 GB"));
+  }
+  SUBCASE("files") {
+    CHECK(error_of([&] { (void)ipu::onnx::load_model(dir.path / "missing.onnx"); }).category() == error_category::io);
+    std::ofstream(dir.path / "empty.onnx").close();
+    CHECK(contains(one_line(error_of([&] { (void)ipu::onnx::load_model(dir.path / "empty.onnx"); })), "empty"));
+    std::ofstream(dir.path / "half.onnx", std::ios::binary) << bytes.substr(0, bytes.size() - 100);
+    const auto half_msg = one_line(error_of([&] { (void)ipu::onnx::load_model(dir.path / "half.onnx"); }));
+    CHECK(contains(half_msg, "truncated"));
+    CHECK(contains(half_msg, "half.onnx"));
+  }
+}
+
+TEST_CASE("ONNX checker and shape inference failures are one-line onnx errors") {
+  model undefined(13);
+  undefined.input("x", {2}).output("y", {2});
+  undefined.add(node("Add", {"x", "ghost"}, {"y"}));
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(undefined.bytes(), unchecked()); });
+  CHECK(e.category() == error_category::onnx);
+  CHECK(contains(e.what(), "ONNX checker"));
+  CHECK(contains(e.what(), "ghost"));
+  CHECK(std::string(e.what()).find('\n') == std::string::npos);
+
+  model mismatch(13);
+  mismatch.input("a", {2, 3}).input("b", {4, 5}).output("y", {2, 5});
+  mismatch.add(node("MatMul", {"a", "b"}, {"y"}));
+  auto s = error_of([&] { (void)ipu::onnx::load_model_from_bytes(mismatch.bytes(), unchecked()); });
+  CHECK(s.category() == error_category::shape);
+  CHECK(contains(s.what(), "shape inference failed"));
+  CHECK(std::string(s.what()).find('\n') == std::string::npos);
+
+  model newer(18);
+  newer.input("x", {2}).output("y", {2});
+  newer.add(node("Relu", {"x"}, {"y"}));
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(newer.bytes(), unchecked()); }).what(),
+                 "opset 18; opsets 7 to 17"));
+}
+
+TEST_CASE("weights share the parsed model's bytes and Constant nodes become constants") {
+  model m(13);
+  m.input("x", {2, 2}).output("y", {2, 2});
+  m.initializer(test_onnx::float_tensor("w", {2, 2}, {1, 2, 3, 4}));
+  m.add(node("Constant", {}, {"c"}, {attr("value", test_onnx::float_tensor("", {2, 2}, {5, 6, 7, 8}))}));
+  m.add(node("Add", {"x", "w"}, {"s"}));
+  m.add(node("Mul", {"s", "c"}, {"y"}));
+  auto g = ipu::onnx::load_model_from_bytes(m.bytes(), unchecked());
+  const auto& w = g.tensor(g.tensor_id_of("w"));
+  CHECK(w.kind == tensor_kind::variable);
+  CHECK(w.data.is_shared());
+  CHECK(w.data.load<float>(3) == 4.0f);
+  const auto& c = g.tensor(g.tensor_id_of("c"));
+  CHECK(c.kind == tensor_kind::constant);
+  CHECK(c.data.load<float>(0) == 5.0f);
+  CHECK(test_onnx::op_types(g) == std::vector<std::string>{"Add", "Mul"});
+  // The weights outlive everything but the graph.
+  graph copy = g;
+  g = graph();
+  CHECK(copy.tensor(copy.tensor_id_of("w")).data.load<float>(2) == 3.0f);
+}
+
+TEST_CASE("Constant value_float(s) / value_int(s) forms become typed constants") {
+  model m(13);
+  m.input("x", {2}).output("a", {}).output("b", {2}).output("c", {}, i64).output("d", {3}, i64).output("y", {2});
+  m.add(node("Constant", {}, {"a"}, {attr("value_float", 1.5f)}));
+  auto floats = test_onnx::attr_floats("value_floats", {1.0f, 2.0f});
+  m.add(node("Constant", {}, {"b"}, {floats}));
+  m.add(node("Constant", {}, {"c"}, {attr("value_int", 7)}));
+  m.add(node("Constant", {}, {"d"}, {attr("value_ints", {1, 2, 3})}));
+  m.add(node("Add", {"x", "b"}, {"y"}));
+  auto g = ipu::onnx::load_model_from_bytes(m.bytes(), unchecked());
+  CHECK(g.tensor(g.tensor_id_of("a")).info == tensor_info{data_type::F32, {}});
+  CHECK(g.tensor(g.tensor_id_of("b")).info == tensor_info{data_type::F32, shape{2}});
+  CHECK(g.tensor(g.tensor_id_of("c")).data.load<std::int64_t>(0) == 7);
+  CHECK(g.tensor(g.tensor_id_of("d")).data.load<std::int64_t>(2) == 3);
+}
+
+TEST_CASE("If branches and Loop bodies import recursively with their captures as inputs") {
+  const model m = test_onnx::control_flow_model();
+  auto g = ipu::onnx::load_model_from_bytes(m.bytes(), unchecked());
+  const auto& if_op = g.op(0);
+  CHECK(if_op.type == "If");
+  // If's own input, then the values its branches read: x (both) and w (then), in first-use order.
+  REQUIRE(if_op.inputs.size() == 3);
+  CHECK(g.tensor(if_op.inputs[1]).name == "x");
+  CHECK(g.tensor(if_op.inputs[2]).name == "w");
+  CHECK(std::get<std::int64_t>(if_op.find_attribute("__captures")->value) == 2);
+  const auto& then_body = *std::get<subgraph>(if_op.find_attribute("then_branch")->value).body;
+  const auto& else_body = *std::get<subgraph>(if_op.find_attribute("else_branch")->value).body;
+  REQUIRE(then_body.inputs().size() == 2);  // no formal inputs, two captures
+  CHECK(then_body.tensor(then_body.inputs()[0]).name == "x");
+  CHECK(then_body.tensor(then_body.inputs()[1]).info == tensor_info{data_type::F32, shape{3}});
+  CHECK(else_body.inputs().size() == 2);  // same captures, unused ones included
+  CHECK(else_body.num_ops() == 1);
+  CHECK(else_body.op(0).type == "Neg");
+  CHECK(else_body.op(0).opset == 17);
+
+  const auto& loop = g.op(1);
+  CHECK(loop.type == "Loop");
+  REQUIRE(loop.inputs.size() == 4);  // M, cond (omitted), acc, then the captured y
+  CHECK(loop.inputs[1] == no_tensor);
+  CHECK(g.tensor(loop.inputs[3]).name == "y");
+  const auto& loop_body = *std::get<subgraph>(loop.find_attribute("body")->value).body;
+  REQUIRE(loop_body.inputs().size() == 4);  // i, c_in, acc, y
+  CHECK(loop_body.tensor(loop_body.inputs()[3]).name == "y");
+  CHECK(loop_body.tensor(loop_body.tensor_id_of("acc_out")).info.shape == shape{3});
+  CHECK(g.tensor(g.tensor_id_of("final")).info.shape == shape{3});
+  CHECK_NOTHROW(validate(g));
+}
+
+TEST_CASE("PopART annotation attributes become op annotations") {
+  model m(13);
+  m.input("x", {2}).output("y", {2});
+  m.add(node("Relu", {"x"}, {"r"}, {attr("__ipu_number", 1), attr("__pipeline_stage", 2), attr("__execution_phase", 3)}));
+  m.add(node("Neg", {"r"}, {"y"}, {attr("__ipu_number", 0), attr("__pipeline_stage", 0), attr("__execution_phase", 0)}));
+  auto g = ipu::onnx::load_model_from_bytes(m.bytes(), unchecked());
+  CHECK(g.op(0).where.ipu == 1);
+  CHECK(g.op(0).where.stage == 2);
+  CHECK(g.op(0).where.phase == 3);
+  CHECK(g.op(0).attributes.empty());
+}
+
+TEST_CASE("custom-domain ops import when their output types are given") {
+  model m(13);
+  m.import_domain("com.example", 1);
+  m.input("x", {2, 2}).output("y", {2, 2});
+  m.add(node("Frobnicate", {"x"}, {"f"}, {attr("strength", 3)}, "frob", "com.example"));
+  m.add(node("Relu", {"f"}, {"y"}));
+  *m.graph().add_value_info() = test_onnx::value("f", f32, {2, 2});
+  auto g = ipu::onnx::load_model_from_bytes(m.bytes(), unchecked());
+  CHECK(g.op(0).domain == "com.example");
+  CHECK(g.op(0).opset == 1);
+  CHECK(g.tensor(g.tensor_id_of("f")).info.shape == shape{2, 2});
+
+  // Without the type, the error says how to fix it.
+  m.graph().clear_value_info();
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); }).what(),
+                 "give them in the model's value_info"));
+}
+
+TEST_CASE("external data is mapped, shared and found next to the model file") {
+  scratch_dir dir("external_model");
+  model m(13);
+  m.input("x", {1024}).output("y", {1024});
+  std::vector<float> w(1024);
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i) * 0.5f;
+  m.initializer(test_onnx::float_tensor("w", {1024}, w));
+  m.add(node("Add", {"x", "w"}, {"y"}));
+  auto g = ipu::onnx::load_model_from_bytes(m.bytes(), unchecked());
+
+  ipu::onnx::save_options so;
+  so.external_data = "weights.bin";
+  ipu::onnx::save_model(g, dir.path / "model.onnx", so);
+  CHECK(std::filesystem::file_size(dir.path / "weights.bin") == 4096);
+  CHECK(std::filesystem::file_size(dir.path / "model.onnx") < 4096);
+
+  auto back = ipu::onnx::load_model(dir.path / "model.onnx", unchecked());
+  const auto& t = back.tensor(back.tensor_id_of("w"));
+  CHECK(t.data.is_shared());
+  CHECK(t.data.load<float>(1023) == 511.5f);
+  CHECK(back == g);
+
+  // Python's onnx reads what we wrote.
+  const auto py = test_onnx::python("import onnx, numpy\nfrom onnx import numpy_helper\nm = onnx.load('" +
+                                    (dir.path / "model.onnx").string() +
+                                    "')\nprint(float(numpy_helper.to_array(m.graph.initializer[0]).sum()))\n");
+  CHECK(std::stod(py) == doctest::Approx(0.5 * 1023 * 1024 / 2));
+
+  // Loaded from bytes, the model needs to be told where its data lives.
+  std::ifstream f(dir.path / "model.onnx", std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(bytes, unchecked()); }).what(), "base_dir"));
+  auto o = unchecked();
+  o.base_dir = dir.path;
+  CHECK(ipu::onnx::load_model_from_bytes(bytes, o) == g);
+
+  // A data file that went missing is named.
+  std::filesystem::remove(dir.path / "weights.bin");
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model(dir.path / "model.onnx", unchecked()); }).what(),
+                 "weights.bin"));
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Runs the `ipu` CLI and checks how it ends.
+
+check_cli.py [--fail] [--stdout REGEX]... [--stderr REGEX]... -- COMMAND...
+--fail: the command must exit with status 1 and print exactly ONE line, on stderr, and nothing on
+stdout. Otherwise it must exit with 0. Either way it must not crash (no signal, no sanitizer report).
+"""
+import re
+import subprocess
+import sys
+
+
+def main():
+    argv = sys.argv[1:]
+    sep = argv.index("--")
+    opts, cmd = argv[:sep], argv[sep + 1:]
+    fail, out_res, err_res = False, [], []
+    i = 0
+    while i < len(opts):
+        if opts[i] == "--fail":
+            fail = True
+        elif opts[i] == "--stdout":
+            i += 1
+            out_res.append(opts[i])
+        elif opts[i] == "--stderr":
+            i += 1
+            err_res.append(opts[i])
+        else:
+            sys.exit(f"unknown option {opts[i]}")
+        i += 1
+    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
+    problems = []
+    for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "terminate called", "Segmentation"):
+        if marker in p.stderr:
+            problems.append(f"crash marker {marker!r} in stderr")
+    if p.returncode < 0:
+        problems.append(f"killed by signal {-p.returncode}")
+    if fail:
+        if p.returncode != 1:
+            problems.append(f"exit status {p.returncode}, expected 1")
+        lines = [l for l in p.stderr.splitlines() if l.strip()]
+        if len(lines) != 1:
+            problems.append(f"{len(lines)} lines on stderr, expected exactly one")
+        if p.stdout.strip():
+            problems.append("output on stdout for a failure")
+    elif p.returncode != 0:
+        problems.append(f"exit status {p.returncode}, expected 0")
+    for r in out_res:
+        if not re.search(r, p.stdout, re.M):
+            problems.append(f"stdout does not match {r!r}")
+    for r in err_res:
+        if not re.search(r, p.stderr, re.M):
+            problems.append(f"stderr does not match {r!r}")
+    print("$ " + " ".join(cmd))
+    print("--- status", p.returncode)
+    print("--- stdout\n" + p.stdout)
+    print("--- stderr\n" + p.stderr)
+    if problems:
+        print("FAILED: " + "; ".join(problems))
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()
