@@ -8,10 +8,12 @@
 // cost model's predictions. Everything is constexpr so a plan can be made and inspected inside a
 // constant expression.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ipu/data_type.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/graph/graph.hpp"
 
@@ -77,6 +79,10 @@ struct step {
   std::uint32_t peer = 0;        // ipu_copy: the destination
   std::uint64_t bytes = 0;       // bytes moved (0 for compute)
   std::uint64_t cycles = 0;      // predicted IPU cycles
+  /// The stage (index into executable::stages) the step belongs to: compute, the streams and
+  /// transfers feeding or draining the stage, and the sync that closes it. Steps of the load and
+  /// save programs name the first stage on their IPU.
+  std::uint32_t stage = 0;
   friend constexpr bool operator==(const step&, const step&) = default;
 };
 
@@ -142,9 +148,26 @@ struct prediction {
   std::uint64_t latency_cycles = 0;       // one micro-batch through the whole model
   double samples_per_second = 0;          // all replicas
   double pipeline_bubble = 0;             // fraction of the step lost to fill and drain
+  double seconds_per_step = 0;            // cycles_per_step at the device clock
+  double latency_seconds = 0;             // latency_cycles at the device clock
+  std::uint64_t micro_batches_per_step = 0;  // per replica
+  std::uint32_t slowest_stage = 0;        // index into stages of the stage bounding the throughput
+  std::uint64_t streaming_memory_bytes = 0;  // per step and IPU at most (phased liveness traffic)
   friend constexpr bool operator==(const prediction&, const prediction&) = default;
 };
 
+/// The plan. Programs:
+///  - load (programs[0], WeightsFromHost): one host_to_device step per variable and IPU holding it
+///    (into Streaming Memory when phased liveness keeps it off chip);
+///  - main (programs[5]): the steps of ONE micro-batch through the model, stage by stage in an
+///    order that is valid when run one after another: per stage, the host streams and IPU-Link
+///    copies of its inputs (and from_remote loads in phased execution), one compute step per op,
+///    the device_to_host streams of graph outputs it produces (and to_remote stores), then a sync.
+///    A step of the main program runs batches_per_step x gradient_accumulation micro-batches;
+///    `schedule` says how they overlap (sequential, pipelined across stages, phases in turn);
+///  - save (programs[7], WeightsToHost): one device_to_host step per variable.
+/// Other PopART program slots are present and empty. IPU numbers are those of one replica
+/// (0 .. ipus_per_replica - 1); replica r runs on IPUs r x ipus_per_replica onwards.
 struct executable {
   std::string strategy;  // the strategy's name, e.g. "pipelined"
   schedule_kind schedule = schedule_kind::sequential;
@@ -153,6 +176,11 @@ struct executable {
 
   std::uint32_t replication_factor = 1;
   std::uint32_t ipus_per_replica = 1;
+  /// IPUs reserved on the device: ipus_per_replica x replication_factor, rounded up to a power of
+  /// two when PopTorch's autoRoundNumIPUs allows (the excess reserved but idle).
+  std::uint32_t ipus_reserved = 1;
+  /// Replicas in a group receive the same input data (PopTorch's inputReplicaGrouping).
+  std::uint32_t input_group_size = 1;
   std::uint64_t batches_per_step = 1;       // device iterations
   std::uint64_t gradient_accumulation = 1;  // micro-batches per weight update (training)
   std::uint64_t micro_batch_size = 1;       // samples per micro-batch (leading input dimension)
@@ -167,6 +195,13 @@ struct executable {
   std::vector<tensor_placement> placement;
   std::vector<ipu_memory_use> memory;
   prediction predicted;
+
+  std::vector<std::uint64_t> op_cycles;  // per op: predicted cycles for one micro-batch
+  std::uint32_t num_phases = 0;          // phased: phases in the main program; 0 otherwise
+  /// How ops were costed: float tensors as this type (F32 or F16; unset: as the model declares
+  /// them), and the type of matmul / convolution partial sums.
+  std::optional<data_type> precision;
+  data_type partials_type = data_type::F32;
 
   friend constexpr bool operator==(const executable&, const executable&) = default;
 };
