@@ -307,19 +307,3 @@ TEST_CASE("build() needs outputs, validates, and can be called on a copy or by m
   const auto moved = std::move(b).build();
   CHECK(moved == copy);
 }
-
-TEST_CASE("stages spread over two IPUs are refused at build()") {
-  ipu::builder b("bad_pipeline");
-  auto x = b.add_input_tensor({data_type::F32, {3}}, "x");
-  {
-    auto s = b.scope().ipu(0).stage(0);
-    x = b.relu(x, "r0");
-  }
-  {
-    auto s = b.scope().ipu(1).stage(0);
-    x = b.relu(x, "r1");
-  }
-  b.add_output(x);
-  CHECK_THROWS_WITH_AS((void)b.build(), doctest::Contains("pipeline stage 0 spans IPU 0 (op Relu 'r0') and IPU 1"),
-                       ipu::error);
-}

@@ -108,7 +108,7 @@ TEST_CASE("weights and constants must hold exactly their byte size") {
                        doctest::Contains("'i' of kind input cannot hold data"), ipu::error);
 }
 
-TEST_CASE("annotations: all or none, non-negative, one IPU per stage") {
+TEST_CASE("annotations: all or none, non-negative") {
   {
     auto g = chain();
     g.op(0).where.ipu = 0;
@@ -126,29 +126,18 @@ TEST_CASE("annotations: all or none, non-negative, one IPU per stage") {
     check_rejects(g, {"pipeline stage -1 is negative", "op Relu 'b'"});
   }
   {
-    auto g = chain();
-    g.op(0).where = {0, 0, std::nullopt, ""};
-    g.op(1).where = {1, 0, std::nullopt, ""};
-    check_rejects(g, {"pipeline stage 0 spans IPU 0 (op Relu 'a') and IPU 1 (op Relu 'b')"});
-  }
-  {
-    auto g = chain();  // a stage per IPU, and two stages on one IPU, are fine
-    g.op(0).where = {0, 0, std::nullopt, ""};
-    g.op(1).where = {0, 1, std::nullopt, ""};
+    auto g = chain();  // fully annotated: fine
+    g.op(0).where = {0, 0, 0, "enc"};
+    g.op(1).where = {1, 1, 0, "dec"};
     CHECK_NOTHROW(ipu::validate(g));
   }
 }
 
-TEST_CASE("graph outputs must be produced and listed once") {
+TEST_CASE("graph outputs must be produced") {
   {
     auto g = chain();
     g.mark_output(g.add_tensor("unmade", f3));
     check_rejects(g, {"graph output 'unmade' is never produced"});
-  }
-  {
-    auto g = chain();
-    g.mark_output(*g.find_tensor("t2"));
-    check_rejects(g, {"'t2' is marked as a graph output twice"});
   }
   {
     auto g = chain();  // an input passed straight through is a valid output

@@ -34,25 +34,6 @@ constexpr void check_all_or_none(const graph& g, Field field, const char* what, 
                 where(g), fix);
 }
 
-/// PopART's rule: the ops of one pipeline stage all run on one IPU.
-constexpr void check_stage_on_one_ipu(const graph& g) {
-  std::vector<const op_node*> first;  // the first op seen in each stage (stages are few)
-  for (const auto& op : g.ops()) {
-    if (!op.where.stage || !op.where.ipu) continue;
-    const op_node* seen = nullptr;
-    for (const auto* f : first)
-      if (*f->where.stage == *op.where.stage) seen = f;
-    if (!seen) {
-      first.push_back(&op);
-    } else if (*seen->where.ipu != *op.where.ipu) {
-      throw error(error_category::graph,
-                  "pipeline stage " + std::to_string(*op.where.stage) + " spans IPU " +
-                      std::to_string(*seen->where.ipu) + " (op " + graph::describe(*seen) + ") and IPU " +
-                      std::to_string(*op.where.ipu) + " (op " + graph::describe(op) + ")",
-                  where(g), "place every op of a stage on the same IPU");
-    }
-  }
-}
 }  // namespace detail
 
 /// Checks that the graph is well formed:
@@ -60,10 +41,11 @@ constexpr void check_stage_on_one_ipu(const graph& g) {
 /// - every op input is a graph input, a weight/constant, or produced by an op; data-carrying
 ///   tensors hold exactly their byte size;
 /// - producer / consumer links agree with op inputs and outputs;
-/// - the graph has no cycle; every graph output exists, is produced (or is an input, weight or
-///   constant) and is listed once;
-/// - annotations (IPU, stage, phase) are non-negative and set on all ops or none, and the ops of
-///   one pipeline stage share one IPU.
+/// - the graph has no cycle; every graph output exists and is produced (or is an input, weight
+///   or constant);
+/// - annotations (IPU, stage, phase) are non-negative and set on all ops or none. Rules that
+///   depend on the execution strategy (one IPU per pipeline stage...) are the scheduler's
+///   (sched/annotation_rules.hpp).
 constexpr void validate(const graph& g) {
   const auto nt = g.num_tensors();
   {
@@ -117,8 +99,7 @@ constexpr void validate(const graph& g) {
                     detail::where(g), "add ops through graph::add_op, which keeps links in step");
     }
   }
-  for (std::size_t i = 0; i < g.outputs().size(); ++i) {
-    const auto t = g.outputs()[i];
+  for (auto t : g.outputs()) {
     if (t >= nt)
       throw error(error_category::graph, "graph output id " + std::to_string(t) + " does not exist",
                   detail::where(g));
@@ -126,10 +107,6 @@ constexpr void validate(const graph& g) {
     if (out.kind == tensor_kind::intermediate && out.producer == no_op)
       throw error(error_category::graph, "graph output '" + out.name + "' is never produced", detail::where(g),
                   "add the op that produces it, or mark another tensor as output");
-    for (std::size_t j = 0; j < i; ++j)
-      if (g.outputs()[j] == t)
-        throw error(error_category::graph, "tensor '" + out.name + "' is marked as a graph output twice",
-                    detail::where(g), "mark each output once");
   }
   (void)topological_order(g);  // throws on a cycle
   detail::check_all_or_none(
@@ -141,7 +118,6 @@ constexpr void validate(const graph& g) {
   detail::check_all_or_none(
       g, [](const annotation& a) -> const auto& { return a.phase; }, "execution phase",
       "annotate every op with an execution phase, or none");
-  detail::check_stage_on_one_ipu(g);
 }
 
 /// Validates a user graph type through its conversion to ipu::graph (see concepts.hpp).
