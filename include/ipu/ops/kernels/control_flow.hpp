@@ -109,7 +109,101 @@ inline void loop_kernel(const kernel_context& ctx) {
   }
 }
 
+/// The slice of `v` at index `i` of `axis`, with that axis removed.
+inline host_tensor take_slice(const const_tensor_view& v, std::size_t axis, std::int64_t i) {
+  const auto& s = v.info().shape;
+  const auto st = s.strides();
+  axis_tables t;
+  std::int64_t base = i * st[axis];
+  for (std::size_t k = 0; k < s.rank(); ++k) {
+    if (k == axis) continue;
+    t.dims.push_back(s[k]);
+    auto tab = linear_table(s[k], 0, 1, st[k]);
+    if (t.offsets.empty())
+      for (auto& o : tab) o += base;  // the fixed index rides on the first remaining axis
+    t.offsets.push_back(std::move(tab));
+  }
+  host_tensor out(tensor_info{v.info().type, shape(t.dims)});
+  if (t.dims.empty()) {
+    std::memcpy(out.data(), v.data() + static_cast<std::size_t>(base) * size_of(v.info().type), size_of(v.info().type));
+    return out;
+  }
+  gather_axes(t, v.data(), out.data(), size_of(v.info().type));
+  return out;
+}
+
+/// Scan (opset 9+): N state variables and M scan inputs; the body maps (states, slices) to
+/// (states, scan output elements), which are stacked along each output's scan axis.
+inline void scan_kernel(const kernel_context& ctx) {
+  const graph& body = body_attr(ctx, "body");
+  const auto m = static_cast<std::size_t>(ctx.attr_int("num_scan_inputs", 0));
+  if (m == 0 || m > ctx.inputs.size()) throw ctx.fail("num_scan_inputs is out of range", "fix the model");
+  const std::size_t n = ctx.inputs.size() - m;
+  if (ctx.outputs.size() < n) throw ctx.fail("Scan has fewer outputs than state variables", "fix the model");
+  const std::size_t k_out = ctx.outputs.size() - n;
+  auto per_input = [&](std::string_view name, std::size_t count) {
+    auto v = ctx.attr_ints(name);
+    if (v.empty()) v.assign(count, 0);
+    if (v.size() != count) throw ctx.fail(std::string(name) + " has the wrong length", "give one entry per scan input/output");
+    return v;
+  };
+  const auto in_axes = per_input("scan_input_axes", m), in_dirs = per_input("scan_input_directions", m);
+  const auto out_axes = per_input("scan_output_axes", k_out), out_dirs = per_input("scan_output_directions", k_out);
+  std::int64_t steps = -1;
+  std::vector<std::size_t> axis(m);
+  for (std::size_t j = 0; j < m; ++j) {
+    const shape s = ctx.input(n + j).info().shape;
+    axis[j] = normalize_axis(ctx, in_axes[j], s.rank());
+    if (steps >= 0 && s[axis[j]] != steps) throw ctx.fail("scan inputs differ in sequence length", "fix the inputs");
+    steps = s[axis[j]];
+  }
+  std::vector<host_tensor> state;
+  for (std::size_t i = 0; i < n; ++i) state.push_back(host_tensor::copy_of(ctx.input(i)));
+  std::vector<std::vector<host_tensor>> scans(k_out);
+  auto& run = runner(ctx);
+  for (std::int64_t t = 0; t < steps; ++t) {
+    std::vector<host_tensor> slices;
+    for (std::size_t j = 0; j < m; ++j)
+      slices.push_back(take_slice(ctx.inputs[n + j], axis[j], in_dirs[j] ? steps - 1 - t : t));
+    std::vector<const_tensor_view> args;
+    for (const auto& s : state) args.push_back(s.view());
+    for (const auto& s : slices) args.push_back(s.view());
+    auto results = run.run(body, args);
+    if (results.size() != n + k_out)
+      throw ctx.fail("the body returned " + std::to_string(results.size()) + " values, expected " + std::to_string(n + k_out),
+                     "the body returns the states, then the scan output elements");
+    for (std::size_t i = 0; i < n; ++i) state[i] = std::move(results[i]);
+    for (std::size_t k = 0; k < k_out; ++k) scans[k].push_back(std::move(results[n + k]));
+  }
+  for (std::size_t i = 0; i < n; ++i) store(ctx, i, state[i].view());
+  for (std::size_t k = 0; k < k_out; ++k) {
+    const auto& out = ctx.outputs[n + k];
+    if (scans[k].empty()) {
+      if (out.info().num_elements() != 0) throw ctx.fail("no scan steps but a non-empty scan output", "fix the IR");
+      continue;
+    }
+    const auto& elem = scans[k][0].info();
+    const std::size_t a = normalize_axis(ctx, out_axes[k], elem.shape.rank() + 1);
+    std::vector<std::int64_t> dims = elem.shape.dims();
+    dims.insert(dims.begin() + static_cast<std::ptrdiff_t>(a), steps);
+    check_output_shape(ctx, n + k, shape(dims));
+    if (out.info().type != elem.type) throw ctx.fail("scan output type differs from the IR", "fix the body");
+    std::int64_t outer = 1;
+    for (std::size_t d = 0; d < a; ++d) outer *= elem.shape[d];
+    const std::size_t chunk = outer ? elem.num_bytes() / static_cast<std::size_t>(outer) : 0;
+    for (std::int64_t t = 0; t < steps; ++t) {
+      const auto& r = scans[k][static_cast<std::size_t>(t)];
+      if (r.info() != elem) throw ctx.fail("scan output changes shape between steps", "fix the body");
+      const std::int64_t pos = out_dirs[k] ? steps - 1 - t : t;
+      for (std::int64_t o = 0; o < outer && chunk; ++o)
+        std::memcpy(out.data() + (static_cast<std::size_t>(o * steps + pos)) * chunk,
+                    r.data() + static_cast<std::size_t>(o) * chunk, chunk);
+    }
+  }
+}
+
 inline void register_control_flow(op_registry& r) {
+  r.add({"", "Scan", scan_kernel});
   r.add({"", "If", if_kernel});
   r.add({"", "Loop", loop_kernel});
 }

@@ -262,7 +262,39 @@ inline void tile_kernel(const kernel_context& ctx) {
   gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
+/// ReverseSequence: reverses the first sequence_lens[b] steps along the time axis of batch entry b.
+inline void reverse_sequence_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto& s = x.info().shape;
+  check_output_shape(ctx, 0, s);
+  const auto lens = read_ints(ctx, ctx.input(1), "sequence_lens");
+  if (s.rank() < 2) throw ctx.fail("ReverseSequence needs an input of rank >= 2", "fix the input");
+  const std::size_t time = normalize_axis(ctx, ctx.attr_int("time_axis", 0), s.rank());
+  const std::size_t batch = normalize_axis(ctx, ctx.attr_int("batch_axis", 1), s.rank());
+  if (time == batch || (time > 1 || batch > 1))
+    throw ctx.fail("time_axis and batch_axis must be 0 and 1 in some order", "use time_axis/batch_axis 0 and 1");
+  if (static_cast<std::int64_t>(lens.size()) != s[batch])
+    throw ctx.fail("sequence_lens has " + std::to_string(lens.size()) + " entries for a batch of " + std::to_string(s[batch]),
+                   "give one length per batch entry");
+  for (auto l : lens)
+    if (l < 0 || l > s[time]) throw ctx.fail("sequence length " + std::to_string(l) + " is out of range", "use [0, T]");
+  // The two leading axes pick a row of `inner` contiguous elements; only the time index moves.
+  const std::size_t esize = size_of(x.info().type);
+  const std::int64_t inner = s.num_elements() / std::max<std::int64_t>(1, s[0] * s[1]);
+  const auto row = static_cast<std::size_t>(inner) * esize;
+  for (std::int64_t a = 0; a < s[0]; ++a)
+    for (std::int64_t b = 0; b < s[1]; ++b) {
+      const std::int64_t t = time == 0 ? a : b, n = time == 0 ? b : a;
+      const std::int64_t len = lens[static_cast<std::size_t>(n)];
+      const std::int64_t from_t = t < len ? len - 1 - t : t;
+      const std::int64_t src = time == 0 ? from_t * s[1] + b : a * s[1] + from_t;
+      if (row) std::memcpy(ctx.outputs[0].data() + static_cast<std::size_t>(a * s[1] + b) * row,
+                           x.data() + static_cast<std::size_t>(src) * row, row);
+    }
+}
+
 inline void register_slice_ops(op_registry& r) {
+  r.add({"", "ReverseSequence", reverse_sequence_kernel});
   r.add({"", "Concat", concat_kernel});
   r.add({"", "Split", split_kernel});
   r.add({"", "Slice", slice_kernel});

@@ -1,0 +1,47 @@
+#include "ipu/ops/kernels/tensor_support.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+using namespace ipu::detail::tensor_ops;
+
+TEST_CASE("tensor support: convert follows Cast's rules") {
+  CHECK(convert<std::int32_t>(-2.7f) == -2);
+  CHECK(convert<std::uint16_t>(70000.0) == 65535);
+  CHECK(convert<std::int64_t>(std::numeric_limits<double>::infinity()) == std::numeric_limits<std::int64_t>::max());
+  CHECK(convert<std::int8_t>(std::nanf("")) == 0);
+  CHECK(convert<bool>(-0.0f) == false);
+  CHECK(convert<std::uint8_t>(std::int32_t{-1}) == 255);
+  CHECK(convert<float>(ipu::half(0.5f)) == 0.5f);
+  CHECK(convert<std::int32_t>(ipu::half(-3.75f)) == -3);
+  CHECK(static_cast<float>(convert<ipu::half>(std::int64_t{2049})) == 2048.0f);  // ties to even
+  CHECK(static_cast<float>(convert<ipu::half>(std::int64_t{2051})) == 2052.0f);
+  CHECK(convert<double>(true) == 1.0);
+}
+
+TEST_CASE("tensor support: gather_axes copies runs, walks tables and fills outside entries") {
+  // Input 2x3 of int16; output rows reversed, columns (2, outside, 0), fill 9.
+  const std::vector<std::int16_t> in{0, 1, 2, 3, 4, 5};
+  axis_tables t;
+  t.dims = {2, 3};
+  t.offsets = {{3, 0}, {2, outside, 0}};
+  const std::int16_t fill = 9;
+  std::vector<std::int16_t> out(6);
+  gather_axes(t, reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(out.data()), 2,
+              reinterpret_cast<const std::byte*>(&fill));
+  CHECK(out == std::vector<std::int16_t>{5, 9, 3, 2, 9, 0});
+  // An outside row fills the whole row; contiguous rows are copied as runs.
+  t.offsets = {{outside, 3}, {0, 1, 2}};
+  gather_axes(t, reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(out.data()), 2,
+              reinterpret_cast<const std::byte*>(&fill));
+  CHECK(out == std::vector<std::int16_t>{9, 9, 9, 3, 4, 5});
+  // A scalar output copies one element.
+  axis_tables scalar;
+  std::int16_t one = 0;
+  gather_axes(scalar, reinterpret_cast<const std::byte*>(in.data() + 4), reinterpret_cast<std::byte*>(&one), 2);
+  CHECK(one == 4);
+}
