@@ -6,7 +6,9 @@
 #include <iostream>
 #include <string>
 
+#include "compile.hpp"
 #include "info.hpp"
+#include "inspect.hpp"
 #include "ipu/error.hpp"
 #include "run.hpp"
 #include "version.hpp"
@@ -28,6 +30,8 @@ int main(int argc, char** argv) {
   ipu_cli::add_version_command(app);
   ipu_cli::add_info_command(app);
   ipu_cli::add_run_command(app);
+  ipu_cli::add_compile_command(app);
+  ipu_cli::add_inspect_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

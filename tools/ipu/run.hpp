@@ -7,6 +7,7 @@
 // the i-th graph input (the layout of ONNX's test data sets). With `--iterations N` the model runs
 // once to warm up, then N timed times, and one line `latency_ms median=<x> min=<y> max=<z>` is
 // printed. Any failure is an ipu::error, which main prints as one line (exit status 1).
+// A MODEL ending in .popef (from `ipu compile`) runs the graph that file holds, weights in place.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -24,6 +25,7 @@
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/tensor.hpp"
+#include "ipu/popef/compiled_model.hpp"
 
 namespace ipu_cli {
 
@@ -66,7 +68,16 @@ inline void run_command(const run_args& a) {
   namespace fs = std::filesystem;
   ipu::onnx::import_options options;
   options.input_shapes = parse_input_shapes(a.input_shapes);
-  ipu::graph g = ipu::onnx::load_model(a.model, options);
+  ipu::graph g;
+  if (fs::path(a.model).extension() == ".popef") {
+    // A PopEF file (ipu compile) holds the graph with its shapes fixed; weights are used in place.
+    if (!a.input_shapes.empty())
+      throw ipu::error(ipu::error_category::usage, "--input-shape does not apply to a PopEF file", "--input-shape",
+                       "shapes are fixed when the file is compiled: pass --input-shape to ipu compile");
+    g = std::move(ipu::popef::load(a.model).plan.model);
+  } else {
+    g = ipu::onnx::load_model(a.model, options);
+  }
 
   // Bind files to input names; every graph input exactly once.
   std::map<std::string, ipu::host_tensor> bound;
@@ -152,7 +163,7 @@ inline void run_command(const run_args& a) {
 inline void add_run_command(CLI::App& app) {
   auto args = std::make_shared<run_args>();
   auto* cmd = app.add_subcommand("run", "run an ONNX model exactly on the host and write its outputs as .npy");
-  cmd->add_option("model", args->model, "the ONNX model")->required();
+  cmd->add_option("model", args->model, "the ONNX model, or a PopEF file from ipu compile")->required();
   cmd->add_option("--input", args->inputs, "NAME=FILE: bind a graph input to a .npy or TensorProto .pb file");
   cmd->add_option("--data", args->data_dir, "bind DIR/input_<i>.pb to the graph inputs in order");
   cmd->add_option("--output-dir", args->output_dir, "where <output name>.npy files are written")->capture_default_str();

@@ -1,0 +1,87 @@
+#pragma once
+// A compiled model as it goes into and comes out of a PopEF file: the executable (plan + graph,
+// weights bound), its metadata and its name — and how it is laid out as blobs: one Executable
+// (the weightless graph and the plan), one Metadata, one TensorData per weight.
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "ipu/error.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/popef/format.hpp"
+#include "ipu/popef/metadata.hpp"
+#include "ipu/popef/model.hpp"
+#include "ipu/popef/model_proto.hpp"
+#include "ipu/popef/plan_codec.hpp"
+#include "ipu/popef/popef.pb.h"
+#include "ipu/popef/writer.hpp"
+#include "ipu/sched/executable.hpp"
+
+namespace ipu::popef {
+
+struct compiled_model {
+  std::string name;           // the Executable blob's name
+  executable plan;            // plan.model is the graph; its weights share the file's pages when loaded
+  popef::metadata metadata;   // anchors, program flow, device figures
+  std::string onnx_model;     // the serialized weightless ModelProto (model_proto.hpp)
+
+  [[nodiscard]] const graph& model() const noexcept { return plan.model; }
+};
+
+/// Writes `m` as blobs: Executable (zlib-compressed when `compress`), Metadata, then one
+/// page-aligned TensorData per weight, in the graph's order.
+inline void write_model(writer& w, const compiled_model& m, bool compress = true) {
+  pb::Executable e;
+  e.set_onnx_model(m.onnx_model);
+  *e.mutable_plan() = plan_to_proto(m.plan);
+  e.set_producer("ipu " + std::string(library_version));
+  const auto bytes = detail::serialize_message(e, "the executable '" + m.name + "'");
+  w.write_executable(m.name, std::as_bytes(std::span(bytes.data(), bytes.size())), compress);
+  w.write_metadata(m.metadata);
+  for (const auto& t : m.model().tensors())
+    if (t.kind == tensor_kind::variable) w.write_tensor_data(t.name, t.info, t.data.bytes());
+}
+
+/// The compiled model of a PopEF model: decodes the executable, rebuilds its graph with each weight
+/// bound to its TensorData blob (shared, not copied) and checks the plan against the graph.
+inline compiled_model load(const model& m) {
+  const auto& where = m.executable.blob.location;
+  pb::Executable e;
+  {
+    const auto bytes = m.executable.decompressed();
+    detail::parse_message(e, std::as_bytes(std::span(bytes.data(), bytes.size())), "the executable", where);
+  }
+  auto weights = [&](const std::string& name, const tensor_info& info) -> byte_buffer {
+    const auto* t = m.find_tensor(name);
+    if (!t)
+      throw error(error_category::popef, "weight '" + name + "' " + to_string(info) + " has no TensorData blob", where,
+                  "add the file holding the model's weights to the reader");
+    if (t->info != info)
+      throw error(error_category::popef,
+                  "TensorData '" + name + "' is " + to_string(t->info) + " but the graph's weight is " + to_string(info),
+                  t->blob.location, "the tensor data belongs to another model");
+    return t->data;
+  };
+  compiled_model out;
+  out.name = m.executable.name;
+  out.onnx_model = e.onnx_model();
+  plan_from_proto(e.plan(), out.plan, where);
+  out.plan.model = graph_from_model_bytes(out.onnx_model, weights, where);
+  check_plan(out.plan, where);
+  out.metadata = m.metadata.value;
+  return out;
+}
+
+/// Loads the model of `executable` (empty: the only one) from one or several PopEF files.
+inline compiled_model load(std::span<const std::filesystem::path> files, std::string_view executable = {},
+                           reader_options options = {}) {
+  reader r(files, options);
+  return load(model_builder(r).create_model(executable));
+}
+
+inline compiled_model load(const std::filesystem::path& file, std::string_view executable = {},
+                           reader_options options = {}) {
+  return load(std::span<const std::filesystem::path>(&file, 1), executable, options);
+}
+
+}  // namespace ipu::popef

@@ -1,0 +1,42 @@
+// libFuzzer target for the PopEF reader: any bytes must parse or raise ipu::error — never crash,
+// read out of bounds or allocate without limit. Each input is read twice: with checksums (what
+// users run) and without (so mutations reach the info messages, the metadata, zlib streams and the
+// plan decoder instead of stopping at the checksum). Built with clang++ -fsanitize=fuzzer,address
+// when clang is available; fuzz_popef_reader_replay runs the same function over a corpus with any
+// compiler.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "ipu/error.hpp"
+#include "ipu/popef/model.hpp"
+#include "ipu/popef/plan_codec.hpp"
+#include "ipu/popef/popef.pb.h"
+#include "ipu/popef/reader.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::span<const std::byte> bytes(reinterpret_cast<const std::byte*>(data), size);
+  for (const bool verify : {true, false}) {
+    try {
+      ipu::popef::reader_options options;
+      options.verify_checksums = verify;
+      ipu::popef::reader r(options);
+      r.parse_bytes(nullptr, bytes, "fuzz");
+      for (const auto& o : r.opaque_blobs()) (void)o.decompressed();
+      for (const auto& e : r.executables()) {
+        const auto payload = e.decompressed();
+        ipu::popef::pb::Executable proto;
+        if (!proto.ParseFromString(payload)) continue;
+        ipu::executable plan;
+        ipu::popef::plan_from_proto(proto.plan(), plan, e.blob.location);
+        ipu::popef::check_plan(plan, e.blob.location);  // against an empty graph: must refuse, not crash
+      }
+      const ipu::popef::model_builder builder(r);
+      for (const auto& name : builder.model_names()) (void)builder.create_model(name);
+    } catch (const ipu::error&) {
+      // Refusing bad input with a clear error is the expected outcome.
+    }
+  }
+  return 0;
+}

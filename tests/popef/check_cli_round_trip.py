@@ -1,0 +1,46 @@
+"""ONNX -> `ipu compile` -> PopEF -> `ipu run` in a fresh process: the outputs must be byte for byte
+those of `ipu run MODEL.onnx`, and `ipu inspect` must describe the file.
+
+usage: check_cli_round_trip.py IPU MODEL.onnx INPUT.npy WORKDIR [ipu compile options...]
+"""
+import os
+import shutil
+import subprocess
+import sys
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"FAILED ({p.returncode}): {' '.join(cmd)}\nstdout: {p.stdout}\nstderr: {p.stderr}")
+    return p.stdout
+
+
+def main():
+    ipu, model, x, work = sys.argv[1:5]
+    extra = sys.argv[5:]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(work)
+    popef = os.path.join(work, "model.popef")
+    print(run([ipu, "compile", model, "-o", popef] + extra))
+    listing = run([ipu, "inspect", popef])
+    for part in ("Executable", "Metadata", "TensorData", "anchors", "program flow: load [0], main [5]"):
+        if part not in listing:
+            sys.exit(f"ipu inspect does not mention {part!r}:\n{listing}")
+    name = run([sys.executable, "-c", "import onnx,sys; print(onnx.load(sys.argv[1], load_external_data=False).graph.input[0].name)", model]).strip()
+    run([ipu, "run", model, "--input", f"{name}={x}", "--output-dir", os.path.join(work, "onnx")])
+    run([ipu, "run", popef, "--input", f"{name}={x}", "--output-dir", os.path.join(work, "popef")])
+    outs = sorted(os.listdir(os.path.join(work, "onnx")))
+    if not outs or outs != sorted(os.listdir(os.path.join(work, "popef"))):
+        sys.exit(f"different output files: {outs} vs {os.listdir(os.path.join(work, 'popef'))}")
+    for f in outs:
+        a = open(os.path.join(work, "onnx", f), "rb").read()
+        b = open(os.path.join(work, "popef", f), "rb").read()
+        if a != b:
+            sys.exit(f"{f}: the PopEF run differs from the ONNX run")
+    print(f"identical outputs: {', '.join(outs)}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

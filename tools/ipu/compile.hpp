@@ -1,0 +1,181 @@
+#pragma once
+// `ipu compile MODEL.onnx -o OUT.popef [--device mk2] [--ipus N] [--strategy S] [--batch N]
+//  [--batches-per-step N] [--precision fp16|fp32] [--input-shape NAME=D0,D1,...]... [--phases N]
+//  [--replicas N] [--name NAME] [--no-compress]`
+//
+// Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
+// `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets every
+// input's dynamic leading dimension) and converts precision (--precision fp16 stores F16 weights;
+// the model's inputs and outputs keep their types). A model without placement annotations is split
+// over the IPUs: pipelined / sharded over every IPU of a replica, phased strategies into --phases
+// phases. Prints what was written and the cost model's prediction.
+#include <CLI/CLI.hpp>
+#include <onnx/onnx_pb.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "input_shapes.hpp"
+#include "ipu/device/device_model.hpp"
+#include "ipu/error.hpp"
+#include "ipu/onnx/import.hpp"
+#include "ipu/onnx/proto.hpp"
+#include "ipu/options.hpp"
+#include "ipu/popef/auto_split.hpp"
+#include "ipu/popef/compile.hpp"
+
+namespace ipu_cli {
+
+struct compile_args {
+  std::string model;
+  std::string output;  // empty: <model stem>.popef in the current directory
+  std::string device = "mk2";
+  std::uint32_t ipus = 1;
+  std::string strategy = "sharded";
+  std::int64_t batch = 0;  // 0: as the model or --input-shape says
+  std::int64_t batches_per_step = 1;
+  std::string precision;  // "", "fp16", "fp32"
+  std::vector<std::string> input_shapes;
+  std::uint32_t phases = 4;
+  std::int64_t replicas = 1;
+  std::string name;
+  bool no_compress = false;
+};
+
+namespace compile_detail {
+
+inline ipu::execution_mode parse_strategy(const std::string& s) {
+  if (s == "sharded") return ipu::execution_mode::sharded;
+  if (s == "pipelined") return ipu::execution_mode::pipelined;
+  if (s == "serial-phased") return ipu::execution_mode::serial_phased;
+  if (s == "parallel-phased") return ipu::execution_mode::parallel_phased;
+  throw ipu::error(ipu::error_category::usage, "unknown strategy '" + s + "'", "--strategy",
+                   "use sharded, pipelined, serial-phased or parallel-phased");
+}
+
+/// --batch: each input whose leading dimension is dynamic gets it, unless --input-shape names the
+/// input; a fixed leading dimension of another size is an error.
+inline void apply_batch(const ::onnx::ModelProto& m, std::int64_t batch,
+                        std::map<std::string, std::vector<std::int64_t>, std::less<>>& shapes) {
+  if (batch == 0) return;
+  if (batch < 0)
+    throw ipu::error(ipu::error_category::usage, "--batch " + std::to_string(batch) + " is negative", "--batch",
+                     "give the number of samples per micro-batch");
+  std::map<std::string, bool> initializers;
+  for (const auto& t : m.graph().initializer()) initializers[t.name()] = true;
+  for (const auto& in : m.graph().input()) {
+    if (initializers.count(in.name()) || shapes.count(in.name())) continue;
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+    const auto& dims = in.type().tensor_type().shape().dim();
+    if (dims.empty()) continue;
+    std::vector<std::int64_t> fixed;
+    bool dynamic_rest = false;
+    for (int i = 0; i < dims.size(); ++i) {
+      if (i == 0) {
+        if (dims[0].has_dim_value() && dims[0].dim_value() != batch)
+          throw ipu::error(ipu::error_category::usage,
+                           "input '" + in.name() + "' has a fixed batch dimension of " +
+                               std::to_string(dims[0].dim_value()) + ", not " + std::to_string(batch),
+                           "--batch " + std::to_string(batch),
+                           "--batch only sets dynamic batch dimensions; drop it, or export the model with a dynamic batch");
+        fixed.push_back(batch);
+      } else if (dims[i].has_dim_value()) {
+        fixed.push_back(dims[i].dim_value());
+      } else {
+        dynamic_rest = true;
+      }
+    }
+    if (dynamic_rest) continue;  // the importer names the dimension still dynamic
+    if (!dims[0].has_dim_value()) shapes.emplace(in.name(), std::move(fixed));
+  }
+}
+
+}  // namespace compile_detail
+
+inline void run_compile(const compile_args& a) {
+  namespace fs = std::filesystem;
+  const fs::path path = a.model;
+  const auto mode = compile_detail::parse_strategy(a.strategy);
+  if (a.batches_per_step < 1)
+    throw ipu::error(ipu::error_category::usage, "--batches-per-step must be at least 1", "--batches-per-step",
+                     "give the device iterations per step, e.g. 8");
+  ipu::onnx::import_options io;
+  io.input_shapes = parse_input_shapes(a.input_shapes);
+  io.base_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  auto proto = std::make_shared<::onnx::ModelProto>();
+  ipu::onnx::read_proto_file(*proto, path, "ONNX model");
+  compile_detail::apply_batch(*proto, a.batch, io.input_shapes);
+  ipu::graph g;
+  try {
+    g = ipu::onnx::import_model(std::move(proto), io);
+  } catch (const ipu::error& e) {
+    throw ipu::error(e.category(), e.message(), path.string() + (e.location().empty() ? "" : ": " + e.location()), e.hint());
+  }
+
+  ipu::options opts;
+  opts.device_iterations(a.batches_per_step).replication_factor(a.replicas);
+  if (a.precision == "fp16") opts.precision(ipu::data_type::F16);
+  else if (a.precision == "fp32") opts.precision(ipu::data_type::F32);
+  else if (!a.precision.empty())
+    throw ipu::error(ipu::error_category::usage, "unknown precision '" + a.precision + "'", "--precision", "use fp16 or fp32");
+  const auto device = ipu::device_from_name(a.device, a.ipus);
+
+  ipu::popef::compile_options co;
+  co.name = a.name;
+  co.compress = !a.no_compress;
+  if (mode == ipu::execution_mode::serial_phased || mode == ipu::execution_mode::parallel_phased) {
+    // Phased strategies name their phases: split the model into phases and use the split's strategy.
+    if (!ipu::popef::has_placement_annotations(g)) {
+      if (a.phases < 2)
+        throw ipu::error(ipu::error_category::usage, "--phases must be at least 2", "--phases", "e.g. --phases 4");
+      auto split = ipu::popef::auto_split(g, mode, a.phases, ipu::popef::op_costs(g, device));
+      g = std::move(split.model);
+      opts.execution_strategy(split.strategy);
+    } else {
+      co.from_annotations = mode;  // the ops' execution-phase annotations say the rest (PopART style)
+    }
+  } else {
+    opts.execution_strategy(mode == ipu::execution_mode::pipelined ? ipu::strategy_settings::pipelined()
+                                                                   : ipu::strategy_settings::sharded());
+  }
+
+  const fs::path out = a.output.empty() ? fs::path(path.stem().string() + ".popef") : fs::path(a.output);
+  const auto m = ipu::popef::compile_and_export(g, opts, device, out, co);
+  const auto& p = m.plan;
+  std::printf("wrote %s (%ju bytes): executable '%s'\n", out.string().c_str(),
+              static_cast<std::uintmax_t>(fs::file_size(out)), m.name.c_str());
+  std::printf("plan: %s on %s, %zu stages on %u IPUs x %u replicas, %ju batches per step of %ju samples\n",
+              p.strategy.c_str(), ipu::to_string(p.device).c_str(), p.stages.size(), p.ipus_per_replica,
+              p.replication_factor, static_cast<std::uintmax_t>(p.batches_per_step),
+              static_cast<std::uintmax_t>(p.micro_batch_size));
+  if (p.device.kind == ipu::device_kind::ipu)
+    std::printf("predicted: %.1f samples/s, %.3f ms per step, latency %.3f ms\n", p.predicted.samples_per_second,
+                p.predicted.seconds_per_step * 1e3, p.predicted.latency_seconds * 1e3);
+}
+
+/// Adds the `compile` subcommand to the tool.
+inline void add_compile_command(CLI::App& app) {
+  auto a = std::make_shared<compile_args>();
+  auto* cmd = app.add_subcommand("compile", "compile an ONNX model for a device (no device needed) into a PopEF file");
+  cmd->add_option("model", a->model, "the ONNX model")->required();
+  cmd->add_option("-o,--output", a->output, "the PopEF file to write (default: <model name>.popef)");
+  cmd->add_option("--device", a->device, "mk1, mk2, bow or cpu")->capture_default_str();
+  cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two)")->capture_default_str();
+  cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "samples per micro-batch: sets every input's dynamic leading dimension");
+  cmd->add_option("--batches-per-step", a->batches_per_step, "device iterations per step")->capture_default_str();
+  cmd->add_option("--precision", a->precision, "fp16 or fp32: convert the model's float tensors");
+  cmd->add_option("--input-shape", a->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
+  cmd->add_option("--phases", a->phases, "phased strategies: phases to split an unannotated model into")->capture_default_str();
+  cmd->add_option("--replicas", a->replicas, "replication factor")->capture_default_str();
+  cmd->add_option("--name", a->name, "the executable's name (default: the graph's)");
+  cmd->add_flag("--no-compress", a->no_compress, "store the executable uncompressed");
+  cmd->callback([a] { run_compile(*a); });  // errors reach main, which prints one line
+}
+
+}  // namespace ipu_cli

@@ -1,0 +1,114 @@
+#pragma once
+// `ipu inspect FILE.popef [FILE...]`: what PopEF files hold — every blob with its offset, size,
+// type and name; skipped blobs; each model's metadata and anchors, with the tensor data bound to
+// them. Checksums are verified, so a damaged file is reported (one error line, exit status 1).
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ipu/error.hpp"
+#include "ipu/popef/model.hpp"
+#include "ipu/popef/reader.hpp"
+
+namespace ipu_cli {
+
+struct inspect_args {
+  std::vector<std::string> files;
+};
+
+namespace inspect_detail {
+
+inline std::string grouped(std::uint64_t n) {
+  auto s = std::to_string(n);
+  for (auto i = static_cast<std::ptrdiff_t>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
+  return s;
+}
+
+template <class T>
+std::string list(const std::vector<T>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace inspect_detail
+
+inline void run_inspect(const inspect_args& a) {
+  using inspect_detail::grouped;
+  using inspect_detail::list;
+  ipu::popef::reader r;
+  for (const auto& f : a.files) r.parse_file(f);
+
+  for (std::size_t s = 0; s < r.sources().size(); ++s) {
+    const auto& src = r.sources()[s];
+    std::printf("%s: %s bytes\n", src.name.c_str(), grouped(src.size).c_str());
+    std::printf("  %-5s %14s %14s  %-10s %-24s %s\n", "blob", "offset", "size", "type", "name", "payload");
+    for (const auto& b : r.blobs()) {
+      if (b.source != s) continue;
+      const std::string type = b.known() ? std::string(ipu::popef::to_string(b.type())) : "type " + std::to_string(b.header.type);
+      std::string payload;
+      if (b.known() && b.type() != ipu::popef::blob_type::metadata) {
+        payload = grouped(b.payload_size) + " bytes at " + grouped(b.payload_offset);
+        if (b.header.compressed()) payload += ", zlib from " + grouped(b.header.payload_raw_size);
+      }
+      if (!b.known()) payload = "skipped (unknown type)";
+      std::printf("  %-5zu %14s %14s  %-10s %-24s %s\n", b.index, grouped(b.offset).c_str(),
+                  grouped(b.header.total_size).c_str(), type.c_str(), b.name.c_str(), payload.c_str());
+    }
+  }
+  for (const auto& n : r.notes()) std::printf("note: %s\n", n.c_str());
+
+  const ipu::popef::model_builder builder(r);
+  for (const auto& name : builder.model_names()) {
+    const auto m = builder.create_model(name);
+    const auto& md = m.metadata.value;
+    std::printf("\nmodel '%s'\n", name.c_str());
+    std::printf("  ipu version %s, %u IPUs, replication %u, %u processes%s, %s, %ju device iterations\n",
+                md.ipu_version.c_str(), md.num_ipus, md.replication_factor, md.num_processes, md.is_pod ? " (POD)" : "",
+                md.is_inference ? "inference" : "training", static_cast<std::uintmax_t>(md.device_iterations));
+    std::printf("  program flow: load %s, main %s, save %s\n", list(md.flow.load).c_str(), list(md.flow.main).c_str(),
+                list(md.flow.save).c_str());
+    std::string programs;
+    for (const auto& [i, pn] : md.programs) programs += (programs.empty() ? "" : ", ") + std::to_string(i) + " " + pn;
+    std::printf("  programs: %s\n", programs.c_str());
+    if (!md.seed_handle.empty()) std::printf("  seed handle: %s\n", md.seed_handle.c_str());
+    std::uint64_t tensor_bytes = 0;
+    std::printf("  anchors (%zu):\n", md.anchors.size());
+    for (const auto& an : md.anchors) {
+      std::string data;
+      if (const auto* t = m.find_tensor(an.name)) {
+        data = "  TensorData " + grouped(t->data.size()) + " bytes";
+        tensor_bytes += t->data.size();
+      } else if (const auto* f = m.find_feed(an.name)) {
+        data = "  FeedData " + grouped(f->data.size()) + " bytes";
+      }
+      std::printf("    %-7s %-28s %-22s handle %-20s programs %s%s%s\n", std::string(ipu::popef::to_string(an.type)).c_str(),
+                  an.name.c_str(), ipu::to_string(an.info).c_str(), an.handle.c_str(), list(an.programs).c_str(),
+                  an.is_per_replica ? " per-replica" : "", data.c_str());
+    }
+    std::printf("  tensor data: %zu tensors, %s bytes\n", m.tensors.size(), grouped(tensor_bytes).c_str());
+    for (const auto& [k, v] : md.engine_options) {
+      std::string one_line = v;
+      for (auto& c : one_line)
+        if (c == '\n') c = ';';
+      std::printf("  engine option %s = %s\n", k.c_str(), one_line.c_str());
+    }
+    for (const auto& [k, v] : md.device_options) std::printf("  device option %s = %s\n", k.c_str(), v.c_str());
+    for (const auto& o : m.opaque) std::printf("  opaque '%s': %s bytes\n", o.name.c_str(), grouped(o.payload.size()).c_str());
+  }
+}
+
+/// Adds the `inspect` subcommand to the tool.
+inline void add_inspect_command(CLI::App& app) {
+  auto a = std::make_shared<inspect_args>();
+  auto* cmd = app.add_subcommand("inspect", "list the blobs, metadata and anchors of PopEF files");
+  cmd->add_option("files", a->files, "PopEF files (several form one set of models)")->required();
+  cmd->callback([a] { run_inspect(*a); });  // errors reach main, which prints one line
+}
+
+}  // namespace ipu_cli
