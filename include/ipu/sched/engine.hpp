@@ -191,8 +191,12 @@ class engine {
     step_arrays arrays;
     const auto& g = exe_->model;
     arrays.input.assign(g.num_tensors(), nullptr);
-    for (const auto& s : layout_.inputs) arrays.input[s.tensor] = io.input(s.name)->data();
-    for (const auto& a : layout_.anchors) arrays.anchor.push_back(io.output(a.name)->data());
+    for (const auto& s : layout_.inputs)
+      if (const auto* v = io.input(s.name)) arrays.input[s.tensor] = v->data();  // present: checked above
+    for (const auto& a : layout_.anchors) {
+      const auto* v = io.output(a.name);
+      arrays.anchor.push_back(v ? v->data() : nullptr);
+    }
     arrays_ = &arrays;
 
     const auto workers = workers_per_replica();

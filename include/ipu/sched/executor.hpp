@@ -43,15 +43,12 @@ class executor {
   /// asks for other batches per step than the data flow.
   executor(const graph& model, const data_flow& flow, plan_options options = {}, executor_options run_options = {},
            const Strategy& strategy = Strategy{})
-      : executor(make_plan(model, flow, options, strategy), flow, run_options) {}
+      : engine_(make_engine(make_plan(model, flow, options, strategy), flow, run_options)) {}
 
   /// Runs an executable planned earlier (or loaded). Throws ipu::error when it was planned by
   /// another strategy or for another device, or its batches per step differ from the data flow's.
-  executor(executable exe, const data_flow& flow, executor_options run_options = {}) {
-    check(exe, flow);
-    engine_ = std::make_unique<detail::exec::engine>(std::make_shared<const executable>(std::move(exe)), flow,
-                                                     run_options);
-  }
+  executor(executable exe, const data_flow& flow, executor_options run_options = {})
+      : engine_((check_strategy(exe), make_engine(std::move(exe), flow, run_options))) {}
 
   /// Runs one step: batches_per_step x accumulation micro-batches per replica, reading the input
   /// arrays of `io` and filling its anchor arrays. Throws ipu::error for arrays of the wrong type
@@ -83,12 +80,24 @@ class executor {
     return strategy.plan(model, Device::description(), options);
   }
 
+  static std::unique_ptr<detail::exec::engine> make_engine(executable exe, const data_flow& flow,
+                                                           const executor_options& run_options) {
+    check(exe, flow);
+    return std::make_unique<detail::exec::engine>(std::make_shared<const executable>(std::move(exe)), flow, run_options);
+  }
+
+  /// The strategy's name, or a composed one starting with it ("replicated pipelined").
+  static void check_strategy(const executable& exe) {
+    const std::string_view want = Strategy::name, got = exe.strategy;
+    if (got.empty() || got == want || (got.size() > want.size() && got.substr(0, want.size()) == want && got[want.size()] == ' '))
+      return;
+    throw error(error_category::usage,
+                "the executable was planned by strategy '" + exe.strategy + "', not '" + std::string(want) + "'",
+                "executor for graph '" + exe.model.name() + "'", "run it with an executor of the strategy that planned it");
+  }
+
   static void check(const executable& exe, const data_flow& flow) {
     const std::string where = "executor for graph '" + exe.model.name() + "'";
-    if (!exe.strategy.empty() && exe.strategy != std::string_view(Strategy::name))
-      throw error(error_category::usage,
-                  "the executable was planned by strategy '" + exe.strategy + "', not '" + std::string(Strategy::name) + "'",
-                  where, "run it with an executor of the strategy that planned it");
     const auto want = Device::description();
     const bool same_device = exe.device.kind == want.kind &&
                              (want.kind == device_kind::cpu || exe.device == want);
