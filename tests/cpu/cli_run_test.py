@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""CLI tests of `ipu run`: a small ONNX model built with onnx.helper at test time, results checked
+against NumPy, and every documented failure checked for one error line and a non-zero exit.
+Usage: cli_run_test.py IPU_BINARY CASE   (CASE: npy, pb, data, iterations, threads, errors)
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+RNG = np.random.default_rng(3)
+W = RNG.standard_normal((4, 3)).astype(np.float32)
+B = RNG.standard_normal(3).astype(np.float32)
+
+
+def make_model(path):
+    """y = Relu(x @ W + b); also outputs s = x @ W + b under a name that needs sanitising."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "W"], ["xw"]),
+        helper.make_node("Add", ["xw", "b"], ["out/sum:0"]),
+        helper.make_node("Relu", ["out/sum:0"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "cli_model",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3]),
+         helper.make_tensor_value_info("out/sum:0", TensorProto.FLOAT, [2, 3])],
+        [numpy_helper.from_array(W, "W"), numpy_helper.from_array(B, "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def reference(x):
+    s = x @ W + B
+    return np.maximum(s, 0), s
+
+
+def run(ipu, *args, cwd=None):
+    res = subprocess.run([ipu, "run", *args], capture_output=True, text=True, cwd=cwd)
+    return res.returncode, res.stdout, res.stderr
+
+
+def expect_ok(ipu, *args, cwd=None):
+    code, out, err = run(ipu, *args, cwd=cwd)
+    assert code == 0, f"ipu run {' '.join(args)} failed ({code}): {err}"
+    return out
+
+
+def check_outputs(out_dir, x):
+    y, s = reference(x)
+    got_y = np.load(os.path.join(out_dir, "y.npy"))
+    got_s = np.load(os.path.join(out_dir, "out_sum_0.npy"))  # '/' and ':' become '_'
+    assert got_y.dtype == np.float32 and got_y.shape == (2, 3), (got_y.dtype, got_y.shape)
+    np.testing.assert_allclose(got_y, y, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_s, s, rtol=1e-5, atol=1e-6)
+    return got_y, got_s
+
+
+def expect_error(ipu, needle, *args):
+    code, out, err = run(ipu, *args)
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert code != 0, f"expected failure for {args}, got success: {out}"
+    assert len(lines) == 1, f"expected one error line for {args}, got: {err!r}"
+    assert re.search(needle, lines[0]), f"{needle!r} not in {lines[0]!r}"
+
+
+def main():
+    ipu, case = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory(prefix="ipu-cli-run-") as d:
+        model = os.path.join(d, "model.onnx")
+        make_model(model)
+        x = RNG.standard_normal((2, 4)).astype(np.float32)
+        np.save(os.path.join(d, "x.npy"), x)
+        with open(os.path.join(d, "x.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(x, "x").SerializeToString())
+        out_dir = os.path.join(d, "out")
+
+        if case == "npy":
+            text = expect_ok(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir)
+            check_outputs(out_dir, x)
+            assert "latency_ms" not in text
+            # The default output directory is the current one.
+            expect_ok(ipu, model, "--input", f"x={d}/x.npy", cwd=d)
+            check_outputs(d, x)
+        elif case == "pb":
+            expect_ok(ipu, model, "--input", f"x={d}/x.pb", "--output-dir", out_dir)
+            check_outputs(out_dir, x)
+        elif case == "data":
+            data = os.path.join(d, "test_data_set_0")
+            os.makedirs(data)
+            with open(os.path.join(data, "input_0.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(x, "x").SerializeToString())
+            expect_ok(ipu, model, "--data", data, "--output-dir", out_dir)
+            check_outputs(out_dir, x)
+            # An extra input file has no graph input to go to.
+            with open(os.path.join(data, "input_1.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(x, "x2").SerializeToString())
+            expect_error(ipu, r"input_1\.pb.*has no graph input", model, "--data", data, "--output-dir", out_dir)
+        elif case == "iterations":
+            text = expect_ok(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir, "--iterations", "5")
+            lines = [l for l in text.splitlines() if l.startswith("latency_ms")]
+            assert len(lines) == 1, text
+            m = re.fullmatch(r"latency_ms median=([0-9.]+) min=([0-9.]+) max=([0-9.]+)", lines[0])
+            assert m, lines[0]
+            med, lo, hi = map(float, m.groups())
+            assert lo <= med <= hi, lines[0]
+            check_outputs(out_dir, x)
+        elif case == "threads":
+            big = RNG.standard_normal((2, 4)).astype(np.float32)
+            np.save(os.path.join(d, "big.npy"), big)
+            outs = []
+            for i, threads in enumerate(["2", "2", "1"]):
+                od = os.path.join(d, f"out{i}")
+                expect_ok(ipu, model, "--input", f"x={d}/big.npy", "--output-dir", od, "--threads", threads)
+                outs.append(check_outputs(od, big))
+            assert all(np.array_equal(a, b) for a, b in zip(outs[0], outs[1])), "runs with 2 threads differ"
+        elif case == "errors":
+            expect_error(ipu, r"input 'x' is not given", model, "--output-dir", out_dir)
+            expect_error(ipu, r"no input named 'nope'.*x F32\[2,4\]", model, "--input", f"nope={d}/x.npy")
+            np.save(os.path.join(d, "wrong_shape.npy"), np.zeros((3, 4), np.float32))
+            expect_error(ipu, r"input 'x' expects F32\[2,4\] but received F32\[3,4\]", model,
+                         "--input", f"x={d}/wrong_shape.npy", "--output-dir", out_dir)
+            np.save(os.path.join(d, "wrong_type.npy"), np.zeros((2, 4), np.float64))
+            expect_error(ipu, r"input 'x' expects F32\[2,4\] but received F64\[2,4\]", model,
+                         "--input", f"x={d}/wrong_type.npy", "--output-dir", out_dir)
+            expect_error(ipu, r"does not exist", model, "--input", f"x={d}/missing.npy")
+            expect_error(ipu, r"does not exist", model, "--input", f"x={d}/missing.pb")
+            raw = open(os.path.join(d, "x.npy"), "rb").read()
+            open(os.path.join(d, "short.npy"), "wb").write(raw[:-5])
+            expect_error(ipu, r"truncated", model, "--input", f"x={d}/short.npy")
+            pb = open(os.path.join(d, "x.pb"), "rb").read()
+            open(os.path.join(d, "short.pb"), "wb").write(pb[:len(pb) // 2])
+            expect_error(ipu, r"short\.pb", model, "--input", f"x={d}/short.pb")
+            open(os.path.join(d, "garbage.npy"), "wb").write(b"not an array at all, sorry")
+            expect_error(ipu, r"magic", model, "--input", f"x={d}/garbage.npy")
+            expect_error(ipu, r"unknown input file type '\.txt'", model, "--input", f"x={d}/x.txt")
+            expect_error(ipu, r"not NAME=FILE", model, "--input", "x")
+            expect_error(ipu, r"given twice", model, "--input", f"x={d}/x.npy", "--input", f"x={d}/x.pb")
+            expect_error(ipu, r"model\.nope|does not exist|cannot open", os.path.join(d, "model.nope"),
+                         "--input", f"x={d}/x.npy")
+            expect_error(ipu, r"not a directory", model, "--data", os.path.join(d, "x.npy"))
+        else:
+            raise SystemExit(f"unknown case {case}")
+    print(f"ok: {case}")
+
+
+if __name__ == "__main__":
+    main()
