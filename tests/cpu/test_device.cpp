@@ -2,7 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <memory>
 
 #include "test_kernels.hpp"
@@ -197,4 +199,30 @@ TEST_CASE("cpu device: in-place and view-only steps give the same results as fre
   const std::vector<float> expect{-2, 0, -6, 0, -10, 0};
   CHECK(values(fast.run(std::vector<ipu::host_tensor>{in})[0]) == expect);
   CHECK(values(plain.run(std::vector<ipu::host_tensor>{in})[0]) == expect);
+}
+
+TEST_SUITE("concurrent") {
+  TEST_CASE("cpu device: concurrent runs from several threads on a multi-threaded device") {
+    ipu::graph g("sum");
+    auto x = g.add_tensor("x", f32({4096}), ipu::tensor_kind::input);
+    auto r = op(g, "Relu", {x}, "r", f32({4096}));
+    g.mark_output(op(g, "ReduceSum", {op(g, "Neg", {r}, "n", f32({4096}))}, "s", f32({1})));
+    ipu::cpu::device dev(std::move(g), opts(3));
+    std::vector<float> xs(4096);
+    for (std::size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>(i % 13) - 4.0f;
+    auto in = ipu::host_tensor::from<float>({4096}, std::span<const float>(xs));
+    const float expect = dev.run(std::vector<ipu::host_tensor>{in})[0].as<float>()[0];
+    float exact = 0;
+    for (float v : xs) exact -= v > 0 ? v : 0;
+    CHECK(expect == exact);  // small integers: exact in float whatever the order
+    std::atomic<int> mismatches{0};
+    std::vector<std::thread> callers;
+    for (int t = 0; t < 3; ++t)
+      callers.emplace_back([&] {
+        for (int i = 0; i < 20; ++i)
+          if (dev.run(std::vector<ipu::host_tensor>{in})[0].as<float>()[0] != expect) mismatches.fetch_add(1);
+      });
+    for (auto& t : callers) t.join();
+    CHECK(mismatches.load() == 0);
+  }
 }

@@ -30,6 +30,14 @@ inline void add(const ipu::kernel_context& c) {
   auto out = c.outputs[0].as<float>();
   for (std::size_t i = 0; i < out.size(); ++i) out[i] = a[a.size() == 1 ? 0 : i] + b[b.size() == 1 ? 0 : i];
 }
+inline void sum(const ipu::kernel_context& c) {  // variadic, same shapes
+  auto out = c.outputs[0].as<float>();
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    float s = 0;
+    for (std::size_t k = 0; k < c.inputs.size(); ++k) s += c.input(k).as<float>()[i];
+    out[i] = s;
+  }
+}
 inline void copy(const ipu::kernel_context& c) {  // Reshape / Identity
   auto in = c.input(0).bytes();
   if (!in.empty()) std::memcpy(c.outputs[0].data(), in.data(), in.size());
@@ -64,6 +72,7 @@ inline const ipu::op_registry& registry() {
     reg.add({"", "Relu", relu});
     reg.add({"", "Neg", neg});
     reg.add({"", "Add", add});
+    reg.add({"", "Sum", sum});
     reg.add({"", "Reshape", copy});
     reg.add({"", "Identity", copy});
     reg.add({"", "ReduceSum", reduce_sum});

@@ -79,6 +79,20 @@ TEST_CASE("plan: no in-place write over a tensor that is still needed, or of ano
   }
 }
 
+TEST_CASE("plan: variadic ops write in place over input 0 or 1 only") {
+  ipu::graph g("variadic");
+  auto x = g.add_tensor("x", f32({8}), ipu::tensor_kind::input);
+  auto a = op(g, "Relu", {x}, "a", f32({8}));
+  auto b = op(g, "Neg", {x}, "b", f32({8}));
+  auto c = op(g, "Relu", {b}, "c", f32({8}));
+  auto s1 = op(g, "Sum", {a, b, c}, "s1", f32({8}));    // only c dies here: no in-place write
+  auto s2 = op(g, "Sum", {s1, a, b}, "s2", f32({8}));   // s1 dies: written over
+  g.mark_output(op(g, "Add", {s2, x}, "out", f32({8})));
+  const auto p = ipu::cpu::make_plan(g, registry());
+  CHECK(p.tensors[s1].alias_of == ipu::no_tensor);
+  CHECK(p.tensors[s2].alias_of == s1);
+}
+
 TEST_CASE("plan: tensors live at the same time never share bytes (random DAGs)") {
   std::mt19937 rng(7);
   for (int round = 0; round < 50; ++round) {

@@ -5,11 +5,14 @@
 // - Every intermediate lives in one arena allocated up front. Each buffer is live from the step
 //   that produces it to its last reader; buffers whose lifetimes do not overlap share memory
 //   (greedy offset assignment, largest first).
-// - An op writes in place when that is legal: element-wise ops may write output 0 over an input
-//   of the same element count and element size that dies at the op; view ops (Reshape, Flatten,
-//   Squeeze, Unsqueeze, Identity) reuse their dying input's bytes and run no kernel at all.
-//   Contract for element-wise kernels: out[i] may share memory with that input's in[i], so a
-//   kernel must read in[i] before writing out[i] and never read in[j] for j < i afterwards.
+// - An op writes in place when that is legal: element-wise ops may write output 0 over input 0
+//   or 1 when it has the output's element count and element size and dies at the op; view ops
+//   (Reshape, Flatten, Squeeze, Unsqueeze, Identity) reuse their dying input's bytes and run no
+//   kernel at all. Contract for element-wise kernels: out[i] may share memory with in[i] of
+//   input 0 or 1, so a kernel must read in[i] before writing out[i] and never read in[j] for
+//   j < i afterwards (reading the whole input into a staging buffer first is also fine).
+// - The device zeroes every fresh output buffer before its kernel runs (so kernels that
+//   accumulate see zeros, as in a new host_tensor); in-place outputs hold the input instead.
 // - Graph outputs are written straight into the host tensors `run` returns; graph inputs,
 //   weights and constants are read where they are (never written: nothing aliases them).
 // - Subgraphs (If / Loop bodies) may read tensors of enclosing graphs by name; such a tensor is
@@ -304,7 +307,9 @@ inline execution_plan make_plan(const graph& g, const op_registry& registry, con
         (view || detail::is_elementwise_op(op.domain, op.type))) {
       const auto out = op.outputs[0];
       const auto& out_info = g.tensor(out).info;
-      const std::size_t candidates = view ? std::min<std::size_t>(1, op.inputs.size()) : op.inputs.size();
+      // Only the first two inputs: variadic kernels (Sum, Max, ...) fold inputs 2.. into the
+      // output pass by pass, which would overwrite a later input before reading it.
+      const std::size_t candidates = std::min<std::size_t>(view ? 1 : 2, op.inputs.size());
       for (std::size_t i = 0; i < candidates; ++i) {
         const auto in = op.inputs[i];
         if (in == no_tensor || p.tensors[in].where != storage::arena || p.tensors[in].last_step != s) continue;
