@@ -46,11 +46,13 @@
 #include "ipu/device/tile_mapping.hpp"
 
 // Execution strategies, planning and executors
-#include "ipu/sched/auto_planner.hpp"
 #include "ipu/sched/data_flow.hpp"
 #include "ipu/sched/executor.hpp"
 #include "ipu/sched/step_io.hpp"
-#include "ipu/sched/strategies.hpp"
+#include "ipu/sched/phased_execution.hpp"
+#include "ipu/sched/pipelined_execution.hpp"
+#include "ipu/sched/replicated_execution.hpp"
+#include "ipu/sched/sharded_execution.hpp"
 
 // PopEF and the Model Runtime
 #include "ipu/popef/cache.hpp"
