@@ -10,6 +10,7 @@
 // Results are deterministic for a given thread count. `run` calls on one device take turns.
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <memory>
