@@ -60,5 +60,7 @@
 #include "ipu/popef/model.hpp"
 #include "ipu/popef/reader.hpp"
 #include "ipu/popef/writer.hpp"
+#include "ipu/runtime/inference_session.hpp"
 #include "ipu/runtime/model_runner.hpp"
 #include "ipu/runtime/queue_manager.hpp"
+#include "ipu/runtime/session.hpp"
