@@ -24,9 +24,13 @@
 
 using namespace ipu;
 namespace fs = std::filesystem;
+
+// Named, not anonymous: unity builds (asan, tsan presets) put every test file of the area in one
+// translation unit.
+namespace inference_session_tests {
+
 using test_popef::scratch_dir;
 
-namespace {
 
 const std::vector<float> w0{2.f, -1.f, 0.5f}, b0{1.f, 1.f, -4.f};
 
@@ -63,8 +67,8 @@ host_tensor step_input(std::size_t batches, float k = 0) {
   return host_tensor::from<float>({static_cast<std::int64_t>(batches), 3}, v);
 }
 
-const auto sharded = [] { return options().execution_strategy(strategy_settings::sharded()); };
-const auto pipelined = [] { return options().execution_strategy(strategy_settings::pipelined()); };
+const auto sharded_opts = [] { return options().execution_strategy(strategy_settings::sharded()); };
+const auto pipelined_opts = [] { return options().execution_strategy(strategy_settings::pipelined()); };
 
 /// Checks All anchors y and z of a step built by step_input(batches, k).
 bool check_all(const std::map<std::string, host_tensor>& anchors, std::size_t batches, float k = 0) {
@@ -90,10 +94,8 @@ std::map<std::string, host_tensor> run_step(runtime::inference_session& s, std::
 
 data_flow all_of_both(std::uint64_t bps) { return data_flow(bps, {"y", "z"}, anchor_return_type::all()); }
 
-}  // namespace
-
 TEST_CASE("an inference session compiles a builder graph and runs steps") {
-  runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded());
+  runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded_opts());
   CHECK_FALSE(s.is_prepared());
   CHECK(s.input_array_info("x") == tensor_info{data_type::F32, shape{4, 3}});
   s.prepare_device();
@@ -119,7 +121,7 @@ TEST_CASE("an inference session compiles a builder graph and runs steps") {
 
 TEST_CASE("anchor return types Final and Sum through a pipeline over two IPUs") {
   const data_flow flow(4, {{"y", anchor_return_type::final()}, {"z", anchor_return_type::sum()}});
-  runtime::inference_session s(small_model(), flow, device_from_name("mk2", 2), pipelined());
+  runtime::inference_session s(small_model(), flow, device_from_name("mk2", 2), pipelined_opts());
   s.prepare_device();
   CHECK(s.executable().plan.stages.size() == 2);
   const auto anchors = run_step(s, 4);
@@ -136,7 +138,7 @@ TEST_CASE("anchor return types Final and Sum through a pipeline over two IPUs") 
 }
 
 TEST_CASE("run before prepare_device is an error with a hint") {
-  runtime::inference_session s(small_model(), all_of_both(2), device_from_name("mk2", 1), sharded());
+  runtime::inference_session s(small_model(), all_of_both(2), device_from_name("mk2", 1), sharded_opts());
   auto anchors = s.init_anchor_arrays();
   const auto x = step_input(2);
   step_io io({{"x", x.view()}}, anchors);
@@ -156,23 +158,23 @@ TEST_CASE("run before prepare_device is an error with a hint") {
 
 TEST_CASE("options and data flow must agree on batches per step") {
   CHECK_THROWS_WITH_AS(
-      runtime::inference_session(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded().device_iterations(3)),
+      runtime::inference_session(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded_opts().device_iterations(3)),
       doctest::Contains("3 device iterations but the data flow runs 4"), error);
   CHECK_NOTHROW(
-      runtime::inference_session(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded().device_iterations(4)));
+      runtime::inference_session(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded_opts().device_iterations(4)));
 }
 
 TEST_CASE("compile_and_export then load_executable runs without compiling") {
   scratch_dir dir("inference");
   const auto file = dir / "small.popef";
   {
-    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded());
+    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded_opts());
     s.compile_and_export(file);  // no device attached
     CHECK_FALSE(s.is_prepared());
     CHECK(fs::exists(file));
   }
   // Pipelined options would plan another executable: the file's sharded one runs instead.
-  runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), pipelined());
+  runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), pipelined_opts());
   s.load_executable(file);
   CHECK(s.is_loaded_from_file());
   CHECK(s.loaded_from() == file);
@@ -191,22 +193,22 @@ TEST_CASE("compile_and_export then load_executable runs without compiling") {
 TEST_CASE("load_executable refuses an executable that does not fit") {
   scratch_dir dir("inference-bad");
   const auto file = dir / "small.popef";
-  runtime::inference_session(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded()).compile_and_export(file);
+  runtime::inference_session(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded_opts()).compile_and_export(file);
   {
     runtime::inference_session s(small_model("input"), data_flow(4, {"y"}, anchor_return_type::all()),
-                                 device_from_name("mk2", 1), sharded());
+                                 device_from_name("mk2", 1), sharded_opts());
     CHECK_THROWS_WITH_AS(s.load_executable(file), doctest::Contains("was compiled from another model"), error);
   }
   {
-    runtime::inference_session s(small_model(), all_of_both(2), device_from_name("mk2", 1), sharded());
+    runtime::inference_session s(small_model(), all_of_both(2), device_from_name("mk2", 1), sharded_opts());
     CHECK_THROWS_WITH_AS(s.load_executable(file), doctest::Contains("runs 4 batches per step but the data flow 2"), error);
   }
   {
-    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("bow", 1), sharded());
+    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("bow", 1), sharded_opts());
     CHECK_THROWS_WITH_AS(s.load_executable(file), doctest::Contains("needs 1 ipu2 IPU but the device has ipu21"), error);
   }
   {
-    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded());
+    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 1), sharded_opts());
     s.prepare_device();
     CHECK_THROWS_WITH_AS(s.load_executable(file), doctest::Contains("load_executable after prepare_device"), error);
   }
@@ -216,7 +218,7 @@ TEST_CASE("an inference session on a device acquired from the device manager") {
   scratch_dir dir("inference-devices");
   const device_manager manager(make_ipu_system(describe_architecture<mk2>(), 4, 4), dir / "locks");
   {
-    runtime::inference_session s(small_model(), all_of_both(4), manager.acquire(2), pipelined());
+    runtime::inference_session s(small_model(), all_of_both(4), manager.acquire(2), pipelined_opts());
     CHECK(s.device().num_ipus == 2);
     CHECK_FALSE(manager.enumerate(2).front().is_free());  // reserved while the session lives
     s.prepare_device();
@@ -224,7 +226,7 @@ TEST_CASE("an inference session on a device acquired from the device manager") {
   }
   CHECK(manager.enumerate(2).front().is_free());
   // The CPU: compiled and run on the host.
-  runtime::inference_session c(small_model(), all_of_both(4), {}, sharded());
+  runtime::inference_session c(small_model(), all_of_both(4), {}, sharded_opts());
   c.prepare_device();
   CHECK(c.executable().metadata.ipu_version == "cpu");
   CHECK(check_all(run_step(c, 4), 4));
@@ -236,7 +238,7 @@ TEST_CASE("an ONNX file through an inference session equals PyTorch") {
   const auto g = ipu::onnx::load_model(onnx);
   const auto in = g.tensor(g.inputs()[0]).name, out = g.tensor(g.outputs()[0]).name;
   runtime::inference_session s(onnx, data_flow(1, {out}, anchor_return_type::all()), device_from_name("mk2", 1),
-                               sharded());
+                               sharded_opts());
   CHECK(s.model().name() == g.name());
   s.prepare_device();
   const auto x = io::read_npy(models / "transformer_encoder.input.npy");
@@ -260,7 +262,7 @@ TEST_CASE("an ONNX file through an inference session equals PyTorch") {
 
 TEST_SUITE("concurrent") {
   TEST_CASE("threads calling run on one inference session get their own results") {
-    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 2), pipelined());
+    runtime::inference_session s(small_model(), all_of_both(4), device_from_name("mk2", 2), pipelined_opts());
     s.prepare_device();
     constexpr int threads = 4, steps = 10;
     std::atomic<int> wrong{0};
@@ -276,3 +278,5 @@ TEST_SUITE("concurrent") {
     CHECK(wrong == 0);
   }
 }
+
+}  // namespace inference_session_tests

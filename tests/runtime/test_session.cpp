@@ -24,9 +24,13 @@
 
 using namespace ipu;
 namespace fs = std::filesystem;
+
+// Named, not anonymous: unity builds (asan, tsan presets) put every test file of the area in one
+// translation unit.
+namespace session_tests {
+
 using test_popef::scratch_dir;
 
-namespace {
 
 const std::vector<float> w0{2.f, -1.f, 0.5f}, b0{1.f, 1.f, -4.f};
 
@@ -58,13 +62,13 @@ std::vector<float> expect_z(const std::vector<float>& x, const std::vector<float
   return y;
 }
 
-options opts(std::int64_t bps, bool pipelined = false) {
-  return options().device_iterations(bps).execution_strategy(pipelined ? strategy_settings::pipelined()
+options opts(std::int64_t bps, bool pipeline = false) {
+  return options().device_iterations(bps).execution_strategy(pipeline ? strategy_settings::pipelined()
                                                                        : strategy_settings::sharded());
 }
 
-popef::compiled_model compiled(std::int64_t bps = 2, bool pipelined = false, const device_description& d = device_from_name("mk2", 1)) {
-  return popef::compile(small_model(), opts(bps, pipelined), d);
+popef::compiled_model compiled(std::int64_t bps = 2, bool pipeline = false, const device_description& d = device_from_name("mk2", 1)) {
+  return popef::compile(small_model(), opts(bps, pipeline), d);
 }
 
 /// Two micro-batches of x: F32[2, 3].
@@ -111,8 +115,6 @@ void write_weightless(const popef::compiled_model& m, const fs::path& file) {
   w.write_metadata(m.metadata);
   w.close();
 }
-
-}  // namespace
 
 TEST_CASE("a session runs a PopEF file compiled from a builder graph") {
   scratch_dir dir("session");
@@ -438,3 +440,5 @@ TEST_SUITE("concurrent") {
     CHECK(wrong == 0);
   }
 }
+
+}  // namespace session_tests
