@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "ipu/ops/kernel.hpp"
-#include "ipu/ops/kernels/tensor.hpp"
 #include "ipu/ops/registry.hpp"
 #include "ipu/tensor.hpp"
 
@@ -25,14 +24,9 @@ using ipu::host_tensor;
 using ipu::shape;
 using ipu::tensor_info;
 
-inline const ipu::op_registry& registry() {
-  static const ipu::op_registry r = [] {
-    ipu::op_registry reg;
-    ipu::register_tensor_kernels(reg);
-    return reg;
-  }();
-  return r;
-}
+/// A registry holding register_tensor_kernels' kernels. Defined once, in test_tensor_support.cpp,
+/// so that only one translation unit instantiates every kernel.
+const ipu::op_registry& registry();
 
 /// Splits [0, n) into three uneven chunks, run in reverse order.
 inline void chunked_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {

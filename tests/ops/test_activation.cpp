@@ -64,3 +64,29 @@ TEST_CASE("F16 and F64 activations compute in F32 / F64") {
   CHECK(d.as<double>()[0] == std::tanh(0.5));
   CHECK_THROWS_AS(run1("Sigmoid", {i32({1}, {1})}, {data_type::S32, {1}}), ipu::error);
 }
+
+TEST_CASE("Gelu: exact, tanh approximation and the vendor domains") {
+  check_close(act("Gelu", {1, -1}), {0.84134475f, -0.15865525f});
+  check_close(act("Gelu", {1, -1}, {{"approximate", std::string("tanh")}}), {0.84119199f, -0.15880801f});
+  CHECK_THROWS_AS(act("Gelu", {1}, {{"approximate", std::string("fast")}}), ipu::error);
+  for (const char* domain : {"com.microsoft", "ai.graphcore"}) {
+    const auto* e = registry().find(domain, "Gelu");
+    REQUIRE(e != nullptr);
+    ipu::op_node op;
+    op.type = "Gelu";
+    op.domain = domain;
+    auto x = f32({1}, {1});
+    host_tensor y({data_type::F32, {1}});
+    const std::vector<ipu::const_tensor_view> in{x.view()};
+    const std::vector<ipu::tensor_view> out{y.view()};
+    e->kernel(ipu::kernel_context{op, in, out});
+    CHECK(y.as<float>()[0] == doctest::Approx(std::string(domain) == "ai.graphcore" ? 0.84119199 : 0.84134475).epsilon(1e-6));
+  }
+}
+
+TEST_CASE("Shrink") {
+  check_close(act("Shrink", {-2, -0.5f, 0, 0.5f, 2}), {-2, 0, 0, 0, 2});
+  check_close(act("Shrink", {-2, -0.5f, 0, 0.5f, 2}, {{"bias", 1.5f}, {"lambd", 1.0f}}), {-0.5f, 0, 0, 0, 0.5f});
+  CHECK(values<std::int32_t>(run1("Shrink", {i32({3}, {-3, 1, 3})}, {data_type::S32, {3}}, {{"bias", 1.0f}, {"lambd", 1.5f}})) ==
+        std::vector<std::int32_t>{-2, 0, 2});
+}

@@ -64,3 +64,22 @@ TEST_CASE("LayerNormalization over the trailing axes, with Mean and InvStdDev") 
   auto h = run1("LayerNormalization", {f16({1, 2}, {1, 3}), f16({2}, {1, 1})}, {data_type::F16, {1, 2}}, {{"epsilon", 0.0f}});
   check_close(floats(h), {-1, 1}, 0, 0);
 }
+
+TEST_CASE("LRN sums squares over neighbouring channels") {
+  auto x = f32({1, 3, 1, 1}, {1, 2, 3});
+  // alpha / size = 1, beta = 1, bias = 1: y = x / (1 + sum of squares of channels c-1..c+1).
+  auto y = run1("LRN", {x}, {data_type::F32, {1, 3, 1, 1}}, {{"size", std::int64_t{3}}, {"alpha", 3.0f}, {"beta", 1.0f}});
+  check_close(floats(y), {1 / 6.0f, 2 / 15.0f, 3 / 14.0f});
+  // An even size looks one channel further ahead than behind: size 2 -> channels c..c+1.
+  auto y2 = run1("LRN", {x}, {data_type::F32, {1, 3, 1, 1}}, {{"size", std::int64_t{2}}, {"alpha", 2.0f}, {"beta", 1.0f}});
+  check_close(floats(y2), {1 / 6.0f, 2 / 14.0f, 3 / 10.0f});
+  CHECK_THROWS_AS(run1("LRN", {x}, {data_type::F32, {1, 3, 1, 1}}), ipu::error);
+}
+
+TEST_CASE("MeanVarianceNormalization over the default and given axes") {
+  auto x = f32({2, 1, 1, 2}, {1, 3, 5, 7});
+  const float r = 1 / std::sqrt(5.0f);
+  check_close(floats(run1("MeanVarianceNormalization", {x}, {data_type::F32, {2, 1, 1, 2}})), {-3 * r, -r, r, 3 * r});
+  check_close(floats(run1("MeanVarianceNormalization", {x}, {data_type::F32, {2, 1, 1, 2}}, {{"axes", ints{3}}})),
+              {-1, 1, -1, 1});
+}

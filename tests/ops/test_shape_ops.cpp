@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <string>
 
 #include "tensor_kernel_harness.hpp"
 
@@ -100,4 +102,39 @@ TEST_CASE("shape ops: Dropout in training mode drops with the given ratio and sc
   auto again = run("Dropout", {x, f32({}, {0.25f}), boolean({}, {1})}, {f32_info({n}), info(data_type::BOOL, {n})},
                    {attr("seed", 7)});
   CHECK(values<bool>(again[1]) == m);
+}
+
+TEST_CASE("shape ops: a large Transpose is split over threads and matches a direct loop") {
+  const std::int64_t a = 48, b = 40, c = 36;  // 69120 elements: above the parallel threshold
+  auto x = iota_f32({a, b, c});
+  auto y = run1("Transpose", {x}, f32_info({c, a, b}), {attr("perm", std::vector<std::int64_t>{2, 0, 1})});
+  const auto got = values<float>(y);
+  bool same = true;
+  for (std::int64_t k = 0; k < c; ++k)
+    for (std::int64_t i = 0; i < a; ++i)
+      for (std::int64_t j = 0; j < b; ++j)
+        same = same && got[static_cast<std::size_t>((k * a + i) * b + j)] == static_cast<float>((i * b + j) * c + k);
+  CHECK(same);
+}
+
+TEST_CASE("shape ops: a seeded training Dropout draws its mask like numpy's RandomState(seed).uniform") {
+  // The reference mask comes from numpy at test time: keep where uniform(0, 1) >= ratio.
+  const std::string cmd = std::string("\"") + IPU_PYTHON +
+                          "\" -c \"import numpy as np; np.random.seed(11); "
+                          "print(''.join('1' if k else '0' for k in np.random.uniform(0, 1, 64) >= 0.3))\"";
+  std::FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p);
+  char buf[128] = {};
+  const bool read = std::fgets(buf, sizeof buf, p) != nullptr;
+  REQUIRE(pclose(p) == 0);
+  REQUIRE(read);
+  const std::string want(buf, 64);
+  auto out = run("Dropout", {f32({64}, std::vector<float>(64, 1.4f)), f32({}, {0.3f}), boolean({}, {1})},
+                 {f32_info({64}), info(data_type::BOOL, {64})}, {attr("seed", 11)});
+  std::string got;
+  for (bool k : values<bool>(out[1])) got += k ? '1' : '0';
+  CHECK(got == want);
+  std::vector<float> want_y;
+  for (char k : got) want_y.push_back(k == '1' ? 2.0f : 0.0f);  // 1.4 / (1 - 0.3)
+  check_close(values<float>(out[0]), want_y);
 }

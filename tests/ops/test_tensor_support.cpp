@@ -5,9 +5,38 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <set>
+#include <string>
 #include <vector>
 
+#include "ipu/ops/kernels/tensor.hpp"
+#include "tensor_kernel_harness.hpp"
+
 using namespace ipu::detail::tensor_ops;
+
+const ipu::op_registry& tk::registry() {
+  static const ipu::op_registry r = [] {
+    ipu::op_registry reg;
+    ipu::register_tensor_kernels(reg);
+    return reg;
+  }();
+  return r;
+}
+
+TEST_CASE("tensor support: register_tensor_kernels registers each op of the group once") {
+  const auto& r = tk::registry();
+  std::set<std::string> types;
+  for (const auto& e : r.entries()) {
+    const bool has_kernel = e.kernel != nullptr;
+    CHECK(has_kernel);
+    CHECK(types.insert(std::string(e.type)).second);
+  }
+  for (const char* op : {"Reshape", "Transpose", "Slice", "Pad", "Gather", "ScatterND", "ReduceLogSumExp", "ArgMin",
+                         "TopK", "Einsum", "Resize", "LSTM", "SoftmaxCrossEntropyLoss", "Loop", "Scan", "Cast"})
+    CHECK_MESSAGE(r.find("ai.onnx", op) != nullptr, op);
+  // The math group owns element-wise arithmetic: none of it is registered here.
+  CHECK(r.find("", "Add") == nullptr);
+}
 
 TEST_CASE("tensor support: convert follows Cast's rules") {
   CHECK(convert<std::int32_t>(-2.7f) == -2);

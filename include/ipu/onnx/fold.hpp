@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -32,9 +33,11 @@ struct int_tensor {
   std::vector<std::int64_t> dims;
   std::vector<std::int64_t> values;
 
+  /// Element count, saturating so that a corrupt shape cannot overflow.
   [[nodiscard]] std::int64_t size() const {
     std::int64_t n = 1;
-    for (auto d : dims) n *= d;
+    for (auto d : dims)
+      if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<std::int64_t>::max();
     return n;
   }
 };
@@ -215,7 +218,8 @@ class folder {
       int_tensor r;
       if (op == "Size") {
         std::int64_t p = 1;
-        for (auto d : *dims) p *= d;
+        for (auto d : *dims)
+          if (__builtin_mul_overflow(p, d, &p)) return std::nullopt;
         r.values = {p};
         return r;
       }
@@ -252,7 +256,10 @@ class folder {
     }
     if (op == "Neg" || op == "Abs" || op == "Not") {
       int_tensor r = x;
-      for (auto& v : r.values) v = wrap(r.type, op == "Neg" ? -v : op == "Abs" ? (v < 0 ? -v : v) : !v);
+      for (auto& v : r.values) {
+        if (op != "Not" && v == std::numeric_limits<std::int64_t>::min()) return std::nullopt;
+        v = wrap(r.type, op == "Neg" ? -v : op == "Abs" ? (v < 0 ? -v : v) : !v);
+      }
       return r;
     }
     if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Mod" || op == "Min" || op == "Max" ||
@@ -281,11 +288,16 @@ class folder {
           for (std::size_t k = 1; k < xs.size(); ++k) v = op == "Min" ? std::min(v, at(k)) : std::max(v, at(k));
         } else {
           const auto a = at(0), b = at(1);
-          if (op == "Add") v = a + b;
-          else if (op == "Sub") v = a - b;
-          else if (op == "Mul") v = a * b;
-          else if (op == "Div" || op == "Mod") {
-            if (b == 0) return std::nullopt;  // leave the error to run time
+          // Overflowing values are left to run time rather than folded with undefined behaviour.
+          if (op == "Add") {
+            if (__builtin_add_overflow(a, b, &v)) return std::nullopt;
+          } else if (op == "Sub") {
+            if (__builtin_sub_overflow(a, b, &v)) return std::nullopt;
+          } else if (op == "Mul") {
+            if (__builtin_mul_overflow(a, b, &v)) return std::nullopt;
+          } else if (op == "Div" || op == "Mod") {
+            if (b == 0 || (b == -1 && a == std::numeric_limits<std::int64_t>::min()))
+              return std::nullopt;  // leave the error to run time
             if (op == "Div") v = a / b;       // integer Div truncates, as ONNX Runtime does
             else if (attr_int(n, "fmod", 0)) v = a % b;
             else v = ((a % b) + b) % b;       // Mod with fmod=0 takes the divisor's sign
@@ -351,10 +363,8 @@ class folder {
         if (d == -1) {
           if (infer >= 0) return std::nullopt;
           infer = static_cast<std::int64_t>(i);
-        } else if (d < 0) {
+        } else if (d < 0 || __builtin_mul_overflow(known, d, &known)) {
           return std::nullopt;
-        } else {
-          known *= d;
         }
         r.dims.push_back(d);
       }
@@ -432,7 +442,8 @@ class folder {
       std::vector<std::int64_t> lo(x.dims.size(), 0), step(x.dims.size(), 1), count = x.dims;
       for (std::size_t i = 0; i < axes.size(); ++i) {
         auto a = axes[i] < 0 ? axes[i] + rank : axes[i];
-        if (a < 0 || a >= rank || steps[i] == 0) return std::nullopt;
+        constexpr std::int64_t big = std::int64_t{1} << 62;
+        if (a < 0 || a >= rank || steps[i] == 0 || steps[i] > big || steps[i] < -big) return std::nullopt;
         const auto dim = x.dims[static_cast<std::size_t>(a)];
         auto s = starts[i], e = ends[i];
         if (s < 0) s += dim;
@@ -487,7 +498,12 @@ class folder {
       if (xs.size() != 3 || !xs[1] || !xs[2] || x.values.size() != 1) return std::nullopt;
       const auto start = x.values[0], limit = xs[1]->values.at(0), delta = xs[2]->values.at(0);
       if (delta == 0) return std::nullopt;
-      const auto count = std::max<std::int64_t>(0, (limit - start + delta + (delta > 0 ? -1 : 1)) / delta);
+      // ceil((limit - start) / delta); extreme bounds are left to run time.
+      std::int64_t span = 0;
+      constexpr std::int64_t big = std::int64_t{1} << 62;
+      if (__builtin_sub_overflow(limit, start, &span) || span > big || span < -big || delta > big || delta < -big)
+        return std::nullopt;
+      const auto count = std::max<std::int64_t>(0, (span + delta + (delta > 0 ? -1 : 1)) / delta);
       if (count > max_folded_elements) return std::nullopt;
       int_tensor r;
       r.type = x.type;

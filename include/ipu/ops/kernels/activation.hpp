@@ -1,8 +1,11 @@
 #pragma once
 // Activation kernels: the ReLU family, Clip, sigmoid-like and exponential activations, PRelu.
 // F16 is computed in F32; attribute defaults follow the ONNX operator specification.
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <type_traits>
 
@@ -126,6 +129,47 @@ inline void mish_kernel(const kernel_context& ctx) {
   activation_map(ctx, float_types, [](auto x) { return x * std::tanh(softplus(x)); });
 }
 
+/// GELU: x * Phi(x), exact (erf) or with the tanh approximation.
+template <class C>
+C gelu(C x, bool tanh_approximation) noexcept {
+  if (tanh_approximation) {
+    const C k = static_cast<C>(0.7978845608028654);  // sqrt(2 / pi)
+    return C{0.5} * x * (C{1} + std::tanh(k * (x + static_cast<C>(0.044715) * x * x * x)));
+  }
+  return C{0.5} * x * (C{1} + std::erf(x * static_cast<C>(0.7071067811865476)));
+}
+
+/// ONNX Gelu (opset 20): the approximate attribute picks "none" (erf) or "tanh".
+inline void gelu_kernel(const kernel_context& ctx) {
+  const auto approximate = ctx.attr_string("approximate", "none");
+  if (approximate != "none" && approximate != "tanh")
+    throw ctx.fail("approximate is '" + approximate + "'", "use \"none\" or \"tanh\"");
+  const bool tanh_approx = approximate == "tanh";
+  activation_map(ctx, float_types, [tanh_approx](auto x) { return gelu(x, tanh_approx); });
+}
+
+/// com.microsoft Gelu is the exact form; PopART's ai.graphcore Gelu is the tanh approximation
+/// (what poplibs' GELU non-linearity computes).
+inline void gelu_erf_kernel(const kernel_context& ctx) {
+  activation_map(ctx, float_types, [](auto x) { return gelu(x, false); });
+}
+inline void gelu_tanh_kernel(const kernel_context& ctx) {
+  activation_map(ctx, float_types, [](auto x) { return gelu(x, true); });
+}
+
+/// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+inline void shrink_kernel(const kernel_context& ctx) {
+  const double bias = ctx.attr_float("bias", 0.0f);
+  const double lambd = ctx.attr_float("lambd", 0.5f);
+  activation_map(ctx, numeric_types, [bias, lambd](auto x) {
+    using C = decltype(x);
+    const double v = static_cast<double>(x);
+    if (v < -lambd) return from_double<C>(v + bias);
+    if (v > lambd) return from_double<C>(v - bias);
+    return C{0};
+  });
+}
+
 /// Clip(x, min, max): the bounds are optional scalar inputs (opset 11+); NaN passes through.
 inline void clip_kernel(const kernel_context& ctx) {
   const auto x = ctx.input(0);
@@ -185,6 +229,10 @@ inline void register_activation_kernels(op_registry& r) {
   r.add({"", "Softplus", &softplus_kernel});
   r.add({"", "Softsign", &softsign_kernel});
   r.add({"", "Mish", &mish_kernel});
+  r.add({"", "Gelu", &gelu_kernel});
+  r.add({"com.microsoft", "Gelu", &gelu_erf_kernel});
+  r.add({"ai.graphcore", "Gelu", &gelu_tanh_kernel});
+  r.add({"", "Shrink", &shrink_kernel});
 }
 
 }  // namespace ipu::detail::math_ops

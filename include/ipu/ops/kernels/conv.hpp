@@ -4,6 +4,7 @@
 // as im2col + GEMM over blocks of output columns (bounded scratch, parallel over batch x group x
 // block). ConvTranspose is GEMM + col2im. F16 is widened to F32 and rounded once at the end.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -75,6 +76,13 @@ void depthwise_conv(const kernel_context& ctx, const C* x, const C* w, const C* 
   const std::int64_t planes = batch * out_channels;
   const std::int64_t kh_n = g.kernel[1], kw_n = g.kernel[2];
   const std::int64_t work = g.out_size() * g.kernel_size();
+  // Valid output ranges per kernel column do not depend on the row: compute them once.
+  std::vector<std::array<std::int64_t, 3>> columns;  // lo, hi, input offset
+  for (std::int64_t kw = 0; kw < kw_n; ++kw) {
+    const auto [lo, hi] = g.valid_range(2, kw);
+    columns.push_back({lo, hi, kw * g.dilation[2] - g.pad_begin[2]});
+  }
+  const std::int64_t sw = g.stride[2];
   parallel_blocks(ctx, static_cast<std::size_t>(planes), std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(work, 1)),
                   [&](std::size_t p0, std::size_t p1) {
                     for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
@@ -91,13 +99,14 @@ void depthwise_conv(const kernel_context& ctx, const C* x, const C* w, const C* 
                           const C* xrow = xp + ih * g.in[2];
                           for (std::int64_t kw = 0; kw < kw_n; ++kw) {
                             const C wv = wp[kh * kw_n + kw];
-                            const auto [lo, hi] = g.valid_range(2, kw);
-                            const std::int64_t base = kw * g.dilation[2] - g.pad_begin[2];
-                            if (g.stride[2] == 1) {
-                              const C* xs = xrow + base;
+                            const auto [lo, hi, base] = columns[static_cast<std::size_t>(kw)];
+                            const C* xs = xrow + base;
+                            if (sw == 1) {
                               for (std::int64_t o = lo; o < hi; ++o) yrow[o] += wv * xs[o];
+                            } else if (sw == 2) {
+                              for (std::int64_t o = lo; o < hi; ++o) yrow[o] += wv * xs[2 * o];
                             } else {
-                              for (std::int64_t o = lo; o < hi; ++o) yrow[o] += wv * xrow[o * g.stride[2] + base];
+                              for (std::int64_t o = lo; o < hi; ++o) yrow[o] += wv * xs[o * sw];
                             }
                           }
                         }

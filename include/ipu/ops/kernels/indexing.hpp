@@ -55,7 +55,7 @@ inline void gather_kernel(const kernel_context& ctx) {
     t.dims.push_back(static_cast<std::int64_t>(indices.size()));
     t.offsets.push_back(std::move(tab));
   }
-  gather_axes(t, data.data(), ctx.outputs[0].data(), size_of(data.info().type));
+  gather_axes(ctx, t, data.data(), ctx.outputs[0].data(), size_of(data.info().type));
 }
 
 inline void gather_elements_kernel(const kernel_context& ctx) {
@@ -264,7 +264,7 @@ inline void compress_kernel(const kernel_context& ctx) {
       t.offsets.push_back(linear_table(dims[k], 0, 1, st[k]));
     }
   }
-  gather_axes(t, x.data(), ctx.outputs[0].data(), esize);
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), esize);
 }
 
 inline void register_indexing(op_registry& r) {

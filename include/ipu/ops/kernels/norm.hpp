@@ -1,6 +1,7 @@
 #pragma once
 // Normalisation kernels: BatchNormalization (inference, and training mode with running
 // statistics), InstanceNormalization and LayerNormalization. Statistics accumulate in double.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
@@ -196,10 +197,94 @@ inline void layer_norm_kernel(const kernel_context& ctx) {
   if (has_output(ctx, 2)) write_doubles(ctx, ctx.outputs[2], inv_std);
 }
 
+/// LRN: x / (bias + alpha / size * sum of squares over `size` neighbouring channels)^beta.
+inline void lrn_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  const shape& s = x.info().shape;
+  if (s.rank() < 2) throw ctx.fail("input " + to_string(s) + " has no channel dimension", "give [N, C, ...]");
+  const std::int64_t size = ctx.attr_int("size", 0);
+  if (size < 1) throw ctx.fail("attribute size is missing or not positive", "give the window size in channels");
+  const double alpha = ctx.attr_float("alpha", 1e-4f), beta = ctx.attr_float("beta", 0.75f),
+               bias = ctx.attr_float("bias", 1.0f);
+  const std::int64_t n = s[0], c = s[1];
+  const std::int64_t spatial = n * c == 0 ? 0 : s.num_elements() / (n * c);
+  const std::int64_t before = (size - 1) / 2, after = size - 1 - before;
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const T* in = x.as<T>().data();
+    T* out = y.as<T>().data();
+    parallel_blocks(ctx, static_cast<std::size_t>(n * c), std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(spatial * size, 1)),
+                    [&](std::size_t p0, std::size_t p1) {
+                      for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
+                        const std::int64_t b = p / c, ch = p % c;
+                        const std::int64_t lo = std::max<std::int64_t>(0, ch - before), hi = std::min(c - 1, ch + after);
+                        for (std::int64_t i = 0; i < spatial; ++i) {
+                          double sq = 0;
+                          for (std::int64_t k = lo; k <= hi; ++k) {
+                            const double v = static_cast<double>(widen(in[(b * c + k) * spatial + i]));
+                            sq += v * v;
+                          }
+                          const double v = static_cast<double>(widen(in[p * spatial + i]));
+                          out[p * spatial + i] = from_double<T>(v / std::pow(bias + alpha / static_cast<double>(size) * sq, beta));
+                        }
+                      }
+                    });
+  });
+}
+
+/// MeanVarianceNormalization: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) over `axes`, as the
+/// ONNX function body defines it.
+inline void mvn_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  const shape& s = x.info().shape;
+  std::vector<bool> reduced(s.rank(), false);
+  for (auto a : ctx.attr_ints("axes", {0, 2, 3})) reduced[s.normalize_axis(a)] = true;
+  // Each element's group: its index with the reduced axes dropped.
+  const auto strides = s.strides();
+  std::vector<std::int64_t> group_stride(s.rank(), 0);
+  std::int64_t groups = 1;
+  for (std::size_t i = s.rank(); i-- > 0;)
+    if (!reduced[i]) {
+      group_stride[i] = groups;
+      groups *= s[i];
+    }
+  const auto count = static_cast<std::size_t>(s.num_elements());
+  std::vector<std::int64_t> group(count);
+  for (std::size_t e = 0; e < count; ++e) {
+    std::int64_t g = 0, rem = static_cast<std::int64_t>(e);
+    for (std::size_t i = 0; i < s.rank(); ++i) {
+      g += (rem / strides[i]) * group_stride[i];
+      rem %= strides[i];
+    }
+    group[e] = g;
+  }
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const auto in = x.as<T>();
+    const auto out = y.as<T>();
+    std::vector<double> sum(static_cast<std::size_t>(groups), 0.0), sq(sum.size(), 0.0), n(sum.size(), 0.0);
+    for (std::size_t e = 0; e < count; ++e) {
+      const auto g = static_cast<std::size_t>(group[e]);
+      const double v = static_cast<double>(widen(in[e]));
+      sum[g] += v;
+      sq[g] += v * v;
+      n[g] += 1;
+    }
+    for (std::size_t e = 0; e < count; ++e) {
+      const auto g = static_cast<std::size_t>(group[e]);
+      const double mean = sum[g] / n[g];
+      const double sd = std::sqrt(std::max(0.0, sq[g] / n[g] - mean * mean));
+      out[e] = from_double<T>((static_cast<double>(widen(in[e])) - mean) / (sd + 1e-9));
+    }
+  });
+}
+
 inline void register_norm_kernels(op_registry& r) {
   r.add({"", "BatchNormalization", &batch_norm_kernel});
   r.add({"", "InstanceNormalization", &instance_norm_kernel});
   r.add({"", "LayerNormalization", &layer_norm_kernel});
+  r.add({"", "LRN", &lrn_kernel});
+  r.add({"", "MeanVarianceNormalization", &mvn_kernel});
 }
 
 }  // namespace ipu::detail::math_ops

@@ -4,6 +4,7 @@
 // Windows are clipped to the input; the output shape comes from the IR and is checked against
 // the attributes (floor or ceil rounding).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -52,9 +53,11 @@ inline tap_range taps(const window_geometry& g, std::size_t d, std::int64_t o) n
   return {lo, std::max(lo, hi), std::max<std::int64_t>(0, phi - plo)};
 }
 
-template <pool_kind Kind, class T>
-void pool_planes(const kernel_context& ctx, const T* x, T* y, std::int64_t* indices, std::int64_t planes,
-                 const window_geometry& g, bool count_include_pad, bool column_major, double p) {
+/// MaxPool with the Indices output: one window at a time, remembering where the maximum was.
+template <class T>
+void max_pool_with_indices(const kernel_context& ctx, const T* x, T* y, std::int64_t* indices, std::int64_t planes,
+                           const window_geometry& g, const std::array<std::vector<tap_range>, 3>& tab,
+                           bool column_major) {
   using C = compute_t<T>;
   const std::int64_t s_in = g.in_size(), s_out = g.out_size();
   parallel_blocks(ctx, static_cast<std::size_t>(planes),
@@ -62,73 +65,124 @@ void pool_planes(const kernel_context& ctx, const T* x, T* y, std::int64_t* indi
                   [&](std::size_t p0, std::size_t p1) {
     for (auto pl = static_cast<std::int64_t>(p0); pl < static_cast<std::int64_t>(p1); ++pl) {
       const T* xp = x + pl * s_in;
-      T* yp = y + pl * s_out;
-      std::int64_t* ip = indices ? indices + pl * s_out : nullptr;
       for (std::int64_t od = 0; od < g.out[0]; ++od) {
-        const auto td = taps(g, 0, od);
+        const auto td = tab[0][static_cast<std::size_t>(od)];
         const std::int64_t sd = od * g.stride[0] - g.pad_begin[0];
         for (std::int64_t oh = 0; oh < g.out[1]; ++oh) {
-          const auto th = taps(g, 1, oh);
+          const auto th = tab[1][static_cast<std::size_t>(oh)];
           const std::int64_t sh = oh * g.stride[1] - g.pad_begin[1];
           for (std::int64_t ow = 0; ow < g.out[2]; ++ow) {
-            const auto tw = taps(g, 2, ow);
+            const auto tw = tab[2][static_cast<std::size_t>(ow)];
             const std::int64_t sw = ow * g.stride[2] - g.pad_begin[2];
-            const std::int64_t o = (od * g.out[1] + oh) * g.out[2] + ow;
+            const std::int64_t o = pl * s_out + (od * g.out[1] + oh) * g.out[2] + ow;
+            C best = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                         : std::numeric_limits<C>::lowest();
+            std::int64_t arg = -1;
+            for (std::int64_t a = td.lo; a < td.hi; ++a) {
+              const std::int64_t id = sd + a * g.dilation[0];
+              for (std::int64_t b = th.lo; b < th.hi; ++b) {
+                const std::int64_t ih = sh + b * g.dilation[1];
+                const T* row = xp + (id * g.in[1] + ih) * g.in[2];
+                for (std::int64_t c = tw.lo; c < tw.hi; ++c) {
+                  const std::int64_t iw = sw + c * g.dilation[2];
+                  const C v = widen(row[iw]);
+                  // NaN propagates (like PyTorch): once taken, nothing compares greater.
+                  if (arg < 0 || v > best || (v != v && best == best)) {
+                    best = v;
+                    arg = column_major ? id + g.in[0] * (ih + g.in[1] * iw) : (id * g.in[1] + ih) * g.in[2] + iw;
+                  }
+                }
+              }
+            }
+            y[o] = narrow<T>(best);
+            indices[o] = arg < 0 ? -1 : pl * s_in + arg;
+          }
+        }
+      }
+    }
+  });
+}
+
+/// Pooling without indices, one output row at a time: every tap of the window updates the whole
+/// row (a contiguous, branch-free loop), the way the depthwise convolution accumulates.
+template <pool_kind Kind, class T>
+void pool_rows(const kernel_context& ctx, const T* x, T* y, std::int64_t planes, const window_geometry& g,
+               const std::array<std::vector<tap_range>, 3>& tab, bool count_include_pad, double p) {
+  using C = compute_t<T>;
+  // Max runs in the compute type (exact); sums accumulate in double.
+  using A = std::conditional_t<Kind == pool_kind::max, C, double>;
+  const std::int64_t s_in = g.in_size(), s_out = g.out_size(), ow_n = g.out[2];
+  std::vector<std::array<std::int64_t, 3>> columns;  // per kernel column: valid outputs [lo, hi), input offset
+  for (std::int64_t c = 0; c < g.kernel[2]; ++c) {
+    const auto [lo, hi] = g.valid_range(2, c);
+    columns.push_back({lo, hi, c * g.dilation[2] - g.pad_begin[2]});
+  }
+  const std::int64_t sw = g.stride[2];
+  const A init = Kind == pool_kind::max ? (std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
+                                                                                : std::numeric_limits<A>::lowest())
+                                        : A{0};
+  parallel_blocks(ctx, static_cast<std::size_t>(planes),
+                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
+                  [&](std::size_t p0, std::size_t p1) {
+    std::vector<A> acc(static_cast<std::size_t>(ow_n));
+    for (auto pl = static_cast<std::int64_t>(p0); pl < static_cast<std::int64_t>(p1); ++pl) {
+      const T* xp = x + pl * s_in;
+      for (std::int64_t od = 0; od < g.out[0]; ++od) {
+        const auto td = tab[0][static_cast<std::size_t>(od)];
+        const std::int64_t sd = od * g.stride[0] - g.pad_begin[0];
+        for (std::int64_t oh = 0; oh < g.out[1]; ++oh) {
+          const auto th = tab[1][static_cast<std::size_t>(oh)];
+          const std::int64_t sh = oh * g.stride[1] - g.pad_begin[1];
+          A* r = acc.data();
+          std::fill(r, r + ow_n, init);
+          for (std::int64_t a = td.lo; a < td.hi; ++a) {
+            const std::int64_t id = sd + a * g.dilation[0];
+            for (std::int64_t b = th.lo; b < th.hi; ++b) {
+              const T* row = xp + (id * g.in[1] + sh + b * g.dilation[1]) * g.in[2];
+              for (const auto& [lo, hi, base] : columns) {
+                const T* src = row + base;
+                for (std::int64_t o = lo; o < hi; ++o) {
+                  const A v = static_cast<A>(widen(src[o * sw]));
+                  if constexpr (Kind == pool_kind::max)
+                    r[o] = (v > r[o] || v != v) ? v : r[o];  // NaN wins, and nothing replaces it
+                  else if constexpr (Kind == pool_kind::average)
+                    r[o] += v;
+                  else
+                    r[o] += p == 2.0 ? v * v : p == 1.0 ? std::fabs(v) : std::pow(std::fabs(v), p);
+                }
+              }
+            }
+          }
+          T* out = y + pl * s_out + (od * g.out[1] + oh) * ow_n;
+          for (std::int64_t o = 0; o < ow_n; ++o) {
             if constexpr (Kind == pool_kind::max) {
-              C best = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
-                                                           : std::numeric_limits<C>::lowest();
-              std::int64_t arg = -1;
-              for (std::int64_t a = td.lo; a < td.hi; ++a) {
-                const std::int64_t id = sd + a * g.dilation[0];
-                for (std::int64_t b = th.lo; b < th.hi; ++b) {
-                  const std::int64_t ih = sh + b * g.dilation[1];
-                  const T* row = xp + (id * g.in[1] + ih) * g.in[2];
-                  for (std::int64_t c = tw.lo; c < tw.hi; ++c) {
-                    const std::int64_t iw = sw + c * g.dilation[2];
-                    const C v = widen(row[iw]);
-                    // NaN propagates (like PyTorch): once taken, nothing compares greater.
-                    if (arg < 0 || v > best || (v != v && best == best)) {
-                      best = v;
-                      arg = column_major ? id + g.in[0] * (ih + g.in[1] * iw) : (id * g.in[1] + ih) * g.in[2] + iw;
-                    }
-                  }
-                }
-              }
-              yp[o] = narrow<T>(best);
-              if (ip) ip[o] = arg < 0 ? -1 : pl * s_in + arg;
+              out[o] = narrow<T>(r[o]);
+            } else if constexpr (Kind == pool_kind::average) {
+              const auto tw = tab[2][static_cast<std::size_t>(o)];
+              const std::int64_t count = count_include_pad ? td.padded * th.padded * tw.padded
+                                                           : (td.hi - td.lo) * (th.hi - th.lo) * (tw.hi - tw.lo);
+              out[o] = narrow<T>(static_cast<C>(count > 0 ? r[o] / static_cast<double>(count) : 0.0));
             } else {
-              double acc = 0.0;
-              for (std::int64_t a = td.lo; a < td.hi; ++a) {
-                const std::int64_t id = sd + a * g.dilation[0];
-                for (std::int64_t b = th.lo; b < th.hi; ++b) {
-                  const std::int64_t ih = sh + b * g.dilation[1];
-                  const T* row = xp + (id * g.in[1] + ih) * g.in[2];
-                  for (std::int64_t c = tw.lo; c < tw.hi; ++c) {
-                    const double v = static_cast<double>(widen(row[sw + c * g.dilation[2]]));
-                    if constexpr (Kind == pool_kind::average)
-                      acc += v;
-                    else if (p == 2.0)
-                      acc += v * v;
-                    else if (p == 1.0)
-                      acc += std::fabs(v);
-                    else
-                      acc += std::pow(std::fabs(v), p);
-                  }
-                }
-              }
-              if constexpr (Kind == pool_kind::average) {
-                const std::int64_t count = count_include_pad ? td.padded * th.padded * tw.padded
-                                                             : (td.hi - td.lo) * (th.hi - th.lo) * (tw.hi - tw.lo);
-                yp[o] = narrow<T>(static_cast<C>(count > 0 ? acc / static_cast<double>(count) : 0.0));
-              } else {
-                yp[o] = narrow<T>(static_cast<C>(p == 2.0 ? std::sqrt(acc) : p == 1.0 ? acc : std::pow(acc, 1.0 / p)));
-              }
+              out[o] = narrow<T>(static_cast<C>(p == 2.0 ? std::sqrt(r[o]) : p == 1.0 ? r[o] : std::pow(r[o], 1.0 / p)));
             }
           }
         }
       }
     }
   });
+}
+
+template <pool_kind Kind, class T>
+void pool_planes(const kernel_context& ctx, const T* x, T* y, std::int64_t* indices, std::int64_t planes,
+                 const window_geometry& g, bool count_include_pad, bool column_major, double p) {
+  // Tap ranges per output index and dimension, computed once (they cost divisions).
+  std::array<std::vector<tap_range>, window_geometry::max_rank> tab;
+  for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
+    for (std::int64_t o = 0; o < g.out[d]; ++o) tab[d].push_back(taps(g, d, o));
+  if (Kind == pool_kind::max && indices)
+    max_pool_with_indices(ctx, x, y, indices, planes, g, tab, column_major);
+  else
+    pool_rows<Kind>(ctx, x, y, planes, g, tab, count_include_pad, p);
 }
 
 template <pool_kind Kind>

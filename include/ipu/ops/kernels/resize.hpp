@@ -189,7 +189,7 @@ inline void resize_kernel(const kernel_context& ctx) {
     }
     visit_type(x.info().type, ctx, [&]<class T>() {
       const T fill = convert<T>(opt.extrapolation);
-      gather_axes(t, x.data(), ctx.outputs[0].data(), sizeof(T), reinterpret_cast<const std::byte*>(&fill));
+      gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), sizeof(T), reinterpret_cast<const std::byte*>(&fill));
     });
     return;
   }

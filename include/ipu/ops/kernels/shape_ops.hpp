@@ -35,15 +35,20 @@ inline void dropout_kernel(const kernel_context& ctx) {
   }
   if (ratio < 0.0 || ratio >= 1.0)
     throw ctx.fail("dropout ratio " + std::to_string(ratio) + " is outside [0, 1)", "use a ratio in [0, 1)");
-  std::mt19937_64 rng(ctx.has_attr("seed") ? static_cast<std::uint64_t>(ctx.attr_int("seed", 0))
-                                           : std::random_device{}());
-  std::bernoulli_distribution keep(1.0 - ratio);
+  // The mask draws are numpy's legacy RandomState(seed).uniform(0, 1): MT19937 seeded like
+  // std::mt19937, two 32-bit words per 53-bit double; an element is kept when its draw >= ratio.
+  // With a seed the result is reproducible (and equals ONNX's reference implementation).
+  std::mt19937 rng(ctx.has_attr("seed") ? static_cast<std::uint32_t>(ctx.attr_int("seed", 0)) : std::random_device{}());
+  auto uniform = [&rng] {
+    const std::uint32_t a = static_cast<std::uint32_t>(rng()) >> 5, b = static_cast<std::uint32_t>(rng()) >> 6;
+    return (static_cast<double>(a) * 67108864.0 + static_cast<double>(b)) / 9007199254740992.0;
+  };
   const double scale = 1.0 / (1.0 - ratio);
   visit_float(y.info().type, ctx, [&]<class T>() {
     const T* x = data_as<T>(ctx.input(0));
     T* out = data_as<T>(y);
     for (std::size_t i = 0; i < n; ++i) {
-      const bool k = keep(rng);
+      const bool k = uniform() >= ratio;
       if (mask) mask[i] = k;
       out[i] = k ? convert<T>(static_cast<double>(convert<double>(x[i])) * scale) : T{};
     }
@@ -72,7 +77,7 @@ inline void transpose_kernel(const kernel_context& ctx) {
     t.offsets.push_back(linear_table(in[a], 0, 1, strides[a]));
   }
   check_output_shape(ctx, 0, shape(t.dims));
-  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
 /// DepthToSpace (DCR or CRD) and SpaceToDepth are reshape-transpose-reshape: express the output
@@ -101,7 +106,7 @@ inline void depth_to_space_kernel(const kernel_context& ctx) {
   t.dims = {n, c, h, b, w, b};
   t.offsets = {linear_table(n, 0, 1, st[0]), linear_table(c, 0, 1, c_stride), linear_table(h, 0, 1, st[2]),
                linear_table(b, 0, 1, b1_stride), linear_table(w, 0, 1, st[3]), linear_table(b, 0, 1, b2_stride)};
-  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
 inline void space_to_depth_kernel(const kernel_context& ctx) {
@@ -119,7 +124,7 @@ inline void space_to_depth_kernel(const kernel_context& ctx) {
   t.dims = {n, b, b, c, h, w};
   t.offsets = {linear_table(n, 0, 1, st[0]), linear_table(b, 0, 1, st[2]), linear_table(b, 0, 1, st[3]),
                linear_table(c, 0, 1, st[1]), linear_table(h, 0, 1, b * st[2]), linear_table(w, 0, 1, b * st[3])};
-  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
 /// Shape (with opset-15 start/end, clamped like Python slicing).

@@ -139,7 +139,7 @@ inline void slice_kernel(const kernel_context& ctx) {
     t.offsets.push_back(linear_table(ranges[k].count, ranges[k].start, ranges[k].step, st[k]));
   }
   check_output_shape(ctx, 0, shape(t.dims));
-  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
 /// Pad: constant (with an optional value), edge, reflect or wrap; negative pads crop.
@@ -204,7 +204,7 @@ inline void pad_kernel(const kernel_context& ctx) {
                      "give constant_value the data's element type");
     std::memcpy(value.data(), ctx.inputs[2].data(), esize);
   }
-  gather_axes(t, x.data(), ctx.outputs[0].data(), esize, value.data());
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), esize, value.data());
 }
 
 /// Expand: numpy broadcasting of the input to the output shape.
@@ -235,7 +235,7 @@ inline void expand_kernel(const kernel_context& ctx) {
       t.offsets.push_back(linear_table(os[k], 0, is[j] == 1 ? 0 : 1, st[j]));
     }
   }
-  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
 /// Tile: output axis k of size repeats*n is viewed as two axes (repeat, n), the first broadcast.
@@ -259,7 +259,7 @@ inline void tile_kernel(const kernel_context& ctx) {
     t.offsets.push_back(linear_table(is[k], 0, 1, st[k]));
   }
   check_output_shape(ctx, 0, shape(dims));
-  gather_axes(t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+  gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
 /// ReverseSequence: reverses the first sequence_lens[b] steps along the time axis of batch entry b.

@@ -278,6 +278,16 @@ struct plan {
   const std::byte* fill_value;
 };
 
+/// The innermost axis, element by element (N: the element size, so each copy is one move).
+template <std::size_t N>
+void leaf(const plan& p, const std::vector<std::int64_t>& tab, std::int64_t n, std::int64_t base, std::byte* dst) {
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto o = tab[static_cast<std::size_t>(i)];
+    const std::byte* from = o == outside ? p.fill_value : p.src + static_cast<std::size_t>(base + o) * N;
+    std::memcpy(dst + static_cast<std::size_t>(i) * N, from, N);
+  }
+}
+
 inline void run(const plan& p, std::size_t level, std::int64_t base, std::byte*& dst) {
   const auto& tab = p.t->offsets[level];
   const std::int64_t n = p.t->dims[level];
@@ -287,10 +297,17 @@ inline void run(const plan& p, std::size_t level, std::int64_t base, std::byte*&
     } else if (p.contiguous[level]) {
       std::memcpy(dst, p.src + static_cast<std::size_t>(base + tab[0]) * p.esize, static_cast<std::size_t>(n) * p.esize);
     } else {
-      for (std::int64_t i = 0; i < n; ++i) {
-        const auto o = tab[static_cast<std::size_t>(i)];
-        const std::byte* from = o == outside ? p.fill_value : p.src + static_cast<std::size_t>(base + o) * p.esize;
-        std::memcpy(dst + static_cast<std::size_t>(i) * p.esize, from, p.esize);
+      switch (p.esize) {
+        case 1: leaf<1>(p, tab, n, base, dst); break;
+        case 2: leaf<2>(p, tab, n, base, dst); break;
+        case 4: leaf<4>(p, tab, n, base, dst); break;
+        case 8: leaf<8>(p, tab, n, base, dst); break;
+        default:
+          for (std::int64_t i = 0; i < n; ++i) {
+            const auto o = tab[static_cast<std::size_t>(i)];
+            const std::byte* from = o == outside ? p.fill_value : p.src + static_cast<std::size_t>(base + o) * p.esize;
+            std::memcpy(dst + static_cast<std::size_t>(i) * p.esize, from, p.esize);
+          }
       }
     }
     dst += static_cast<std::size_t>(n) * p.esize;
@@ -304,8 +321,9 @@ inline void run(const plan& p, std::size_t level, std::int64_t base, std::byte*&
 }  // namespace mover
 
 /// Writes the row-major output described by `t` to `dst`, reading `src` elements of `esize` bytes.
+/// With `parallel`, large outputs are split over the outermost axis.
 inline void gather_axes(const axis_tables& t, const std::byte* src, std::byte* dst, std::size_t esize,
-                        const std::byte* fill_value = nullptr) {
+                        const std::byte* fill_value = nullptr, const parallel_for_fn* parallel = nullptr) {
   if (product(t.dims) == 0) return;
   if (t.dims.empty()) {
     std::memcpy(dst, src, esize);
@@ -324,7 +342,24 @@ inline void gather_axes(const axis_tables& t, const std::byte* src, std::byte* d
     zeros.assign(esize, std::byte{0});
     p.fill_value = zeros.data();
   }
+  const std::int64_t total = product(t.dims);
+  if (parallel && t.dims.size() > 1 && t.dims[0] > 1 && total >= (std::int64_t{1} << 15)) {
+    const auto row = static_cast<std::size_t>(total / t.dims[0]) * esize;
+    (*parallel)(static_cast<std::size_t>(t.dims[0]), [&](std::size_t b, std::size_t e) {
+      for (std::size_t i = b; i < e; ++i) {
+        std::byte* d = dst + i * row;
+        mover::run(p, 1, t.offsets[0][i], d);
+      }
+    });
+    return;
+  }
   mover::run(p, 0, 0, dst);
+}
+
+/// gather_axes using the kernel's thread pool.
+inline void gather_axes(const kernel_context& ctx, const axis_tables& t, const std::byte* src, std::byte* dst,
+                        std::size_t esize, const std::byte* fill_value = nullptr) {
+  gather_axes(t, src, dst, esize, fill_value, &ctx.parallel_for);
 }
 
 /// Tables for reading an input of shape `in` through a permutation/strided view: output axis k
