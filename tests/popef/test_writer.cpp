@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <sstream>
+#include <stdexcept>
 
 #include "ipu/popef/reader.hpp"
 #include "ipu/popef/writer.hpp"
@@ -233,4 +234,66 @@ TEST_CASE("empty names are refused") {
   CHECK_THROWS_AS(w.create_tensor_data("", {data_type::U8, shape{1}}), ipu::error);
   metadata m;
   CHECK_THROWS_AS(w.write_metadata(m), ipu::error);
+}
+
+TEST_CASE("a new file appears only when the writer closes") {
+  test_popef::scratch_dir dir("atomic");
+  const auto path = dir / "m.popef";
+  {
+    writer w(path);
+    w.write_tensor_data("a", {data_type::U8, shape{3}}, pattern(3));
+    CHECK_FALSE(std::filesystem::exists(path));
+    w.close();
+    CHECK(std::filesystem::exists(path));
+    CHECK_THROWS_AS(w.write_opaque("late", "exe", pattern(1)), ipu::error);  // closed
+  }
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += !e.path().empty();
+  CHECK(files == 1);  // no temporary left
+}
+
+TEST_CASE("a writer unwound by an exception leaves nothing behind") {
+  test_popef::scratch_dir dir("unwind");
+  const auto path = dir / "m.popef";
+  SUBCASE("a new file is not created") {
+    try {
+      writer w(path);
+      w.write_tensor_data("a", {data_type::U8, shape{3}}, pattern(3));
+      throw std::runtime_error("boom");
+    } catch (const std::runtime_error&) {
+    }
+    CHECK_FALSE(std::filesystem::exists(path));
+    CHECK(std::filesystem::is_empty(dir.path()));
+  }
+  SUBCASE("an appended file is cut back") {
+    {
+      writer w(path);
+      w.write_tensor_data("a", {data_type::U8, shape{3}}, pattern(3));
+    }
+    const auto before = std::filesystem::file_size(path);
+    try {
+      writer w(path, open_mode::append);
+      w.write_tensor_data("b", {data_type::U8, shape{3}}, pattern(3));
+      throw std::runtime_error("boom");
+    } catch (const std::runtime_error&) {
+    }
+    CHECK(std::filesystem::file_size(path) == before);
+    CHECK(reader(path).tensors().size() == 1);
+  }
+}
+
+TEST_CASE("overwriting a file keeps a reader's views of the old one valid") {
+  test_popef::scratch_dir dir("overwrite");
+  const auto path = dir / "m.popef";
+  {
+    writer w(path);
+    w.write_tensor_data("a", {data_type::U8, shape{4096}}, pattern(4096, 1));
+  }
+  const reader old(path);
+  {
+    writer w(path);  // the same path, while `old` maps it
+    w.write_tensor_data("a", {data_type::U8, shape{4096}}, pattern(4096, 2));
+  }
+  CHECK(same(old.tensors()[0].data, pattern(4096, 1)));  // the old pages, not a truncated file
+  CHECK(same(reader(path).tensors()[0].data, pattern(4096, 2)));
 }

@@ -7,13 +7,10 @@
 //
 // The directory is the options' executable cache path (PopTorch's enableExecutableCaching), else the
 // environment variable IPU_CACHE_DIR; with neither, compile_cached just compiles. Entries are written
-// to a temporary file in the directory and renamed into place, so a reader never sees half a file
-// and concurrent writers of one key leave one whole entry. An entry that fails to load (damaged,
+// to a temporary file in the directory and renamed into place (writer.hpp), so a reader never sees
+// half a file and concurrent writers of one key leave one whole entry. An entry that fails to load (damaged,
 // truncated) or records another key or library version is logged, rebuilt and replaced — never an
 // error. Failing to write an entry (read-only directory, full disk) is logged and otherwise ignored.
-#include <unistd.h>
-
-#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -113,24 +110,18 @@ class executable_cache {
     return std::nullopt;
   }
 
-  /// Writes `m` as the entry for `key` (temporary file, then rename). Returns false, having logged
-  /// why, when it cannot.
+  /// Writes `m` as the entry for `key` (the writer writes a temporary file and renames it into
+  /// place). Returns false, having logged why, when it cannot.
   bool store(const std::string& key, const compiled_model& m, bool compress = true) const {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
-    static std::atomic<unsigned> counter{0};
-    const auto tmp = dir_ / ("." + key + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++));
     try {
-      {
-        writer w(tmp);
-        write_model(w, m, compress);
-        w.flush();
-      }
-      std::filesystem::rename(tmp, entry(key));
+      writer w(entry(key));
+      write_model(w, m, compress);
+      w.close();
       return true;
     } catch (const std::exception& e) {
       log::warn("popef: cannot write cache entry in ", dir_.string(), ": ", e.what());
-      std::filesystem::remove(tmp, ec);
       return false;
     }
   }

@@ -200,6 +200,7 @@ inline pb::Plan plan_to_proto(const executable& e) {
   pr.set_streaming_memory_bytes(x.streaming_memory_bytes);
   for (auto v : e.op_cycles) p.add_op_cycles(v);
   p.set_num_phases(e.num_phases);
+  p.set_overlapped_phase_io(e.overlapped_phase_io);
   p.set_precision(e.precision ? detail::to_proto(*e.precision) : pb::DATA_TYPE_UNSPECIFIED);
   p.set_partials_type(detail::to_proto(e.partials_type));
   return p;
@@ -286,6 +287,7 @@ inline void plan_from_proto(const pb::Plan& p, executable& e, const std::string&
   x.streaming_memory_bytes = pr.streaming_memory_bytes();
   e.op_cycles.assign(p.op_cycles().begin(), p.op_cycles().end());
   e.num_phases = p.num_phases();
+  e.overlapped_phase_io = p.overlapped_phase_io();
   e.precision.reset();
   if (p.precision() != pb::DATA_TYPE_UNSPECIFIED) e.precision = detail::data_type_from_proto(p.precision(), "the plan's precision", where);
   e.partials_type = detail::data_type_from_proto(p.partials_type(), "the plan's partials type", where);

@@ -5,7 +5,7 @@
 //   ipu::popef::writer w("model.popef");                       // or open_mode::append, or an ostream
 //   { auto b = w.create_tensor_data("w", info); b.write(bytes); b.close(); }
 //   w.write_metadata(meta);
-//   w.close();
+//   w.close();                                                  // a new file appears only now
 //
 // Only one blob writer may be open at a time (opening a second is an ipu::error). A blob writer
 // destroyed before close() abandons its blob: a file is cut back to where the blob began; a stream
@@ -15,10 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -58,15 +60,27 @@ class sink {
   /// Drops everything from `offset` on, when the sink can (files); returns false otherwise.
   virtual bool truncate(std::uint64_t offset) = 0;
   virtual void flush() = 0;
+  /// Finishes the output (a new file is moved into place); `keep` false discards a new file.
+  virtual void close(bool keep) = 0;
   [[nodiscard]] virtual const std::string& name() const = 0;
 };
 
-/// A file written through a 1 MiB buffer, headers patched with pwrite.
+/// A file written through a 1 MiB buffer, headers patched with pwrite. A new file is written under
+/// a temporary name in the same directory and renamed into place by close(): readers never see half
+/// a file, a failed write leaves no file, and overwriting a file that is still memory-mapped (a
+/// model loaded from it) leaves the mapping valid instead of truncating it under the reader.
 class file_sink final : public sink {
  public:
   file_sink(const std::filesystem::path& path, open_mode mode) : name_("file '" + path.string() + "'") {
-    const int flags = O_RDWR | O_CLOEXEC | O_CREAT | (mode == open_mode::truncate ? O_TRUNC : 0);
-    fd_ = ::open(path.c_str(), flags, 0644);
+    static std::atomic<unsigned> counter{0};
+    if (mode == open_mode::truncate) {
+      final_ = path;
+      temp_ = path;
+      temp_ += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    }
+    const auto& target = mode == open_mode::truncate ? temp_ : path;
+    const int flags = O_RDWR | O_CLOEXEC | O_CREAT | (mode == open_mode::truncate ? O_TRUNC | O_EXCL : 0);
+    fd_ = ::open(target.c_str(), flags, 0644);
     if (fd_ < 0) {
       const int e = errno;
       throw error(error_category::io, std::string("cannot open the PopEF file for writing: ") + std::strerror(e), name_,
@@ -74,15 +88,15 @@ class file_sink final : public sink {
     }
     struct ::stat st {};
     if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd_);
+      discard();
       throw error(error_category::io, "not a regular file", name_, "give the path of a .popef file");
     }
-    position_ = static_cast<std::uint64_t>(st.st_size);
+    position_ = initial_size_ = static_cast<std::uint64_t>(st.st_size);
     if (mode == open_mode::append) {
       try {
         check_blob_boundary();
       } catch (...) {
-        ::close(fd_);
+        discard();
         throw;
       }
     }
@@ -90,13 +104,29 @@ class file_sink final : public sink {
   }
   file_sink(const file_sink&) = delete;
   file_sink& operator=(const file_sink&) = delete;
-  ~file_sink() override {
+  ~file_sink() override { discard(); }
+
+  void close(bool keep) override {
+    if (fd_ < 0) return;
+    if (!keep) return discard();
     try {
       flush();
-    } catch (const std::exception& e) {
-      log::error("popef: ", e.what());
+    } catch (...) {
+      discard();
+      throw;
     }
     ::close(fd_);
+    fd_ = -1;
+    if (!temp_.empty()) {
+      std::error_code ec;
+      std::filesystem::rename(temp_, final_, ec);
+      if (ec) {
+        std::filesystem::remove(temp_, ec);
+        throw error(error_category::io, "cannot move the written file into place: " + ec.message(), name_,
+                    "check that the directory is writable");
+      }
+      temp_.clear();
+    }
   }
 
   void write(std::span<const std::byte> b) override {
@@ -160,11 +190,27 @@ class file_sink final : public sink {
     }
   }
 
+  /// Closes without keeping what this sink wrote: a new file is removed, an appended file is cut
+  /// back to its size before.
+  void discard() noexcept {
+    if (fd_ >= 0 && temp_.empty() && position_ != initial_size_ && ::ftruncate(fd_, static_cast<off_t>(initial_size_)) != 0)
+      log::error("popef: cannot cut ", name_, " back to its ", initial_size_, " bytes");
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    if (!temp_.empty()) {
+      std::error_code ec;
+      std::filesystem::remove(temp_, ec);
+      temp_.clear();
+    }
+  }
+
   int fd_ = -1;
   std::string name_;
+  std::filesystem::path final_, temp_;  // truncate mode: where the file goes, and its temporary name
   std::vector<std::byte> buffer_;
-  std::uint64_t position_ = 0;  // logical end
-  std::uint64_t flushed_ = 0;   // bytes already in the file
+  std::uint64_t position_ = 0;      // logical end
+  std::uint64_t flushed_ = 0;       // bytes already in the file
+  std::uint64_t initial_size_ = 0;  // append mode: the file's size when opened
 };
 
 /// A seekable std::ostream; positions are the stream's own.
@@ -193,6 +239,9 @@ class stream_sink final : public sink {
   void flush() override {
     out_.flush();
     check();
+  }
+  void close(bool keep) override {
+    if (keep) flush();
   }
   [[nodiscard]] const std::string& name() const override { return name_; }
 
@@ -258,13 +307,27 @@ class writer {
       : sink_(std::make_unique<detail::stream_sink>(out, name)) {}
   writer(const writer&) = delete;
   writer& operator=(const writer&) = delete;
+  /// Closes the writer. Destroyed by an exception, it keeps nothing of a new file.
   ~writer() {
+    if (!sink_) return;
     if (active_) active_->abandon();
     try {
-      if (sink_) sink_->flush();
+      sink_->close(std::uncaught_exceptions() == exceptions_);
     } catch (const std::exception& e) {
       log::error("popef: ", e.what());
     }
+  }
+
+  /// Finishes the file: flushes it and, for a new file, moves it into place. A blob writer still
+  /// open is abandoned. Errors (a full disk) are thrown here, not lost in the destructor.
+  void close() {
+    if (!sink_) return;
+    if (active_) {
+      log::warn("popef: ", active_->label_, " was not closed before the writer; the blob is abandoned");
+      active_->abandon();
+    }
+    auto sink = std::move(sink_);
+    sink->close(true);
   }
 
   /// An Executable blob; the payload is a serialized pb::Executable (see export.hpp).
@@ -319,13 +382,18 @@ class writer {
   }
 
   /// Flushes what was written; the writer stays usable.
-  void flush() { sink_->flush(); }
+  void flush() { sink().flush(); }
   /// Absolute position of the next blob.
-  [[nodiscard]] std::uint64_t position() const { return sink_->position(); }
-  [[nodiscard]] const std::string& name() const { return sink_->name(); }
+  [[nodiscard]] std::uint64_t position() const { return sink().position(); }
+  [[nodiscard]] const std::string& name() const { return sink().name(); }
 
  private:
   friend class blob_writer;
+
+  [[nodiscard]] detail::sink& sink() const {
+    if (!sink_) throw error(error_category::usage, "the PopEF writer is closed", {}, "open a new writer");
+    return *sink_;
+  }
 
   static void check_name(std::string_view name, const char* what) {
     if (name.empty())
@@ -344,6 +412,7 @@ class writer {
   template <class Message>
   blob_writer start(blob_type type, const Message& info, std::string label, std::optional<std::uint64_t> exact,
                     bool compress, bool aligned) {
+    (void)sink();  // throws when closed
     if (active_)
       throw error(error_category::usage,
                   "cannot start " + label + ": the blob writer for " + active_->label_ + " is still open", sink_->name(),
@@ -368,6 +437,7 @@ class writer {
 
   std::unique_ptr<detail::sink> sink_;
   blob_writer* active_ = nullptr;
+  int exceptions_ = std::uncaught_exceptions();
 };
 
 // --- blob_writer ------------------------------------------------------------------------------
