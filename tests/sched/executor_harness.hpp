@@ -51,6 +51,7 @@ struct hand_split {
     exe.device = d;
     exe.model = g;
     exe.replication_factor = o.replication_factor;
+    exe.input_group_size = o.input_group_size;
     exe.batches_per_step = o.batches_per_step;
     exe.gradient_accumulation = o.gradient_accumulation;
     exe.is_inference = o.is_inference;
@@ -218,7 +219,7 @@ run_result check_against_cpu(Executor& ex, std::size_t threads = 1, int steps = 
   using namespace ipu;
   const auto& layout = ex.layout();
   const auto& g = ex.plan().model;
-  const auto slices = layout.counts.micro_batches() * layout.counts.replicas;
+  const auto slices = layout.counts.micro_batches() * layout.input_replicas();
 
   graph ref_graph = g;  // anchors that are not outputs become outputs of the reference
   std::vector<std::size_t> out_index;
@@ -261,7 +262,8 @@ run_result check_against_cpu(Executor& ex, std::size_t threads = 1, int steps = 
       std::vector<std::vector<host_tensor>> outs;  // by micro-batch
       for (std::uint64_t m = 0; m < layout.counts.micro_batches(); ++m) {
         std::vector<const_tensor_view> views;
-        for (const auto& in : layout.inputs) views.push_back(in_slices[in.name][m * R + r].view());
+        for (const auto& in : layout.inputs)
+          views.push_back(in_slices[in.name][m * layout.input_replicas() + r / layout.input_group_size].view());
         outs.push_back(ref.run(views));
       }
       for (std::size_t a = 0; a < layout.anchors.size(); ++a) {

@@ -13,6 +13,10 @@
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/ops/all.hpp"
+#include "ipu/sched/phased_execution.hpp"
+#include "ipu/sched/pipelined_execution.hpp"
+#include "ipu/sched/replicated_execution.hpp"
+#include "ipu/sched/sharded_execution.hpp"
 
 using harness::hand_split;
 using harness::layout;
@@ -188,6 +192,21 @@ TEST_CASE("executor: replicas run concurrently, each on its own slice of the inp
   CHECK(harness::check_against_cpu(sharded).workers == 2);
   hand_executor phased(mlp(), flow_all(2), po, {}, hand_split{layout::serial_phased, 4, true});
   CHECK(harness::check_against_cpu(phased).workers == 4);
+
+  // Input replica groups: replicas 0-1 and 2-3 read the same slices, so they return the same.
+  po.replication_factor = 4;
+  po.input_group_size = 2;
+  hand_executor grouped(mlp(), flow_all(3), po, {}, hand_split{layout::pipelined, 2});
+  CHECK(grouped.input_array_info("x") == ipu::tensor_info{ipu::data_type::F32, {3, 2, 2, 8}});
+  const auto g = harness::check_against_cpu(grouped);
+  const auto& y = g.anchors.at("y");
+  CHECK(y.info() == ipu::tensor_info{ipu::data_type::F32, {3, 4, 2, 4}});
+  const std::size_t slice = 2 * 4 * sizeof(float);
+  for (std::size_t m = 0; m < 3; ++m) {
+    CHECK(harness::same_bytes(y.data() + (4 * m + 0) * slice, y.data() + (4 * m + 1) * slice, slice));
+    CHECK(harness::same_bytes(y.data() + (4 * m + 2) * slice, y.data() + (4 * m + 3) * slice, slice));
+    CHECK_FALSE(harness::same_bytes(y.data() + (4 * m + 1) * slice, y.data() + (4 * m + 2) * slice, slice));
+  }
 }
 
 TEST_CASE("executor: kernels with more threads still match the CPU device with as many threads") {
@@ -395,7 +414,7 @@ TEST_SUITE("concurrent") {
   }
 }
 
-// --- PyTorch-exported models --------------------------------------------------------------------
+// --- PyTorch-exported models, planned by the library's strategies -------------------------------
 
 namespace {
 struct model_case {
@@ -403,13 +422,37 @@ struct model_case {
   std::uint64_t bps;
 };
 
+/// The model with its topological op order cut into `n` blocks "b0" .. "b<n-1>" (PopTorch's
+/// Block annotations), for the strategies' explicit stages and phases.
+ipu::graph in_blocks(ipu::graph g, std::size_t n) {
+  const auto order = ipu::topological_order(g);
+  for (std::size_t k = 0; k < n; ++k)
+    for (std::size_t i = k * order.size() / n; i < (k + 1) * order.size() / n; ++i)
+      g.op(order[i]).where.block = "b" + std::to_string(k);
+  return g;
+}
+
+ipu::stage stage_of(std::size_t block, std::int64_t ipu) { return ipu::stage{{"b" + std::to_string(block)}, ipu}; }
+
+template <class Strategy>
+void check_planned(const ipu::graph& g, const Strategy& strategy, std::uint64_t bps, const std::string& in_name,
+                   const std::vector<ipu::host_tensor>& slices, std::uint32_t replicas = 1) {
+  ipu::plan_options po;
+  po.check_memory = false;  // this checks execution; the memory model has its own tests
+  po.replication_factor = replicas;
+  ipu::executor<Strategy, mk2x4> ex(g, ipu::data_flow::for_outputs(g, bps), po, {}, strategy);
+  INFO("strategy ", ex.plan().strategy, ": ", ex.plan().stages.size(), " stages");
+  const auto r = harness::check_against_cpu(ex, 1, 1, {{in_name, slices}});
+  CHECK(r.timeline.simulated_cycles() > 0);
+}
+
 void check_model(const model_case& mc) {
   const std::filesystem::path dir = IPU_TEST_MODELS;
-  const auto g = ipu::onnx::load_model(dir / (std::string(mc.name) + ".onnx"));
+  const auto g = in_blocks(ipu::onnx::load_model(dir / (std::string(mc.name) + ".onnx")), 4);
   const auto x = ipu::io::read_npy(dir / (std::string(mc.name) + ".input.npy"));
   REQUIRE(g.inputs().size() == 1);
   const auto& in_name = g.tensor(g.inputs()[0]).name;
-  // Micro-batches: the exported input, then shifted copies of it.
+  // Micro-batches: the exported input, then scaled and shifted copies of it.
   auto slices = [&](std::size_t n) {
     std::vector<ipu::host_tensor> v;
     for (std::size_t i = 0; i < n; ++i) {
@@ -419,32 +462,38 @@ void check_model(const model_case& mc) {
     }
     return v;
   };
-  const auto flow = ipu::data_flow::for_outputs(g, mc.bps);
+  const auto bps = mc.bps;
   SUBCASE("pipelined over 4 IPUs") {
-    hand_executor ex(g, flow, {}, {}, hand_split{layout::pipelined, 4});
-    harness::check_against_cpu(ex, 1, 1, {{in_name, slices(mc.bps)}});
+    ipu::pipelined_execution s;
+    for (std::size_t k = 0; k < 4; ++k) s.stages.push_back(stage_of(k, static_cast<std::int64_t>(k)));
+    check_planned(g, s, bps, in_name, slices(bps));
   }
-  SUBCASE("sharded over 2 IPUs") {
-    hand_executor ex(g, flow, {}, {}, hand_split{layout::sharded, 2});
-    harness::check_against_cpu(ex, 1, 1, {{in_name, slices(mc.bps)}});
+  SUBCASE("sharded over 4 IPUs") {
+    ipu::sharded_execution s;
+    for (std::size_t k = 0; k < 4; ++k) s.stages.push_back(stage_of(k, static_cast<std::int64_t>(k)));
+    check_planned(g, s, bps, in_name, slices(bps));
   }
-  SUBCASE("serial phased with Streaming Memory") {
-    hand_executor ex(g, flow, {}, {}, hand_split{layout::serial_phased, 4, true});
-    harness::check_against_cpu(ex, 1, 1, {{in_name, slices(mc.bps)}});
+  SUBCASE("serial phased, weights and activations off chip after each phase") {
+    ipu::serial_phased_execution s;
+    s.phases = {ipu::phase{{stage_of(0, 0), stage_of(1, 1)}}, ipu::phase{{stage_of(2, 0), stage_of(3, 1)}}};
+    s.tensors_liveness = ipu::liveness::off_chip_after_each_phase;
+    check_planned(g, s, bps, in_name, slices(bps));
   }
-  SUBCASE("parallel phased with Streaming Memory") {
-    hand_executor ex(g, flow, {}, {}, hand_split{layout::parallel_phased, 4, true});
-    harness::check_against_cpu(ex, 1, 1, {{in_name, slices(mc.bps)}});
+  SUBCASE("parallel phased, even phases on even IPUs, weights off chip") {
+    ipu::parallel_phased_execution s;
+    for (std::size_t k = 0; k < 4; ++k) s.phases.push_back(ipu::phase{{stage_of(k, static_cast<std::int64_t>(k % 2))}});
+    s.tensors_liveness = ipu::liveness::off_chip_after_fwd;
+    check_planned(g, s, bps, in_name, slices(bps));
   }
   SUBCASE("2 replicas of a 2-stage pipeline") {
-    ipu::plan_options po;
-    po.replication_factor = 2;
-    hand_executor ex(g, flow, po, {}, hand_split{layout::pipelined, 2});
-    harness::check_against_cpu(ex, 1, 1, {{in_name, slices(2 * mc.bps)}});
+    ipu::replicated_execution<ipu::pipelined_execution> s;
+    s.inner.stages = {ipu::stage{{"b0", "b1"}, 0}, ipu::stage{{"b2", "b3"}, 1}};
+    s.replicas = 2;
+    check_planned(g, s, bps, in_name, slices(2 * bps), 2);
   }
 }
 }  // namespace
 
-TEST_CASE("executor models: AlexNet") { check_model({"alexnet", 2}); }
-TEST_CASE("executor models: MobileNetV2") { check_model({"mobilenet_v2", 2}); }
+TEST_CASE("executor models: AlexNet") { check_model({"alexnet", 4}); }
+TEST_CASE("executor models: MobileNetV2") { check_model({"mobilenet_v2", 4}); }
 TEST_CASE("executor models: transformer encoder") { check_model({"transformer_encoder", 4}); }

@@ -10,6 +10,7 @@
 #include "info.hpp"
 #include "inspect.hpp"
 #include "ipu/error.hpp"
+#include "plan.hpp"
 #include "run.hpp"
 #include "version.hpp"
 
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   ipu_cli::add_version_command(app);
   ipu_cli::add_info_command(app);
   ipu_cli::add_run_command(app);
+  ipu_cli::add_plan_command(app);
   ipu_cli::add_compile_command(app);
   ipu_cli::add_inspect_command(app);
   try {

@@ -230,7 +230,7 @@ constexpr out_of_memory_details describe_out_of_memory(const device_description&
 
   // The fullest tiles, their bytes by kind, and the largest allocations on them.
   bool f32_on_worst = false, activations_on_worst = false;
-  std::uint64_t activation_bytes = 0, worst_total = 0;
+  std::uint64_t activation_bytes = 0, temporary_bytes = 0, worst_total = 0;
   m += ". Fullest tiles:";
   for (std::size_t i = 0; i < r.worst_tiles.size(); ++i) {
     const auto& t = r.worst_tiles[i];
@@ -238,6 +238,7 @@ constexpr out_of_memory_details describe_out_of_memory(const device_description&
     if (i == 0) {
       worst_total = t.total();
       activation_bytes = t.bytes(memory_kind::activation);
+      temporary_bytes = t.bytes(memory_kind::temporary);
     }
     m += (i == 0 ? " tile " : "; tile ") + format_uint(t.tile) + ": " + format_bytes(t.total()) + " (";
     bool first = true;
@@ -310,6 +311,11 @@ constexpr out_of_memory_details describe_out_of_memory(const device_description&
     if (activations_on_worst)
       h += "; a smaller batch (activations are " + format_uint(worst_total == 0 ? 0 : activation_bytes * 100 / worst_total) +
            "% of the fullest tile)";
+    // Temporaries are sized by the available memory proportion, not by what else the tile holds:
+    // a lower proportion makes the planner serialise the op into smaller passes.
+    if (worst_total != 0 && temporary_bytes * 5 >= worst_total)
+      h += "; a lower available memory proportion (poptorch.set_available_memory; temporaries are " +
+           format_uint(temporary_bytes * 100 / worst_total) + "% of the fullest tile)";
   } else {
     h += "raise the available memory proportion (poptorch.set_available_memory), serialise the matmul "
         "(poptorch.serializedMatMul) or use a smaller batch";

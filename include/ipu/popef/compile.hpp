@@ -26,9 +26,7 @@
 #include "ipu/popef/precision.hpp"
 #include "ipu/popef/writer.hpp"
 #include "ipu/sched/execution_strategy.hpp"
-#include "ipu/sched/phased_execution.hpp"
-#include "ipu/sched/pipelined_execution.hpp"
-#include "ipu/sched/sharded_execution.hpp"
+#include "ipu/sched/strategies.hpp"
 
 namespace ipu::popef {
 
@@ -58,23 +56,7 @@ inline std::string program_name(std::size_t i, const std::string& own) {
   return own.empty() ? "Program" + std::to_string(i) : own;
 }
 
-inline plan_options plan_options_from(const ipu::options& o) {
-  plan_options p;
-  p.batches_per_step = static_cast<std::uint64_t>(o.device_iterations());
-  p.gradient_accumulation = static_cast<std::uint64_t>(o.gradient_accumulation());
-  p.replication_factor = static_cast<std::uint32_t>(o.replication_factor());
-  p.is_inference = true;
-  // One figure for every IPU: the tightest the options give, so no IPU is planned beyond its own.
-  double amp = o.available_memory_proportion_for(-1);
-  for (const auto& [ipu, v] : o.per_ipu_available_memory_proportion()) amp = std::min(amp, v);
-  p.available_memory_proportion = amp;
-  p.input_group_size = static_cast<std::uint32_t>(o.input_group_size());
-  p.auto_round_num_ipus = o.auto_round_num_ipus();
-  p.precision = o.precision();
-  p.partials_type = o.partials_type();
-  return p;
-}
-
+/// Plans with the options' strategy, or with the strategy the graph's annotations imply.
 inline executable plan_with(const graph& g, const ipu::options& o, const device_description& d,
                             std::optional<execution_mode> from_annotations) {
   strategy_settings s = o.execution_strategy();
@@ -82,14 +64,7 @@ inline executable plan_with(const graph& g, const ipu::options& o, const device_
     s = strategy_settings{};
     s.mode = *from_annotations;
   }
-  const auto p = plan_options_from(o);
-  switch (s.mode) {
-    case execution_mode::pipelined: return pipelined_execution{s.stages, s.auto_stage}.plan(g, d, p);
-    case execution_mode::sharded: return sharded_execution{s.stages, s.auto_stage}.plan(g, d, p);
-    case execution_mode::serial_phased: return serial_phased_execution{s.phases, s.tensors_liveness}.plan(g, d, p);
-    case execution_mode::parallel_phased: return parallel_phased_execution{s.phases, s.tensors_liveness}.plan(g, d, p);
-  }
-  throw error(error_category::internal, "unknown execution mode");
+  return ipu::plan_with(s, g, d, ipu::plan_options_from(o, false));
 }
 
 /// The handle of the plan's host stream for `t` in `direction`, or the tensor's name.
@@ -186,7 +161,7 @@ inline compiled_model compile(const graph& g, const ipu::options& options, const
 inline void export_model(const compiled_model& m, const std::filesystem::path& file, bool compress = true) {
   writer w(file);
   write_model(w, m, compress);
-  w.flush();
+  w.close();
 }
 
 /// compile(), then export_model() to `file`.

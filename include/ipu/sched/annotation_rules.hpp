@@ -82,6 +82,7 @@ constexpr std::vector<block_info> collect_blocks(const graph& g, const std::vect
       with_block = &g.op(id);
       break;
     }
+  if (with_block == nullptr) return blocks;
   for (auto id : order) {
     const auto& op = g.op(id);
     if (op.where.block.empty())
@@ -105,10 +106,18 @@ constexpr std::vector<block_info> collect_blocks(const graph& g, const std::vect
   return blocks;
 }
 
-constexpr const block_info* find_block(const std::vector<block_info>& blocks, std::string_view name) {
-  for (const auto& b : blocks)
-    if (b.name == name) return &b;
-  return nullptr;
+/// The index of block `name`, or blocks.size() when there is none.
+constexpr std::size_t find_block(const std::vector<block_info>& blocks, std::string_view name) {
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    if (blocks[i].name == name) return i;
+  return blocks.size();
+}
+
+/// The index of block `name` (every op's block is in `blocks`: collect_blocks made them so).
+constexpr std::size_t block_index(const std::vector<block_info>& blocks, std::string_view name) {
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    if (blocks[i].name == name) return i;
+  throw error(error_category::internal, "block '" + std::string(name) + "' was not collected", "annotation rules");
 }
 
 constexpr std::string block_list(const std::vector<block_info>& blocks) {
@@ -161,11 +170,11 @@ constexpr std::vector<op_assignment> resolve_staged(const graph& g, const std::v
         if (stages[s].blocks.empty())
           fail("stage " + format_uint(s) + " has no blocks", where, "give each stage the user ids of its blocks");
         for (const auto& name : stages[s].blocks) {
-          const auto* b = find_block(blocks, name);
-          if (!b)
+          const auto bi = find_block(blocks, name);
+          if (bi == blocks.size())
             fail("stage " + format_uint(s) + " names block '" + name + "', which no op belongs to (rule: unknown block ids)",
                  where, "the model's blocks are " + block_list(blocks) + "; check the spelling");
-          const auto bi = static_cast<std::size_t>(b - blocks.data());
+          const auto* b = &blocks[bi];
           if (block_stage[bi] >= 0)
             fail("block '" + name + "' is in stage " + format_int(block_stage[bi]) + " and stage " + format_uint(s) +
                      " (rule: a block in more than one stage)",
@@ -187,7 +196,7 @@ constexpr std::vector<op_assignment> resolve_staged(const graph& g, const std::v
                    ") is in no stage (rule: no ops outside any stage)",
                where, "add the block to one of the stages");
       for (auto id : order) {
-        const auto bi = static_cast<std::size_t>(find_block(blocks, g.op(id).where.block) - blocks.data());
+        const auto bi = block_index(blocks, g.op(id).where.block);
         const auto s = block_stage[bi];
         // A stage with no IPU anywhere runs on the IPU numbered like the stage.
         const auto ipu = stage_ipu[static_cast<std::size_t>(s)] >= 0 ? stage_ipu[static_cast<std::size_t>(s)] : s;
@@ -211,7 +220,7 @@ constexpr std::vector<op_assignment> resolve_staged(const graph& g, const std::v
       }
     }
     for (auto id : order) {
-      const auto bi = static_cast<std::size_t>(find_block(blocks, g.op(id).where.block) - blocks.data());
+      const auto bi = block_index(blocks, g.op(id).where.block);
       const auto ipu = blocks[bi].ipu ? *blocks[bi].ipu : 0;
       if (ipu < 0) fail("block '" + blocks[bi].name + "' is on IPU " + format_int(ipu), where, "IPU numbers start at 0");
       out[id] = op_assignment{static_cast<std::uint32_t>(ipu), block_stage[bi], -1};
@@ -305,11 +314,11 @@ constexpr std::vector<op_assignment> resolve_phased(const graph& g, const std::v
         // even phases, odd for odd), as in PopTorch's examples.
         std::int64_t ipu = st.ipu ? *st.ipu : -1;
         for (const auto& bn : st.blocks) {
-          const auto* b = find_block(blocks, bn);
-          if (!b)
+          const auto bi = find_block(blocks, bn);
+          if (bi == blocks.size())
             fail(name + " names block '" + bn + "', which no op belongs to (rule: unknown block ids)", where,
                  "the model's blocks are " + block_list(blocks) + "; check the spelling");
-          const auto bi = static_cast<std::size_t>(b - blocks.data());
+          const auto* b = &blocks[bi];
           if (block_at[bi].stage >= 0)
             fail("block '" + bn + "' is in phase " + format_int(block_at[bi].phase) + " and phase " + format_uint(p) +
                      " (rule: a block in more than one stage)",
@@ -330,7 +339,7 @@ constexpr std::vector<op_assignment> resolve_phased(const graph& g, const std::v
                where, "give the stages of a phase distinct IPUs");
         used.push_back(ipu);
         for (const auto& bn : st.blocks) {
-          const auto bi = static_cast<std::size_t>(find_block(blocks, bn) - blocks.data());
+          const auto bi = block_index(blocks, bn);
           block_at[bi] = op_assignment{static_cast<std::uint32_t>(ipu), static_cast<std::int64_t>(s), pi};
         }
       }
@@ -341,7 +350,7 @@ constexpr std::vector<op_assignment> resolve_phased(const graph& g, const std::v
                  ") is in no phase (rule: no ops outside any stage)",
              where, "add the block to a stage of one of the phases");
     for (auto id : order)
-      out[id] = block_at[static_cast<std::size_t>(find_block(blocks, g.op(id).where.block) - blocks.data())];
+      out[id] = block_at[block_index(blocks, g.op(id).where.block)];
     return out;
   }
 

@@ -165,7 +165,8 @@ class engine {
       : exe_(std::move(exe)),
         options_(options),
         layout_(step_layout::of(exe_->model, flow,
-                                step_counts{exe_->batches_per_step, exe_->gradient_accumulation, exe_->replication_factor})),
+                                step_counts{exe_->batches_per_step, exe_->gradient_accumulation, exe_->replication_factor},
+                                exe_->input_group_size)),
         plan_(analyse(*exe_, layout_)) {
     for (const auto& a : layout_.anchors)
       if (a.type.id() == anchor_return_type_id::sum && a.info.type == data_type::BOOL)
@@ -310,7 +311,8 @@ class engine {
   // --- pieces shared by the schedules --------------------------------------------------------
   [[nodiscard]] const std::byte* input_slice(tensor_id t, std::size_t r, std::uint64_t m) const {
     const auto& info = exe_->model.tensor(t).info;
-    const auto index = m * replicas_.size() + r;
+    // Replicas of an input group (consecutive replicas) read the same slice.
+    const auto index = m * layout_.input_replicas() + r / layout_.input_group_size;
     return arrays_->input[t] + index * info.num_bytes();
   }
 
@@ -404,17 +406,25 @@ class engine {
     auto& rs = *replicas_[r];
     const auto& g = exe_->model;
     const auto begin = clock::now();
-    auto copy = [](const host_tensor& t) { return std::make_unique<host_tensor>(t); };
+    // Copies into the destination's buffer when it has one (a weight loaded every micro-batch
+    // reuses its on-chip buffer), else into a new one.
+    auto copy_into = [](std::unique_ptr<host_tensor>& dst, const std::byte* src, const tensor_info& info) {
+      if (!dst || dst->info() != info) dst = std::make_unique<host_tensor>(info);
+      if (info.num_bytes()) std::memcpy(dst->data(), src, info.num_bytes());
+    };
+    const auto& info = g.tensor(s.tensor).info;
     switch (s.kind) {
       case step_kind::from_remote:
-        if (rs.remote[s.tensor]) rs.chip[s.ipu][s.tensor] = copy(*rs.remote[s.tensor]);
-        else rs.chip[s.ipu][s.tensor] = std::make_unique<host_tensor>(host_tensor::copy_of(
-                 const_tensor_view(g.tensor(s.tensor).info, g.tensor(s.tensor).data.data())));  // a weight, still as loaded
+        // A weight never stored back is still as loaded: the model's bytes.
+        copy_into(rs.chip[s.ipu][s.tensor], rs.remote[s.tensor] ? rs.remote[s.tensor]->data() : g.tensor(s.tensor).data.data(),
+                  info);
         break;
       case step_kind::to_remote:
         rs.remote[s.tensor] = std::move(rs.chip[s.ipu][s.tensor]);  // off chip: the IPU's copy is gone
         break;
-      case step_kind::ipu_copy: rs.chip[s.peer][s.tensor] = copy(*rs.chip[s.ipu][s.tensor]); break;
+      case step_kind::ipu_copy:
+        if (s.peer != s.ipu) copy_into(rs.chip[s.peer][s.tensor], rs.chip[s.ipu][s.tensor]->data(), info);
+        break;
       default: break;
     }
     timeline_event e;

@@ -198,6 +198,9 @@ struct executable {
 
   std::vector<std::uint64_t> op_cycles;  // per op: predicted cycles for one micro-batch
   std::uint32_t num_phases = 0;          // phased: phases in the main program; 0 otherwise
+  /// Phased: phase p + 1 loads its tensors on the other IPU group while phase p computes (parallel
+  /// phased execution, unless the liveness forbids overlap).
+  bool overlapped_phase_io = false;
   /// How ops were costed: float tensors as this type (F32 or F16; unset: as the model declares
   /// them), and the type of matmul / convolution partial sums.
   std::optional<data_type> precision;

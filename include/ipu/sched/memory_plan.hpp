@@ -67,6 +67,20 @@ constexpr bool is_view(const op_node& op) {
   return false;
 }
 
+/// Whether input `i` of `op` is a shape or index parameter (Reshape's shape, Slice's starts...): with a
+/// constant there, Poplar folds the value into the program, so it takes no tile memory.
+constexpr bool is_shape_operand(const graph& g, const op_node& op, std::size_t i) {
+  if (i == 0 || i >= op.inputs.size() || op.inputs[i] == no_tensor) return false;
+  if (!op.domain.empty() && op.domain != "ai.onnx") return false;
+  if (g.tensor(op.inputs[i]).kind != tensor_kind::constant) return false;
+  constexpr std::string_view ops[] = {"Reshape", "Slice",  "Squeeze", "Unsqueeze", "Pad",       "Split",
+                                      "Tile",    "Expand", "TopK",    "Resize",    "ReduceSum", "ReduceMean",
+                                      "ReduceMax", "ReduceMin", "ReduceProd", "Clip", "Dropout"};
+  for (auto o : ops)
+    if (op.type == o) return true;
+  return false;
+}
+
 /// For every tensor, the tensor whose storage it uses (itself unless a view's output).
 constexpr std::vector<tensor_id> storage_roots(const graph& g, const std::vector<op_id>& order) {
   std::vector<tensor_id> root(g.num_tensors());
@@ -157,8 +171,10 @@ constexpr memory_plan plan_memory(const memory_context& mc) {
   for (std::uint32_t si = 0; si < s.stages.size(); ++si) {
     const auto& st = s.stages[si];
     for (auto id : st.ops) {
-      for (auto t : g.op(id).inputs) {
-        if (t == no_tensor) continue;
+      const auto& op = g.op(id);
+      for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+        const auto t = op.inputs[i];
+        if (t == no_tensor || is_shape_operand(g, op, i)) continue;
         const auto k = g.tensor(t).kind;
         if (k == tensor_kind::variable) add_placement(t, st.ipu, weights_off_chip);
         else if (k == tensor_kind::constant) add_placement(t, st.ipu, false);
@@ -199,13 +215,16 @@ constexpr memory_plan plan_memory(const memory_context& mc) {
     for (const auto& st : s.stages) {
       if (st.ipu != ipu) continue;
       const bool in_scope = !c.phased || st.phase == phase;
-      for (auto id : st.ops)
-        for (auto t : g.op(id).inputs) {
-          if (t == no_tensor) continue;
+      for (auto id : st.ops) {
+        const auto& op = g.op(id);
+        for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+          const auto t = op.inputs[i];
+          if (t == no_tensor || is_shape_operand(g, op, i)) continue;
           const auto k = g.tensor(t).kind;
           const bool keep = k == tensor_kind::constant || (k == tensor_kind::variable && (!weights_off_chip || in_scope));
           if (keep && std::find(weights.begin(), weights.end(), t) == weights.end()) weights.push_back(t);
         }
+      }
     }
     for (auto t : weights)
       allocs.push_back(tensor_allocation(g.tensor(t).name,

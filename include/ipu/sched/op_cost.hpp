@@ -226,6 +226,15 @@ constexpr std::uint64_t broadcast_exchange_bytes(const op_cost_context& c, std::
   return bytes;
 }
 
+/// Bytes each tile receives of input `i` when it is added to an output of `out_elements` mapped
+/// linearly (a bias: each tile needs the part its share of the output covers, at most all of it).
+constexpr std::uint64_t operand_exchange_bytes(const op_cost_context& c, std::size_t i, std::uint64_t out_elements) {
+  if (!c.has_input(i) || out_elements == 0) return 0;
+  const auto n = c.input_elements(i);
+  if (n >= out_elements || n <= 1) return 0;
+  return std::min(n, ceil_div(out_elements, c.tiles())) * size_of(c.type(c.input(i)));
+}
+
 /// Element-wise: one result per output element, reading every present input.
 constexpr op_cost elementwise(const op_cost_context& c, std::uint32_t ops_per_vector) {
   const auto out = c.output_elements();
@@ -406,7 +415,7 @@ constexpr op_cost gemm(const op_cost_context& c) {
   op_cost r = matmul_of(c, c.type(a), s);
   if (c.has_input(2)) {
     const auto out = c.output_elements();
-    r += vector_pass(c, c.type(c.output()), out, 2, 1, broadcast_exchange_bytes(c, out));
+    r += vector_pass(c, c.type(c.output()), out, 2, 1, operand_exchange_bytes(c, 2, out));
   }
   return r;
 }
@@ -468,7 +477,7 @@ constexpr op_cost conv(const op_cost_context& c) {
   }
   if (c.has_input(2)) {
     const auto out = c.output_elements();
-    r += vector_pass(c, c.type(c.output()), out, 2, 1, broadcast_exchange_bytes(c, out));
+    r += vector_pass(c, c.type(c.output()), out, 2, 1, operand_exchange_bytes(c, 2, out));
   }
   return r;
 }

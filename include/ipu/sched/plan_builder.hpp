@@ -132,6 +132,7 @@ constexpr executable build_executable(const graph& g, const device_description& 
   e.flow.main = {static_cast<std::uint32_t>(program_index::main)};
   if (!o.is_inference) e.flow.save = {static_cast<std::uint32_t>(program_index::weights_to_host)};
   if (phased) {
+    e.overlapped_phase_io = r.parallel_phases && r.live != liveness::off_chip_after_fwd_no_overlap;
     for (std::size_t i = 0; i < s.stages.size(); ++i)
       if (i == 0 || s.stages[i].phase != s.stages[i - 1].phase) ++e.num_phases;
   }
@@ -152,7 +153,7 @@ constexpr executable build_executable(const graph& g, const device_description& 
     predict_context cc;
     cc.schedule = r.schedule;
     cc.parallel_phases = r.parallel_phases;
-    cc.overlap_phase_io = r.live != liveness::off_chip_after_fwd_no_overlap;
+    cc.overlap_phase_io = e.overlapped_phase_io;
     cc.options = &o;
     cc.device = run;
     cc.costing = costing;

@@ -132,14 +132,52 @@ constexpr staged_ops keyed_stages(const graph& g, const std::vector<op_assignmen
       first_pos.push_back(i);
     }
   }
-  // Pipelines by (stage, ipu); phases by phase, then the stage whose ops come first in the model, so
-  // that data flowing between the stages of one phase runs forward.
+  // Pipelines by (stage, ipu). Phases by phase; within a phase, stages feeding other stages of the
+  // phase come first (ties: the stage whose ops come first in the model).
   std::vector<std::size_t> idx(keys.size());
   for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
   std::sort(idx.begin(), idx.end(), [&](std::size_t x, std::size_t y) {
     if (keys[x].first != keys[y].first) return keys[x].first < keys[y].first;
     return phased ? first_pos[x] < first_pos[y] : keys[x].second < keys[y].second;
   });
+  if (phased) {
+    auto key_index = [&](op_id id) {
+      return static_cast<std::size_t>(std::find(keys.begin(), keys.end(), key_of(id)) - keys.begin());
+    };
+    // feeds[a][b]: key a produces a tensor key b reads, within one phase.
+    std::vector<std::vector<bool>> feeds(keys.size(), std::vector<bool>(keys.size(), false));
+    for (auto id : topo) {
+      const auto b = key_index(id);
+      for (auto t : g.op(id).inputs) {
+        if (t == no_tensor || g.tensor(t).producer == no_op) continue;
+        const auto src = key_index(g.tensor(t).producer);
+        if (src != b && keys[src].first == keys[b].first) feeds[src][b] = true;
+      }
+    }
+    // Within each phase, repeatedly take the first key (in `idx` order) no pending key feeds.
+    std::vector<std::size_t> ordered;
+    for (std::size_t begin = 0; begin < idx.size();) {
+      std::size_t end = begin;
+      while (end < idx.size() && keys[idx[end]].first == keys[idx[begin]].first) ++end;
+      std::vector<std::size_t> pending(idx.begin() + static_cast<std::ptrdiff_t>(begin),
+                                       idx.begin() + static_cast<std::ptrdiff_t>(end));
+      while (!pending.empty()) {
+        std::size_t pick = 0;  // on a cycle, the first (check_stage_order reports it)
+        for (std::size_t i = 0; i < pending.size(); ++i) {
+          bool free = true;
+          for (auto other : pending) free = free && !feeds[other][pending[i]];
+          if (free) {
+            pick = i;
+            break;
+          }
+        }
+        ordered.push_back(pending[pick]);
+        pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(pick));
+      }
+      begin = end;
+    }
+    idx = ordered;
+  }
   {
     std::vector<std::pair<std::int64_t, std::int64_t>> sorted;
     for (auto i : idx) sorted.push_back(keys[i]);

@@ -89,12 +89,18 @@ struct step_layout {
   };
 
   step_counts counts;
+  /// Consecutive replicas in groups of this size read the same input slice (PopTorch's
+  /// inputReplicaGrouping): input arrays have replicas / input_group_size replica slices.
+  std::uint64_t input_group_size = 1;
   std::vector<stream> inputs;   // in graph input order
   std::vector<stream> anchors;  // in data flow order
 
-  /// Throws ipu::error (usage) for an anchor that names no tensor of `g`, or that the data flow's
-  /// batches per step disagree with `counts`.
-  static step_layout of(const graph& g, const data_flow& flow, step_counts counts) {
+  /// Replica slices per micro-batch in an input array.
+  [[nodiscard]] std::uint64_t input_replicas() const noexcept { return counts.replicas / input_group_size; }
+
+  /// Throws ipu::error (usage) for an anchor that names no tensor of `g`, that the data flow's
+  /// batches per step disagree with `counts`, or a group size not dividing the replicas.
+  static step_layout of(const graph& g, const data_flow& flow, step_counts counts, std::uint64_t input_group_size = 1) {
     if (counts.batches_per_step != flow.batches_per_step())
       throw error(error_category::usage,
                   "the data flow runs " + std::to_string(flow.batches_per_step()) + " batches per step but " +
@@ -103,10 +109,16 @@ struct step_layout {
     if (counts.accumulation == 0 || counts.replicas == 0)
       throw error(error_category::usage, "gradient accumulation and replication must be at least 1",
                   "step layout, graph '" + g.name() + "'");
+    if (input_group_size == 0 || counts.replicas % input_group_size != 0)
+      throw error(error_category::usage,
+                  "input replica groups of " + std::to_string(input_group_size) + " do not divide " +
+                      std::to_string(counts.replicas) + " replicas",
+                  "step layout, graph '" + g.name() + "'", "use a group size dividing the replication factor");
     step_layout l;
     l.counts = counts;
+    l.input_group_size = input_group_size;
     for (auto t : g.inputs())
-      l.inputs.push_back(stream{g.tensor(t).name, t, g.tensor(t).info, {}, counts.micro_batches() * counts.replicas});
+      l.inputs.push_back(stream{g.tensor(t).name, t, g.tensor(t).info, {}, counts.micro_batches() * l.input_replicas()});
     for (const auto& a : flow.anchors()) {
       const auto t = g.find_tensor(a.name);
       if (!t)
@@ -124,7 +136,9 @@ struct step_layout {
   [[nodiscard]] tensor_info input_info(std::string_view name) const {
     const auto* s = find_input(name);
     if (!s) throw error(error_category::usage, "no graph input named '" + std::string(name) + "'", "step layout", hint_inputs());
-    return {s->info.type, input_array_shape(s->info.shape, counts)};
+    step_counts c = counts;
+    c.replicas = input_replicas();
+    return {s->info.type, input_array_shape(s->info.shape, c)};
   }
   /// The array shape anchor `name` fills.
   [[nodiscard]] tensor_info anchor_info(std::string_view name) const {
@@ -184,7 +198,8 @@ struct step_layout {
     const auto per = std::to_string(s.info.num_elements());
     if (is_input)
       return std::to_string(counts.batches_per_step) + " batches x " + std::to_string(counts.accumulation) +
-             " accumulation x " + std::to_string(counts.replicas) + " replicas x " + per + " elements of " +
+             " accumulation x " + std::to_string(input_replicas()) +
+             (input_group_size == 1 ? " replicas" : " replica groups") + " x " + per + " elements of " +
              to_string(s.info);
     return std::to_string(s.type.fetches(counts)) + " values per replica (" + to_string(s.type) + ") x " +
            std::to_string(counts.replicas) + " replicas x " + per + " elements of " + to_string(s.info);

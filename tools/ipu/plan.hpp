@@ -1,0 +1,322 @@
+#pragma once
+// `ipu plan MODEL --device mk1|mk2|bow --ipus N --strategy sharded|pipelined|serial-phased|parallel-phased
+//            [--replicas R] [--batch N] [--precision fp32|fp16] [--trace FILE] ...`
+//
+// Plans an ONNX model with an execution strategy on a simulated IPU system and prints what the cost
+// model predicts, before anything runs: per-IPU memory (total and worst tile), per-stage cycles,
+// the pipeline bubble, throughput and latency. Stage cycles split into compute, in (host streams,
+// IPU-Link copies, Streaming Memory loads), out (streams to the host, stores) and sync. `--ipus` is
+// the IPUs of one replica; the device has ipus x replicas IPUs. A model without annotations on
+// more than one IPU is cut by the automatic planner (contiguous stages balancing predicted time, or
+// phases that fit). `--batch` sets the leading dimension of every graph input. `--trace FILE`
+// writes the predicted timeline of one step as Chrome-trace JSON (chrome://tracing, Perfetto).
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipu/device/device_model.hpp"
+#include "ipu/error.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/onnx/import.hpp"
+#include "ipu/onnx/proto.hpp"
+#include "ipu/options.hpp"
+#include "ipu/sched/auto_planner.hpp"
+#include "ipu/sched/predict.hpp"
+#include "ipu/sched/predicted_timeline.hpp"
+#include "ipu/sched/strategies.hpp"
+
+namespace ipu_cli {
+
+struct plan_args {
+  std::string model;
+  std::string device = "mk2";
+  std::uint32_t ipus = 1;
+  std::string strategy = "pipelined";
+  std::uint32_t replicas = 1;
+  std::int64_t batch = 0;  // 0: as the model declares
+  std::string precision;   // "": as the model declares
+  std::string partials = "fp32";
+  std::string liveness = "always-live";
+  std::uint64_t device_iterations = 16;
+  double available_memory_proportion = 0.6;
+  bool auto_round = false;
+  std::string trace;
+};
+
+namespace detail {
+
+inline std::string lower(std::string s) {
+  for (auto& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return s;
+}
+
+inline ipu::execution_mode parse_strategy(const std::string& s) {
+  const auto l = lower(s);
+  if (l == "sharded") return ipu::execution_mode::sharded;
+  if (l == "pipelined") return ipu::execution_mode::pipelined;
+  if (l == "serial-phased") return ipu::execution_mode::serial_phased;
+  if (l == "parallel-phased") return ipu::execution_mode::parallel_phased;
+  throw ipu::error(ipu::error_category::usage, "unknown strategy '" + s + "'", "--strategy",
+                   "use sharded, pipelined, serial-phased or parallel-phased");
+}
+
+inline ipu::liveness parse_liveness(const std::string& s) {
+  const auto l = lower(s);
+  if (l == "always-live") return ipu::liveness::always_live;
+  if (l == "off-chip-after-fwd") return ipu::liveness::off_chip_after_fwd;
+  if (l == "off-chip-after-fwd-no-overlap") return ipu::liveness::off_chip_after_fwd_no_overlap;
+  if (l == "off-chip-after-each-phase") return ipu::liveness::off_chip_after_each_phase;
+  throw ipu::error(ipu::error_category::usage, "unknown liveness '" + s + "'", "--liveness",
+                   "use always-live, off-chip-after-fwd, off-chip-after-fwd-no-overlap or off-chip-after-each-phase");
+}
+
+inline ipu::data_type parse_float_type(const std::string& s, const char* flag) {
+  const auto l = lower(s);
+  if (l == "fp32" || l == "float32" || l == "f32") return ipu::data_type::F32;
+  if (l == "fp16" || l == "float16" || l == "f16" || l == "half") return ipu::data_type::F16;
+  throw ipu::error(ipu::error_category::usage, "unknown precision '" + s + "'", flag, "use fp32 or fp16");
+}
+
+/// Loads the model with every graph input's leading dimension set to `batch` (0: unchanged). A
+/// dynamic leading dimension is fixed through the importer's input-shape option; a fixed one is
+/// rewritten in the model (with the recorded intermediate shapes dropped, so inference redoes them).
+inline ipu::graph load(const std::string& path, std::int64_t batch) {
+  if (batch == 0) return ipu::onnx::load_model(path);
+  if (batch < 0)
+    throw ipu::error(ipu::error_category::usage, "--batch " + std::to_string(batch) + " is negative", "--batch",
+                     "give a positive batch size");
+  auto model = std::make_shared<::onnx::ModelProto>();
+  ipu::onnx::read_proto_file(*model, path, "ONNX model");
+  auto& g = *model->mutable_graph();
+  std::vector<std::string> initializers;
+  for (const auto& i : g.initializer()) initializers.push_back(i.name());
+  ipu::onnx::import_options opt;
+  opt.base_dir = std::filesystem::path(path).parent_path();
+  if (opt.base_dir.empty()) opt.base_dir = ".";
+  bool rewritten = false;
+  for (auto& in : *g.mutable_input()) {
+    if (std::find(initializers.begin(), initializers.end(), in.name()) != initializers.end()) continue;
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    if (shape->dim_size() == 0) continue;
+    auto* d0 = shape->mutable_dim(0);
+    if (d0->has_dim_value()) {
+      if (d0->dim_value() == batch) continue;
+      d0->set_dim_value(batch);
+      rewritten = true;
+    } else {
+      std::vector<std::int64_t> dims;
+      for (int i = 0; i < shape->dim_size(); ++i) {
+        const auto& d = shape->dim(i);
+        if (i == 0) dims.push_back(batch);
+        else if (d.has_dim_value()) dims.push_back(d.dim_value());
+        else
+          throw ipu::error(ipu::error_category::usage,
+                           "input '" + in.name() + "' has the dynamic dimension " + std::to_string(i) + " besides the batch",
+                           "--batch", "export the model with static dimensions other than the batch");
+      }
+      opt.input_shapes[in.name()] = dims;
+    }
+  }
+  if (rewritten) {
+    g.clear_value_info();
+    for (auto& out : *g.mutable_output())
+      if (out.type().has_tensor_type() && out.type().tensor_type().has_shape() &&
+          out.type().tensor_type().shape().dim_size() > 0)
+        out.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  }
+  return ipu::onnx::import_model(std::move(model), opt);
+}
+
+inline bool annotated(const ipu::graph& g) {
+  for (const auto& op : g.ops())
+    if (op.where.ipu || op.where.stage || op.where.phase || !op.where.block.empty()) return true;
+  return false;
+}
+
+inline std::string mib(std::uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return buf;
+}
+
+inline std::string kib(std::uint64_t bytes) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
+  return buf;
+}
+
+inline std::string event_name(const ipu::timeline_event& e, const ipu::graph& g) {
+  if (e.kind == ipu::step_kind::compute && e.op != ipu::no_op) return ipu::graph::describe(g.op(e.op));
+  std::string s(ipu::to_string(e.kind));
+  if (e.tensor != ipu::no_tensor) s += " " + g.tensor(e.tensor).name;
+  if (e.kind == ipu::step_kind::ipu_copy) s += " -> IPU " + std::to_string(e.peer);
+  return s;
+}
+
+/// The predicted timeline as Chrome-trace JSON: one process, one thread per IPU, times in µs.
+inline nlohmann::json chrome_trace(const ipu::executable& e) {
+  using nlohmann::json;
+  const double us_per_cycle = 1e6 / static_cast<double>(e.device.arch.clock_hz);
+  json events = json::array();
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 0},
+                    {"args", {{"name", "predicted " + e.strategy + " on " + ipu::to_string(e.device) + " (replica 0)"}}}});
+  for (std::uint32_t i = 0; i < e.ipus_per_replica; ++i)
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", i}, {"args", {{"name", "IPU " + std::to_string(i)}}}});
+  for (const auto& ev : ipu::predicted_timeline(e)) {
+    json args = {{"cycles", ev.sim_cycles}, {"micro_batch", ev.micro_batch}, {"stage", ev.stage}};
+    if (ev.phase >= 0) args["phase"] = ev.phase;
+    events.push_back({{"ph", "X"},
+                      {"name", event_name(ev, e.model)},
+                      {"cat", std::string(ipu::to_string(ev.kind))},
+                      {"pid", 0},
+                      {"tid", ev.worker},
+                      {"ts", static_cast<double>(ev.sim_begin) * us_per_cycle},
+                      {"dur", static_cast<double>(ev.sim_cycles) * us_per_cycle},
+                      {"args", args}});
+  }
+  return {{"displayTimeUnit", "ns"}, {"traceEvents", events}};
+}
+
+inline void print_plan(const ipu::executable& e, bool auto_planned) {
+  const auto& g = e.model;
+  const auto& a = e.device.arch;
+  std::uint64_t params = 0;
+  for (const auto& t : g.tensors())
+    if (t.kind == ipu::tensor_kind::variable || t.kind == ipu::tensor_kind::constant)
+      params += static_cast<std::uint64_t>(std::max<std::int64_t>(t.info.num_elements(), 0));
+  const auto precision = e.precision ? std::string(ipu::to_string(*e.precision)) : std::string("as the model declares");
+  std::printf("model: '%s', %zu ops, %.2f M parameters, micro-batch %llu, precision %s (partials %s)\n", g.name().c_str(),
+              g.num_ops(), static_cast<double>(params) / 1e6, static_cast<unsigned long long>(e.micro_batch_size),
+              precision.c_str(), std::string(ipu::to_string(e.partials_type)).c_str());
+  std::printf("device: %s; strategy: %s, %u IPU%s per replica x %u replica%s (%u reserved)%s\n",
+              ipu::to_string(e.device).c_str(), e.strategy.c_str(), e.ipus_per_replica, e.ipus_per_replica == 1 ? "" : "s",
+              e.replication_factor, e.replication_factor == 1 ? "" : "s", e.ipus_reserved,
+              auto_planned ? "; placement by the automatic planner" : "");
+  std::printf("device iterations: %llu micro-batches per step\n\n",
+              static_cast<unsigned long long>(e.predicted.micro_batches_per_step));
+
+  const auto per_ipu = a.sram_bytes_per_ipu();
+  std::printf("%-4s %-24s %s\n", "IPU", "memory total", "worst tile");
+  for (const auto& m : e.memory)
+    std::printf("%-4u %-12s (%5.1f%%)   %s (%5.1f%% of %s) on tile %u\n", m.ipu, mib(m.total_bytes).c_str(),
+                100.0 * static_cast<double>(m.total_bytes) / static_cast<double>(per_ipu), kib(m.worst_tile_bytes).c_str(),
+                100.0 * static_cast<double>(m.worst_tile_bytes) / static_cast<double>(a.sram_bytes_per_tile),
+                kib(a.sram_bytes_per_tile).c_str(), m.worst_tile);
+
+  const auto times = ipu::detail::sched::stage_times(e.programs[static_cast<std::size_t>(ipu::program_index::main)],
+                                                     e.stages.size());
+  const double us_per_cycle = 1e6 / static_cast<double>(a.clock_hz);
+  std::printf("\n%-6s %-4s %-6s %-5s %-12s %-10s %-12s %-12s %-8s %s\n", "stage", "IPU", "phase", "ops", "cycles", "us",
+              "compute", "in", "out", "sync");
+  for (const auto& st : e.stages) {
+    const auto& t = times[st.id];
+    std::printf("%-6u %-4u %-6s %-5zu %-12llu %-10.2f %-12llu %-12llu %-8llu %llu%s\n", st.id, st.ipu,
+                st.phase >= 0 ? std::to_string(st.phase).c_str() : "-", st.ops.size(),
+                static_cast<unsigned long long>(st.cycles), static_cast<double>(st.cycles) * us_per_cycle,
+                static_cast<unsigned long long>(t.compute), static_cast<unsigned long long>(t.in),
+                static_cast<unsigned long long>(t.to_host + t.store), static_cast<unsigned long long>(t.sync),
+                st.id == e.predicted.slowest_stage && e.stages.size() > 1 ? "  <- slowest" : "");
+  }
+  const auto& p = e.predicted;
+  std::printf("\npipeline bubble: %.1f%%\n", 100.0 * p.pipeline_bubble);
+  if (p.streaming_memory_bytes > 0)
+    std::printf("Streaming Memory traffic: %s per step (busiest IPU)\n", mib(p.streaming_memory_bytes).c_str());
+  std::printf("predicted: %llu cycles per step = %.3f ms; latency %llu cycles = %.3f ms; throughput %.1f samples/s\n",
+              static_cast<unsigned long long>(p.cycles_per_step), p.seconds_per_step * 1e3,
+              static_cast<unsigned long long>(p.latency_cycles), p.latency_seconds * 1e3, p.samples_per_second);
+}
+
+}  // namespace detail
+
+inline void plan_command(const plan_args& a) {
+  using namespace ipu;
+  const auto mode = detail::parse_strategy(a.strategy);
+  const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
+  if (a.ipus == 0 || a.replicas == 0)
+    throw error(error_category::usage, "--ipus and --replicas must be at least 1", "ipu plan", "pass positive counts");
+  std::uint64_t total = std::uint64_t{a.ipus} * a.replicas;
+  if (a.auto_round) {
+    std::uint64_t r = 1;
+    while (r < total) r *= 2;
+    total = r;
+  }
+  if (total > max_ipus)
+    throw error(error_category::usage, std::to_string(a.ipus) + " IPUs x " + std::to_string(a.replicas) +
+                                           " replicas need more than the 64 IPUs a device can have",
+                "ipu plan", "use fewer IPUs or replicas");
+  const auto device = device_from_name(a.device, static_cast<std::uint32_t>(total));
+  if (device.kind != device_kind::ipu)
+    throw error(error_category::usage, "the cost model needs an IPU device, not '" + a.device + "'", "--device",
+                "use mk1, mk2 or bow");
+
+  plan_options o;
+  o.batches_per_step = a.device_iterations;
+  o.replication_factor = a.replicas;
+  o.auto_round_num_ipus = a.auto_round;
+  o.available_memory_proportion = a.available_memory_proportion;
+  if (!a.precision.empty()) o.precision = detail::parse_float_type(a.precision, "--precision");
+  o.partials_type = detail::parse_float_type(a.partials, "--partials");
+
+  graph model = detail::load(a.model, a.batch);
+  bool auto_planned = false;
+  if (!detail::annotated(model) && (a.ipus > 1 || phased)) {
+    // Per-replica view of the device for the planner.
+    const auto replica = make_device_description(device.arch, [&] {
+      std::uint32_t n = 1;
+      while (n < a.ipus) n *= 2;
+      return n;
+    }());
+    if (!phased) model = propose_stages(model, replica, a.ipus, o).annotated;
+    else model = propose_phases(model, replica, a.ipus, mode == execution_mode::parallel_phased, o).annotated;
+    auto_planned = true;
+  }
+  strategy_settings s;
+  s.mode = mode;
+  s.tensors_liveness = detail::parse_liveness(a.liveness);
+  const auto e = plan_with(s, model, device, o);
+  detail::print_plan(e, auto_planned);
+  if (!a.trace.empty()) {
+    std::ofstream out(a.trace);
+    if (!out)
+      throw error(error_category::io, "cannot write the trace file", "--trace '" + a.trace + "'", "give a writable path");
+    out << detail::chrome_trace(e).dump() << '\n';
+    std::printf("wrote the predicted timeline to %s\n", a.trace.c_str());
+  }
+}
+
+/// Adds the `plan` subcommand to the tool.
+inline void add_plan_command(CLI::App& app) {
+  auto args = std::make_shared<plan_args>();
+  auto* cmd = app.add_subcommand("plan", "plan an ONNX model on simulated IPUs and print the cost model's predictions");
+  cmd->add_option("model", args->model, "the ONNX model")->required();
+  cmd->add_option("--device", args->device, "mk1, mk2 or bow")->capture_default_str();
+  cmd->add_option("--ipus", args->ipus, "IPUs per replica")->capture_default_str();
+  cmd->add_option("--strategy", args->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
+  cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str();
+  cmd->add_option("--batch", args->batch, "set the leading dimension of every graph input (the micro-batch size)");
+  cmd->add_option("--precision", args->precision, "fp32 or fp16: cost and store float tensors as this type");
+  cmd->add_option("--partials", args->partials, "fp32 or fp16: matmul / convolution partial sums")->capture_default_str();
+  cmd->add_option("--liveness", args->liveness,
+                  "phased: always-live, off-chip-after-fwd, off-chip-after-fwd-no-overlap, off-chip-after-each-phase")
+      ->capture_default_str();
+  cmd->add_option("--device-iterations", args->device_iterations, "micro-batches per step (batches per step)")
+      ->capture_default_str();
+  cmd->add_option("--available-memory-proportion", args->available_memory_proportion,
+                  "share of tile memory an op's temporaries may use")
+      ->capture_default_str();
+  cmd->add_flag("--auto-round", args->auto_round, "reserve the next power of two of IPUs (autoRoundNumIPUs)");
+  cmd->add_option("--trace", args->trace, "write the predicted timeline as Chrome-trace JSON");
+  cmd->callback([args] { plan_command(*args); });
+}
+
+}  // namespace ipu_cli
