@@ -329,6 +329,9 @@ class model_runner {
         for (auto& entry : v) fail(entry, e);
       return;
     }
+    // Counted before any request completes: a client holding its result sees it counted.
+    steps_.fetch_add(1, std::memory_order_acq_rel);
+    served_.fetch_add(n, std::memory_order_acq_rel);
     for (std::size_t k = 0; k < out.size(); ++k) {
       const auto slice = l.anchors[k].info.num_bytes();
       for (std::size_t r = 0; r < n; ++r) {
@@ -336,8 +339,6 @@ class model_runner {
         out[k][r].complete(entry_status::done);
       }
     }
-    steps_.fetch_add(1, std::memory_order_acq_rel);
-    served_.fetch_add(n, std::memory_order_acq_rel);
   }
 
   /// Hands a failed step's error to the request: its callback is replaced by one that sets it.
