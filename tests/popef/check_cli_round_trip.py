@@ -1,5 +1,7 @@
 """ONNX -> `ipu compile` -> PopEF -> `ipu run` in a fresh process: the outputs must be byte for byte
-those of `ipu run MODEL.onnx`, and `ipu inspect` must describe the file.
+those of `ipu run MODEL.onnx`, and `ipu inspect` must describe the file. `ipu run MODEL.onnx` must
+also match PyTorch's output (MODEL.output.npy, written by tests/data/export_models.py):
+max |ipu - torch| / max |torch| < 1e-4.
 
 usage: check_cli_round_trip.py IPU MODEL.onnx INPUT.npy WORKDIR [ipu compile options...]
 """
@@ -39,6 +41,17 @@ def main():
         if a != b:
             sys.exit(f"{f}: the PopEF run differs from the ONNX run")
     print(f"identical outputs: {', '.join(outs)}")
+    expected = model[: -len(".onnx")] + ".output.npy"
+    if len(outs) != 1:
+        sys.exit(f"expected one graph output to compare with {expected}, got {outs}")
+    import numpy as np
+    ours, torch_out = np.load(os.path.join(work, "onnx", outs[0])), np.load(expected)
+    if ours.shape != torch_out.shape:
+        sys.exit(f"{outs[0]}: shape {ours.shape}, PyTorch's {torch_out.shape}")
+    err = float(np.abs(ours.astype(np.float64) - torch_out).max() / np.abs(torch_out).max())
+    print(f"against PyTorch: max |ipu - torch| / max |torch| = {err:.2e}")
+    if not err < 1e-4:
+        sys.exit(f"{outs[0]}: differs from PyTorch's output by {err:.2e} (relative to its largest value)")
     shutil.rmtree(work, ignore_errors=True)
 
 
