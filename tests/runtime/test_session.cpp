@@ -326,6 +326,31 @@ TEST_CASE("acquire_device reserves a device of the system meeting the requiremen
   CHECK_THROWS_AS(runtime::target_device(device_handle{}), error);
 }
 
+TEST_CASE("acquire_device follows PopTorch's useIpuId and wait-for-device options") {
+  scratch_dir dir("options-devices");
+  const device_manager system(make_ipu_system(describe_architecture<mk2>(), 4, 4), dir / "locks");
+  const auto two = compiled(2, true, device_from_name("mk2", 2));
+  const auto needs = runtime::device_requirements::of(two.metadata);
+  const auto pairs = system.enumerate(2);
+  REQUIRE(pairs.size() == 2);
+  const auto second_pair = pairs.back().id;
+  {
+    auto target = runtime::acquire_device(needs, system, options().use_ipu_id(second_pair));
+    REQUIRE(target.handle());
+    CHECK(target.handle()->id() == second_pair);
+    // Without waiting, the same id while it is held is busy at once.
+    CHECK_THROWS_AS(runtime::acquire_device(needs, system, options().use_ipu_id(second_pair)), device_busy_error);
+    // No id: any free pair, the other one.
+    auto other = runtime::acquire_device(needs, system, options());
+    REQUIRE(other.handle());
+    CHECK(other.handle()->id() == pairs.front().id);
+  }
+  // A single IPU's id for a 2-IPU executable: the device does not meet the requirements.
+  CHECK_THROWS_WITH_AS(runtime::acquire_device(needs, system, options().use_ipu_id(system.enumerate(1).front().id)),
+                       doctest::Contains("needs 2 ipu2 IPUs but the device has 1 IPU"), error);
+  CHECK_THROWS_WITH_AS(runtime::acquire_device(needs, system, options().use_ipu_id(99)), doctest::Contains("99"), error);
+}
+
 TEST_CASE("session errors name what is wrong") {
   runtime::session s(compiled(), device_from_name("mk2", 1));
   const auto x = two_batches();

@@ -24,6 +24,7 @@
 
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/log.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/options.hpp"
 #include "ipu/popef/compile.hpp"
@@ -46,6 +47,9 @@ class inference_session {
         device_(std::move(device)),
         options_(std::move(options)),
         compile_(std::move(compile)) {
+    // The options' log level (set in code, or IPU_LOG_LEVEL through apply_environment) is the
+    // process's, as PopART's logging is.
+    if (options_.log_level()) log::set_level(*options_.log_level());
     set_batches_per_step();
   }
   /// An ONNX file (PopART's InferenceSession::createFromOnnxModel).

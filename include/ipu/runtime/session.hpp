@@ -25,6 +25,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,7 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/device_wait.hpp"
 #include "ipu/error.hpp"
+#include "ipu/options.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popef/metadata.hpp"
 #include "ipu/popef/model.hpp"
@@ -143,6 +145,23 @@ inline target_device acquire_device(const device_requirements& r, const device_m
 inline target_device acquire_device(const popef::metadata& m, const device_manager& manager,
                                     const device_wait_config& wait = {}) {
   return acquire_device(device_requirements::of(m), manager, wait);
+}
+
+/// The device PopTorch's options ask for: device `use_ipu_id` when set (it must have the IPUs the
+/// executable needs), otherwise any free IPUs the executable needs; waiting for one forever when
+/// `wait_for_device` is on (IPU_WAIT_FOR_DEVICE / POPTORCH_WAIT_FOR_IPU), not at all otherwise.
+inline target_device acquire_device(const device_requirements& r, const device_manager& manager,
+                                    const ipu::options& opts) {
+  const auto wait = opts.wait_for_device() ? device_wait_config::forever() : device_wait_config::no_wait();
+  const auto id = opts.ipu_id();
+  if (!id || !r.needs_ipus()) return acquire_device(r, manager, wait);
+  if (*id < 0 || *id > static_cast<std::int64_t>(std::numeric_limits<std::uint32_t>::max()))
+    throw error(error_category::options, "use_ipu_id(" + std::to_string(*id) + ") is not a device id", "device manager",
+                "give an id that `ipu info --devices` lists");
+  auto h = manager.acquire_by_id(static_cast<std::uint32_t>(*id), wait);
+  target_device t(std::move(h));
+  r.check(t.description(), "device " + std::to_string(*id) + " (use_ipu_id)");  // it may have other IPUs
+  return t;
 }
 
 // --- binding predicates ---------------------------------------------------------------------------
