@@ -6,6 +6,14 @@
 // own one index on its own cache line and keep a cached copy of the other side's index, so in the
 // steady state neither touches the other's cache line. Indices grow without bound (64-bit, never
 // wrap in practice) and are masked on access, so all Capacity slots are usable.
+//
+// The consumer publishes its pops in batches (every `publish_batch` pops, and at once whenever it
+// has taken every element it has seen). When the producer is the faster side the ring runs full,
+// and publishing each pop would make the two cores trade the consumer's cache line for every
+// element; batched, a producer waiting for room sees several free slots at a time. The cost: while
+// the consumer is part-way through a batch, the producer sees up to publish_batch - 1 free slots as
+// still taken (size() counts them). A consumer that empties what it has seen publishes everything,
+// so an empty ring always looks empty.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -57,6 +65,8 @@ class ring_buffer {
  public:
   using value_type = T;
   static constexpr std::size_t capacity() noexcept { return Capacity; }
+  /// Pops the consumer makes before the producer is told of them (see above).
+  static constexpr std::size_t publish_batch = Capacity >= 64 ? 16 : (Capacity >= 8 ? Capacity / 4 : 1);
 
   ring_buffer() = default;
   ring_buffer(const ring_buffer&) = delete;
@@ -126,7 +136,7 @@ class ring_buffer {
 
   // --- consumer side ------------------------------------------------------------------------
   bool try_pop(T& out) noexcept {
-    const auto tail = tail_.load(std::memory_order_relaxed);
+    const auto tail = tail_local_;
     if (tail == head_cache_) {
       head_cache_ = head_.load(std::memory_order_acquire);
       if (tail == head_cache_) return false;
@@ -134,11 +144,11 @@ class ring_buffer {
     T* s = slot(tail);
     out = std::move(*s);
     std::destroy_at(s);
-    tail_.store(tail + 1, std::memory_order_release);
+    popped(tail + 1);
     return true;
   }
   std::optional<T> try_pop() noexcept {
-    const auto tail = tail_.load(std::memory_order_relaxed);
+    const auto tail = tail_local_;
     if (tail == head_cache_) {
       head_cache_ = head_.load(std::memory_order_acquire);
       if (tail == head_cache_) return std::nullopt;
@@ -146,7 +156,7 @@ class ring_buffer {
     T* s = slot(tail);
     std::optional<T> out(std::move(*s));
     std::destroy_at(s);
-    tail_.store(tail + 1, std::memory_order_release);
+    popped(tail + 1);
     return out;
   }
 
@@ -172,7 +182,7 @@ class ring_buffer {
 
   /// Pops up to out.size() values and returns how many; one release store.
   std::size_t try_pop_bulk(std::span<T> out) noexcept {
-    const auto tail = tail_.load(std::memory_order_relaxed);
+    const auto tail = tail_local_;
     auto avail = head_cache_ - tail;
     if (avail < out.size()) {
       head_cache_ = head_.load(std::memory_order_acquire);
@@ -184,11 +194,14 @@ class ring_buffer {
       out[i] = std::move(*s);
       std::destroy_at(s);
     }
-    if (n) tail_.store(tail + n, std::memory_order_release);
+    if (n) {
+      tail_local_ = tail + n;
+      tail_.store(tail + n, std::memory_order_release);
+    }
     return n;
   }
 
-  // --- either side (approximate while the other side runs) ------------------------------------
+  // --- either side (approximate while the other side runs; counts unpublished pops) -------------
   [[nodiscard]] std::size_t size() const noexcept {
     const auto tail = tail_.load(std::memory_order_acquire);
     return head_.load(std::memory_order_acquire) - tail;
@@ -196,14 +209,22 @@ class ring_buffer {
   [[nodiscard]] bool empty() const noexcept { return size() == 0; }
 
  private:
+  /// The consumer has taken everything before `tail`: tells the producer when a batch is complete or
+  /// nothing it has seen is left.
+  void popped(std::size_t tail) noexcept {
+    tail_local_ = tail;
+    if (tail % publish_batch == 0 || tail == head_cache_) tail_.store(tail, std::memory_order_release);
+  }
+
   T* slot(std::size_t i) noexcept { return std::launder(reinterpret_cast<T*>(storage_ + (i & (Capacity - 1)) * sizeof(T))); }
 
   // Producer's line: its index and its view of the consumer's.
   alignas(detail::cache_line) std::atomic<std::size_t> head_{0};
   std::size_t tail_cache_ = 0;
-  // Consumer's line.
+  // Consumer's line: the published index, its view of the producer's, and its own pops.
   alignas(detail::cache_line) std::atomic<std::size_t> tail_{0};
   std::size_t head_cache_ = 0;
+  std::size_t tail_local_ = 0;
   // Slots on their own lines so element writes never share with the indices.
   alignas(std::max(detail::cache_line, alignof(T))) std::byte storage_[Capacity * sizeof(T)];
 };

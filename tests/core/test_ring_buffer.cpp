@@ -69,6 +69,32 @@ TEST_CASE("ring_buffer carries move-only values and destroys leftovers") {
   CHECK(*u.pop() == 3);
 }
 
+TEST_CASE("ring_buffer publishes pops in batches and everything once the consumer has caught up") {
+  using ring = ipu::ring_buffer<int, 64>;
+  static_assert(ring::publish_batch == 16);
+  ring q;
+  for (int i = 0; i < 64; ++i) REQUIRE(q.try_push(i));
+  int v = -1;
+  REQUIRE(q.try_pop(v));
+  // One pop into a batch: the producer does not see the slot yet.
+  CHECK_FALSE(q.try_push(64));
+  CHECK(q.size() == 64);
+  for (int i = 1; i < 16; ++i) REQUIRE(q.try_pop(v));
+  CHECK(v == 15);
+  // The batch is complete: 16 slots free at once.
+  CHECK(q.size() == 48);
+  for (int i = 64; i < 80; ++i) CHECK(q.try_push(i));
+  CHECK_FALSE(q.try_push(80));
+  // Draining everything it has seen publishes every pop, whatever the batch.
+  for (int i = 16; i < 80; ++i) {
+    REQUIRE(q.try_pop(v));
+    CHECK(v == i);
+  }
+  CHECK(q.empty());
+  CHECK(q.size() == 0);
+  for (int i = 0; i < 64; ++i) CHECK(q.try_push(i));
+}
+
 TEST_CASE("ring_buffer timed operations give up") {
   ipu::ring_buffer<int, 2> q;
   CHECK_FALSE(q.pop_for(1ms).has_value());

@@ -5,8 +5,8 @@
 // that uses the registry compiles all of them. A program of many translation units can compile
 // them once instead: define IPU_SEPARATE_KERNELS in every translation unit (it then sees only the
 // declaration of default_op_registry()), and in exactly one of them also define
-// IPU_KERNELS_IMPLEMENTATION before including this header (it gets the definition). The test
-// suites are built this way (tests/CMakeLists.txt).
+// IPU_KERNELS_IMPLEMENTATION before including this header (it gets the definition). The project's
+// own tests, tools and examples are built this way (src/kernels.cpp).
 #include "ipu/ops/registry.hpp"
 
 #if !defined(IPU_SEPARATE_KERNELS) || defined(IPU_KERNELS_IMPLEMENTATION)
