@@ -25,8 +25,6 @@
 using namespace ipu;
 namespace fs = std::filesystem;
 
-// Named, not anonymous: unity builds (asan, tsan presets) put every test file of the area in one
-// translation unit.
 namespace inference_session_tests {
 
 using test_popef::scratch_dir;
