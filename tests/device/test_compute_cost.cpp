@@ -170,7 +170,7 @@ TEST_CASE("a tight temporary budget makes the planner serialise, like serialized
   CHECK_FALSE(hopeless.fits_temporary_budget());
 }
 
-TEST_CASE("fewer tiles, more cycles; more IPUs in the sync, more cycles") {
+TEST_CASE("fewer tiles, more cycles - more IPUs in the sync, more cycles") {
   const ipu::matmul_shape s{1, 512, 512, 512};
   const auto all = ipu::plan_matmul(mk2_1, s, precision::fp16_16);
   const auto quarter = ipu::plan_matmul(mk2_1, s, precision::fp16_16, {368});

@@ -280,7 +280,7 @@ TEST_CASE("shape errors surface at the op that causes them") {
   CHECK(b.current().num_ops() == 0);  // no failed op was added
 }
 
-TEST_CASE("weights and constants carry their data; wrong sizes are refused") {
+TEST_CASE("weights and constants carry their data - wrong sizes are refused") {
   ipu::builder b;
   auto w = b.add_initialized_input(ipu::make_constant<float>({2, 2}, {1.0f, 2.0f, 3.0f, 4.0f}), "w");
   auto k = b.add_constant(ipu::make_scalar(std::int64_t{7}), "k");

@@ -33,7 +33,7 @@ ipu::op_node op(const char* type, std::vector<ipu::tensor_id> in, std::vector<ip
 
 }  // namespace
 
-TEST_CASE("ops added out of dependency order are sorted; ties keep insertion order") {
+TEST_CASE("ops added out of dependency order are sorted - ties keep insertion order") {
   // Ops are added consumer-first: d = c(b(a(x))) added as c, b, a; plus an independent e.
   ipu::graph g("rev");
   auto x = g.add_tensor("x", f1, tensor_kind::input);

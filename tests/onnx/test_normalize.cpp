@@ -215,7 +215,7 @@ TEST_CASE("TopK k attribute becomes a one-element input") {
   CHECK(g.tensor(g.tensor_id_of("i")).info == tensor_info{data_type::S64, shape{3, 2}});
 }
 
-TEST_CASE("Dropout ratio becomes an input; a legacy mask output is dropped when unused") {
+TEST_CASE("Dropout ratio becomes an input - a legacy mask output is dropped when unused") {
   model m(9);
   m.input("x", {4}).output("y", {4});
   m.add(node("Dropout", {"x"}, {"y", "mask"}, {attr("ratio", 0.25f)}));

@@ -35,7 +35,7 @@ TEST_CASE("integer helpers wrap instead of overflowing") {
   CHECK(static_cast<float>(add(ipu::half(1.0f), ipu::half(2.0f))) == 3.0f);
 }
 
-TEST_CASE("float_to_int truncates and saturates; NaN becomes 0") {
+TEST_CASE("float_to_int truncates and saturates - NaN becomes 0") {
   CHECK(float_to_int<std::int32_t>(2.9) == 2);
   CHECK(float_to_int<std::int32_t>(-2.9) == -2);
   CHECK(float_to_int<std::int8_t>(1000.0) == 127);
@@ -46,7 +46,7 @@ TEST_CASE("float_to_int truncates and saturates; NaN becomes 0") {
   CHECK(from_double<ipu::half>(0.1).bits() == ipu::half(0.1f).bits());
 }
 
-TEST_CASE("parallel_blocks covers [0, n) in blocks of at least the grain") {
+TEST_CASE("parallel_blocks covers 0 to n in blocks of at least the grain") {
   ipu::op_node op;
   const ipu::kernel_context ctx{op, {}, {}, mk::chunked_for};
   for (std::size_t n : {0u, 1u, 99u, 100u, 101u, 1000u}) {

@@ -132,7 +132,7 @@ TEST_CASE("recurrent: LSTM with peepholes, initial cell state and input_forget")
   }
 }
 
-TEST_CASE("recurrent: F16 inputs compute in F32; bad weight shapes are errors") {
+TEST_CASE("recurrent: F16 inputs compute in F32 - bad weight shapes are errors") {
   auto x = make<half>({1, 1, 1}, {half(1.0f)});
   auto w = make<half>({1, 1, 1}, {half(0.5f)});
   auto r = make<half>({1, 1, 1}, {half(0.25f)});

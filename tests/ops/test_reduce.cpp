@@ -13,7 +13,7 @@ namespace {
 const auto axes_attr = [](std::vector<std::int64_t> a) { return attr("axes", std::move(a)); };
 }
 
-TEST_CASE("reduce: ReduceSum takes axes as an input; empty axes reduce all or, with noop, nothing") {
+TEST_CASE("reduce: ReduceSum takes axes as an input - empty axes reduce all or, with noop, nothing") {
   auto x = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   CHECK(values<float>(run1("ReduceSum", {x, i64({1}, {1})}, f32_info({2, 1}))) == std::vector<float>{6, 15});
   CHECK(values<float>(run1("ReduceSum", {x, i64({1}, {-2})}, f32_info({3}), {attr("keepdims", 0)})) ==

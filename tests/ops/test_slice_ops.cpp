@@ -56,7 +56,7 @@ TEST_CASE("slice ops: Slice with negative steps, clamping, default axes and empt
                   ipu::error);
 }
 
-TEST_CASE("slice ops: Pad in constant, reflect, edge and wrap modes; negative pads crop") {
+TEST_CASE("slice ops: Pad in constant, reflect, edge and wrap modes - negative pads crop") {
   auto y = i64({2, 3}, {0, 1, 2, 3, 4, 5});
   auto pads = i64({4}, {1, 2, 0, 1});
   auto s64 = [](shape s) { return info(data_type::S64, std::move(s)); };

@@ -155,7 +155,7 @@ TEST_CASE("a cost hook overrides the table and falls back to it") {
   CHECK(ipu::estimate_op_cost(g, 0, mk2, {}, fixed_relu) == ipu::estimate_op_cost(g, 0, mk2));
 }
 
-TEST_CASE("ops of unknown type cost one element-wise pass; the host device has no cost figures") {
+TEST_CASE("ops of unknown type cost one element-wise pass - the host device has no cost figures") {
   ipu::builder b("u");
   auto x = b.add_input_tensor({data_type::F32, {100}}, "x");
   b.add_output(b.custom_op("com.example", "Mystery", 1, {x}, {{data_type::F32, {100}}}, {}, "m").front());

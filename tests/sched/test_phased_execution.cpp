@@ -116,7 +116,7 @@ TEST_CASE("parallel phases alternate IPU groups and overlap the next phase's loa
   CHECK(no_overlap.predicted.streaming_memory_bytes == parallel.predicted.streaming_memory_bytes);
 }
 
-TEST_CASE("phases with two stages run them side by side; stage IPUs default to the group") {
+TEST_CASE("phases with two stages run them side by side - stage IPUs default to the group") {
   // Two independent branches per phase.
   ipu::builder b("two");
   auto x = b.add_input_tensor({ipu::data_type::F32, {4, 8}}, "x");

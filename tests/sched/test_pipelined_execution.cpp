@@ -94,7 +94,7 @@ TEST_CASE("one stage per IPU: copies between neighbours, host streams at the end
   }
 }
 
-TEST_CASE("bubble = (S - 1) / (M + S - 1); step = (M + S - 1) x slowest; latency = S x slowest") {
+TEST_CASE("bubble = (S - 1) / (M + S - 1) - step = (M + S - 1) x slowest - latency = S x slowest") {
   const auto g = plan_test::pipelined_mlp(4, 64, 8);
   for (std::uint64_t m : {4u, 8u, 16u, 64u}) {
     const auto e = ipu::pipelined_execution{}.plan(g, mk2x4, with_bps(m));
@@ -134,7 +134,7 @@ TEST_CASE("more IPUs pipelined give more throughput for a balanced compute-bound
   }
 }
 
-TEST_CASE("explicit stages from blocks; AutoIncrement merges consecutive stages on one IPU") {
+TEST_CASE("explicit stages from blocks - AutoIncrement merges consecutive stages on one IPU") {
   const auto g = plan_test::blocked_mlp({0, 0, 1, 1}, 16, 4);
   // SameAsIpu: stages 0, 0, 1, 1 -> two stages.
   CHECK(ipu::pipelined_execution{}.plan(g, mk2x4, with_bps(4)).stages.size() == 2);

@@ -119,7 +119,7 @@ TEST_CASE("step io: missing, unknown and mistyped arrays are errors naming the t
   CHECK(contains(message_of([&] { f.layout.check(empty); }), "input 'x' is an empty view"));
 }
 
-TEST_CASE("step io: setting an array twice replaces it; layouts check their inputs") {
+TEST_CASE("step io: setting an array twice replaces it - layouts check their inputs") {
   fixture f;
   ipu::step_io io;
   io.set_input("x", f.x.view());

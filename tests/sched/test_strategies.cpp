@@ -77,7 +77,7 @@ TEST_CASE("AlexNet: sharded, pipelined, phased and replicated on Mk2") { plan_ev
 TEST_CASE("MobileNetV2: sharded, pipelined, phased and replicated on Mk2") { plan_everything("mobilenet_v2"); }
 TEST_CASE("transformer encoder: sharded, pipelined, phased and replicated on Mk2") { plan_everything("transformer_encoder"); }
 
-TEST_CASE("AlexNet in FP32 does not fit one Mk1 IPU; the error says what would help") {
+TEST_CASE("AlexNet in FP32 does not fit one Mk1 IPU - the error says what would help") {
   const auto g = load("alexnet");
   const auto mk1 = ipu::ipu_model<ipu::mk1, 1>::description();
   try {
