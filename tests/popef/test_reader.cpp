@@ -50,7 +50,8 @@ ipu::error parse_error(const std::vector<std::byte>& bytes, reader_options opt =
 /// Blob start offsets of a well-formed file.
 std::vector<std::uint64_t> blob_offsets(const std::vector<std::byte>& bytes) {
   std::vector<std::uint64_t> out;
-  for (const auto& b : parse(bytes).blobs()) out.push_back(b.offset);
+  const auto r = parse(bytes);  // named: the loop must not outlive the reader its blobs belong to
+  for (const auto& b : r.blobs()) out.push_back(b.offset);
   return out;
 }
 
