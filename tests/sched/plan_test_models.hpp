@@ -10,8 +10,16 @@
 
 #include "ipu/error.hpp"
 #include "ipu/graph/builder.hpp"
+#include "ipu/sched/execution_strategy.hpp"
 
 namespace plan_test {
+
+/// Plan options with `bps` batches per step, the rest as default.
+inline ipu::plan_options with_bps(std::uint64_t bps) {
+  ipu::plan_options o;
+  o.batches_per_step = bps;
+  return o;
+}
 
 using ipu::data_type;
 using ipu::tensor_id;

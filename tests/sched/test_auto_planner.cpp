@@ -16,11 +16,7 @@ namespace {
 
 const auto mk2x4 = ipu::ipu_model<ipu::mk2, 4>::description();
 
-ipu::plan_options with_bps(std::uint64_t bps) {
-  ipu::plan_options o;
-  o.batches_per_step = bps;
-  return o;
-}
+using plan_test::with_bps;
 
 struct small_ipu : ipu::mk2 {
   static constexpr std::string_view name = "small";

@@ -15,11 +15,7 @@ namespace {
 
 const auto mk2x4 = ipu::ipu_model<ipu::mk2, 4>::description();
 
-ipu::plan_options with_bps(std::uint64_t bps) {
-  ipu::plan_options o;
-  o.batches_per_step = bps;
-  return o;
-}
+using plan_test::with_bps;
 
 // A 4-layer MLP, one layer per IPU and stage, planned entirely at compile time.
 constexpr ipu::executable constexpr_plan() {

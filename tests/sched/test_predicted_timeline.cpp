@@ -13,11 +13,7 @@
 
 namespace {
 const auto mk2x4 = ipu::ipu_model<ipu::mk2, 4>::description();
-ipu::plan_options with_bps(std::uint64_t bps) {
-  ipu::plan_options o;
-  o.batches_per_step = bps;
-  return o;
-}
+using plan_test::with_bps;
 std::uint64_t span(const std::vector<ipu::timeline_event>& ev) {
   std::uint64_t end = 0;
   for (const auto& e : ev) end = std::max(end, e.sim_end());

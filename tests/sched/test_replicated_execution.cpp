@@ -7,11 +7,7 @@
 #include "plan_test_models.hpp"
 
 namespace {
-ipu::plan_options with_bps(std::uint64_t bps) {
-  ipu::plan_options o;
-  o.batches_per_step = bps;
-  return o;
-}
+using plan_test::with_bps;
 }  // namespace
 
 static_assert(ipu::execution_strategy<ipu::replicated_execution<ipu::pipelined_execution>>);

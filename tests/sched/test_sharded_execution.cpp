@@ -10,11 +10,7 @@ using plan_test::layer_annotation;
 
 namespace {
 const auto mk2x4 = ipu::ipu_model<ipu::mk2, 4>::description();
-ipu::plan_options with_bps(std::uint64_t bps) {
-  ipu::plan_options o;
-  o.batches_per_step = bps;
-  return o;
-}
+using plan_test::with_bps;
 }  // namespace
 
 TEST_CASE("shards run one after another: a step is M x the sum of the stages") {

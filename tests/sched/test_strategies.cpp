@@ -7,16 +7,13 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/options.hpp"
 #include "ipu/sched/strategies.hpp"
+#include "plan_test_models.hpp"
 
 namespace {
 
 ipu::graph load(const std::string& name) { return ipu::onnx::load_model(std::string(IPU_TEST_MODELS) + "/" + name + ".onnx"); }
 
-ipu::plan_options with_bps(std::uint64_t bps) {
-  ipu::plan_options o;
-  o.batches_per_step = bps;
-  return o;
-}
+using plan_test::with_bps;
 
 void check_plan(const ipu::executable& e, std::uint32_t ipus) {
   CHECK(e.ipus_per_replica == ipus);
