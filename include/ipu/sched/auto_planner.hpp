@@ -193,6 +193,20 @@ constexpr segmentation segment(const cut_problem& p, const device_description& d
   return s;
 }
 
+/// Fills `r` from segmentation `s` of `r.order`: its figures, and `g` with every op of piece j
+/// annotated by `annotate(where, j)`.
+template <class Annotate>
+constexpr void annotate_pieces(auto_plan& r, const graph& g, const segmentation& s, Annotate annotate) {
+  r.stage_begin = s.begin;
+  r.stage_cycles = s.cycles;
+  r.stage_bytes = s.bytes;
+  r.annotated = g;
+  for (std::size_t j = 0; j < s.begin.size(); ++j) {
+    const auto e = j + 1 < s.begin.size() ? s.begin[j + 1] : r.order.size();
+    for (auto i = s.begin[j]; i < e; ++i) annotate(r.annotated.op(r.order[i]).where, static_cast<std::int64_t>(j));
+  }
+}
+
 constexpr void require_unannotated(const graph& g, std::string_view what) {
   for (const auto& op : g.ops())
     if (op.where.ipu || op.where.stage || op.where.phase || !op.where.block.empty())
@@ -225,18 +239,10 @@ constexpr auto_plan propose_stages(const graph& g, const device_description& d, 
   const auto p = detail::sched::make_cut_problem(g, r.order, d, o);
   const auto budget = static_cast<std::uint64_t>(ao.memory_fill * static_cast<double>(d.arch.sram_bytes_per_ipu()));
   const auto s = detail::sched::segment(p, d, stages, budget, [](std::size_t j) { return static_cast<std::uint32_t>(j); });
-  r.stage_begin = s.begin;
-  r.stage_cycles = s.cycles;
-  r.stage_bytes = s.bytes;
-  r.annotated = g;
-  for (std::size_t j = 0; j < stages; ++j) {
-    const auto e = j + 1 < stages ? s.begin[j + 1] : r.order.size();
-    for (auto i = s.begin[j]; i < e; ++i) {
-      auto& w = r.annotated.op(r.order[i]).where;
-      w.ipu = static_cast<std::int64_t>(j);
-      w.stage = static_cast<std::int64_t>(j);
-    }
-  }
+  detail::sched::annotate_pieces(r, g, s, [](annotation& w, std::int64_t j) {
+    w.ipu = j;
+    w.stage = j;
+  });
   return r;
 }
 
@@ -267,18 +273,10 @@ constexpr auto_plan propose_phases(const graph& g, const device_description& d, 
     if (s.fits || phases >= r.order.size()) break;
     phases = std::min(phases * 2, r.order.size());
   }
-  r.stage_begin = s.begin;
-  r.stage_cycles = s.cycles;
-  r.stage_bytes = s.bytes;
-  r.annotated = g;
-  for (std::size_t j = 0; j < phases; ++j) {
-    const auto e = j + 1 < phases ? s.begin[j + 1] : r.order.size();
-    for (auto i = s.begin[j]; i < e; ++i) {
-      auto& w = r.annotated.op(r.order[i]).where;
-      w.phase = static_cast<std::int64_t>(j);
-      w.ipu = static_cast<std::int64_t>(j % ipus);
-    }
-  }
+  detail::sched::annotate_pieces(r, g, s, [ipus](annotation& w, std::int64_t j) {
+    w.phase = j;
+    w.ipu = j % ipus;
+  });
   return r;
 }
 
