@@ -6,16 +6,20 @@
 // stage's ipu::cpu::device — the executor's own stage runners. TBB's filters call the very same
 // stage devices, so both pipelines do identical work; only the scheduling differs.
 //
-// ideal: one stage's time t is measured alone on one thread (pipeline/stage_alone); with S equal
-// stages and C cores, at most min(S, C) stages run at once, so the best possible throughput is
-// min(S, C) / (S t) micro-batches per second. Reported as counters and as ratios.
+// ideal: one stage's time t is measured alone on one thread; with S equal stages and C cores, at
+// most min(S, C) stages run at once, so the best possible throughput is min(S, C) / (S t)
+// micro-batches per second. Each round measures the three back to back and the ratios are medians
+// over rounds: on a shared machine the speed drifts between seconds, and ratios of figures taken
+// seconds apart would measure the drift.
 // Goal (issue 4): the executor at >= 90% of ideal.
 #include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -95,8 +99,9 @@ struct one_op_per_stage {
 
 using pipeline_executor = ipu::executor<one_op_per_stage, ipu::ipu_model<ipu::mk2, kStages>>;
 
-ipu::executor_options run_options() {
+ipu::executor_options run_options(unsigned spins = ipu::executor_options{}.spins_before_sleep) {
   ipu::executor_options o;
+  o.spins_before_sleep = spins;
   o.registry = &registry();
   o.timeline = ipu::timeline_detail::none;  // measure the schedule, not the bookkeeping
   return o;
@@ -109,76 +114,98 @@ ipu::host_tensor inputs() {
   return x;
 }
 
-void set_rate(benchmark::State& state) {
-  state.counters["mb_per_s"] =
-      benchmark::Counter(static_cast<double>(kMicroBatches) * static_cast<double>(state.iterations()),
-                         benchmark::Counter::kIsRate);
-}
+using clock_type = std::chrono::steady_clock;
+double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
-// One stage alone on one thread: t, from which the ideal throughput follows.
-void stage_alone(benchmark::State& state) {
-  ipu::graph one("one_stage");
-  const ipu::tensor_info info{ipu::data_type::F32, {kElements}};
-  auto x = one.add_tensor("x", info, ipu::tensor_kind::input);
-  auto y = one.add_tensor("y", info);
-  ipu::op_node op;
-  op.type = "Spin";
-  op.domain = "bench";
-  op.inputs = {x};
-  op.outputs = {y};
-  one.add_op(std::move(op));
-  one.mark_output(y);
-  ipu::cpu::device dev(std::move(one), {.threads = 1, .registry = &registry()});
-  const auto in = inputs();
-  for (auto _ : state) {
+/// One stage alone on one thread over a step's micro-batches: the ideal pipeline's throughput
+/// follows from it (micro-batches per second).
+class stage_alone {
+ public:
+  stage_alone() : dev_(one_stage(), {.threads = 1, .registry = &registry()}), in_(inputs()) {}
+  double ideal_rate() {
+    const ipu::tensor_info info{ipu::data_type::F32, {kElements}};
+    const auto t0 = clock_type::now();
     for (std::uint64_t m = 0; m < kMicroBatches; ++m) {
-      const ipu::const_tensor_view v(info, in.data() + m * info.num_bytes());
-      benchmark::DoNotOptimize(dev.run(std::span<const ipu::const_tensor_view>(&v, 1)));
+      const ipu::const_tensor_view v(info, in_.data() + m * info.num_bytes());
+      benchmark::DoNotOptimize(dev_.run(std::span<const ipu::const_tensor_view>(&v, 1)));
+    }
+    const double per_stage = seconds_since(t0) / kMicroBatches;
+    // S equal stages on C cores: at most min(S, C) stages run at once.
+    return std::min<double>(kStages, cores()) / (kStages * per_stage);
+  }
+
+ private:
+  static ipu::graph one_stage() {
+    ipu::graph one("one_stage");
+    const ipu::tensor_info info{ipu::data_type::F32, {kElements}};
+    auto x = one.add_tensor("x", info, ipu::tensor_kind::input);
+    auto y = one.add_tensor("y", info);
+    ipu::op_node op;
+    op.type = "Spin";
+    op.domain = "bench";
+    op.inputs = {x};
+    op.outputs = {y};
+    one.add_op(std::move(op));
+    one.mark_output(y);
+    return one;
+  }
+  ipu::cpu::device dev_;
+  ipu::host_tensor in_;
+};
+
+/// The executor running the chain, one step of kMicroBatches per call.
+class executor_pipeline {
+ public:
+  explicit executor_pipeline(unsigned spins)
+      : ex_(chain(), ipu::data_flow(kMicroBatches, {{"y", ipu::anchor_return_type::all()}}), {}, run_options(spins)),
+        x_(inputs()),
+        anchors_(ex_.make_anchor_arrays()),
+        io_({{"x", x_.view()}}, anchors_) {}
+  double rate() {
+    const auto t0 = clock_type::now();
+    ex_.run(io_);
+    return kMicroBatches / seconds_since(t0);
+  }
+  [[nodiscard]] std::size_t threads() const { return ex_.num_workers(); }
+
+ private:
+  pipeline_executor ex_;
+  ipu::host_tensor x_;
+  std::map<std::string, ipu::host_tensor> anchors_;
+  ipu::step_io io_;
+};
+
+/// The same stage graphs, each run by its own cpu::device, as TBB filters.
+class tbb_pipeline {
+ public:
+  tbb_pipeline() : limit_(tbb::global_control::max_allowed_parallelism, cores()), x_(inputs()), y_(outputs()) {
+    const auto g = chain();
+    auto owner = std::make_shared<int>(0);
+    for (std::uint32_t k = 0; k < kStages; ++k) {
+      const ipu::op_id op = k;
+      const ipu::tensor_id out = g.op(op).outputs[0];
+      auto sg = ipu::extract_stage(g, std::span<const ipu::op_id>(&op, 1), std::span<const ipu::tensor_id>(&out, 1), {},
+                                   owner, "stage" + std::to_string(k));
+      stages_.push_back(std::make_unique<ipu::cpu::device>(std::move(sg.model),
+                                                           ipu::cpu::device_options{.threads = 1, .registry = &registry()}));
     }
   }
-  // Time per micro-batch per stage is iteration time / kMicroBatches; the ideal pipeline runs
-  // min(S, C) of them at once.
-  const double parallel = std::min<double>(kStages, cores());
-  state.counters["mb_per_s"] =
-      benchmark::Counter(static_cast<double>(kMicroBatches) * static_cast<double>(state.iterations()) * parallel / kStages,
-                         benchmark::Counter::kIsRate);
-  state.counters["cores"] = cores();
-  state.SetLabel("counter mb_per_s = ideal pipeline throughput");
-}
-
-void executor_pipeline(benchmark::State& state) {
-  pipeline_executor ex(chain(), ipu::data_flow(kMicroBatches, {{"y", ipu::anchor_return_type::all()}}), {},
-                       run_options());
-  const auto x = inputs();
-  auto anchors = ex.make_anchor_arrays();
-  ipu::step_io io({{"x", x.view()}}, anchors);
-  for (auto _ : state) ex.run(io);
-  set_rate(state);
-  state.counters["threads"] = static_cast<double>(ex.num_workers());
-}
-
-// The same stage graphs, each run by its own cpu::device, as TBB filters.
-void tbb_pipeline(benchmark::State& state) {
-  tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cores());
-  const auto g = chain();
-  const ipu::tensor_info info{ipu::data_type::F32, {kElements}};
-  std::vector<std::unique_ptr<ipu::cpu::device>> stages;
-  auto owner = std::make_shared<int>(0);
-  for (std::uint32_t k = 0; k < kStages; ++k) {
-    const ipu::op_id op = k;
-    const ipu::tensor_id out = g.op(op).outputs[0];
-    auto sg = ipu::extract_stage(g, std::span<const ipu::op_id>(&op, 1), std::span<const ipu::tensor_id>(&out, 1), {},
-                                 owner, "stage" + std::to_string(k));
-    stages.push_back(std::make_unique<ipu::cpu::device>(std::move(sg.model),
-                                                        ipu::cpu::device_options{.threads = 1, .registry = &registry()}));
+  double rate() {
+    const auto t0 = clock_type::now();
+    run();
+    return kMicroBatches / seconds_since(t0);
   }
-  const auto x = inputs();
-  ipu::host_tensor y({ipu::data_type::F32, {static_cast<std::int64_t>(kMicroBatches), kElements}});
+
+ private:
+  static ipu::host_tensor outputs() {
+    return ipu::host_tensor({ipu::data_type::F32, {static_cast<std::int64_t>(kMicroBatches), kElements}});
+  }
   struct token {
     std::uint64_t m;
     ipu::host_tensor value;
   };
-  for (auto _ : state) {
+  void run() {
+    const ipu::tensor_info info{ipu::data_type::F32, {kElements}};
     std::uint64_t next = 0;
     auto chain_of = tbb::make_filter<void, token*>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) -> token* {
       if (next == kMicroBatches) {
@@ -186,24 +213,67 @@ void tbb_pipeline(benchmark::State& state) {
         return nullptr;
       }
       const auto m = next++;
-      const ipu::const_tensor_view v(info, x.data() + m * info.num_bytes());
-      auto out = stages[0]->run(std::span<const ipu::const_tensor_view>(&v, 1));
+      const ipu::const_tensor_view v(info, x_.data() + m * info.num_bytes());
+      auto out = stages_[0]->run(std::span<const ipu::const_tensor_view>(&v, 1));
       return new token{m, std::move(out[0])};
     });
     for (std::uint32_t k = 1; k < kStages; ++k)
       chain_of = chain_of & tbb::make_filter<token*, token*>(tbb::filter_mode::serial_in_order, [&, k](token* t) {
                    const ipu::const_tensor_view v = t->value.view();
-                   auto out = stages[k]->run(std::span<const ipu::const_tensor_view>(&v, 1));
+                   auto out = stages_[k]->run(std::span<const ipu::const_tensor_view>(&v, 1));
                    t->value = std::move(out[0]);
                    return t;
                  });
     auto sink = tbb::make_filter<token*, void>(tbb::filter_mode::serial_in_order, [&](token* t) {
-      std::memcpy(y.data() + t->m * info.num_bytes(), t->value.data(), info.num_bytes());
+      std::memcpy(y_.data() + t->m * info.num_bytes(), t->value.data(), info.num_bytes());
       delete t;
     });
     tbb::parallel_pipeline(2 * kStages, chain_of & sink);
   }
-  set_rate(state);
+  tbb::global_control limit_;
+  std::vector<std::unique_ptr<ipu::cpu::device>> stages_;
+  ipu::host_tensor x_, y_;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// One round per iteration: the ideal (one stage alone), the executor and TBB, back to back in a
+// rotating order, so that a change in the machine's speed between rounds cancels in the ratios.
+void pipelines(benchmark::State& state) {
+  stage_alone alone;
+  executor_pipeline executor(static_cast<unsigned>(state.range(0)));
+  tbb_pipeline tbb;
+  std::vector<double> ideal, ours, theirs, ours_vs_ideal, theirs_vs_ideal, ours_vs_theirs;
+  int turn = 0;
+  for (auto _ : state) {
+    double rates[3] = {};
+    for (int i = 0; i < 3; ++i) {
+      switch ((turn + i) % 3) {
+        case 0: rates[0] = alone.ideal_rate(); break;
+        case 1: rates[1] = executor.rate(); break;
+        default: rates[2] = tbb.rate(); break;
+      }
+    }
+    ++turn;
+    ideal.push_back(rates[0]);
+    ours.push_back(rates[1]);
+    theirs.push_back(rates[2]);
+    ours_vs_ideal.push_back(rates[1] / rates[0]);
+    theirs_vs_ideal.push_back(rates[2] / rates[0]);
+    ours_vs_theirs.push_back(rates[1] / rates[2]);
+  }
+  state.counters["ideal_mb_per_s"] = median(ideal);
+  state.counters["executor_mb_per_s"] = median(ours);
+  state.counters["tbb_mb_per_s"] = median(theirs);
+  state.counters["executor_vs_ideal"] = median(ours_vs_ideal);
+  state.counters["tbb_vs_ideal"] = median(theirs_vs_ideal);
+  state.counters["executor_vs_tbb"] = median(ours_vs_theirs);
+  state.counters["threads"] = static_cast<double>(executor.threads());
+  state.counters["cores"] = cores();
+  state.SetLabel("ratios: medians over rounds (goal: executor_vs_ideal >= 0.9)");
 }
 
 // Both pipelines must compute the same thing; checked once before timing.
@@ -224,17 +294,11 @@ void check_same_results() {
   }
 }
 
-BENCHMARK(stage_alone)->Name("pipeline/stage_alone")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(executor_pipeline)->Name("pipeline/executor")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(tbb_pipeline)->Name("pipeline/tbb")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(pipelines)->Name("pipeline/executor_tbb_ideal")->ArgName("spins")->Arg(64)->Arg(0)->Arg(1024)->Iterations(21)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
 int main(int argc, char** argv) {
   check_same_results();
-  // Fractions of the ideal (stage_alone's counter is the ideal throughput), and executor vs TBB.
-  ipu::bench::compare("pipeline/executor", "pipeline/stage_alone", "mb_per_s");
-  ipu::bench::compare("pipeline/tbb", "pipeline/stage_alone", "mb_per_s");
-  ipu::bench::compare("pipeline/executor", "pipeline/tbb", "mb_per_s");
   return ipu::bench::run_main(argc, argv);
 }

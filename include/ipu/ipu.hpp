@@ -11,6 +11,7 @@
 #include "ipu/log.hpp"
 #include "ipu/options.hpp"
 #include "ipu/options_file.hpp"
+#include "ipu/event_count.hpp"
 #include "ipu/ring_buffer.hpp"
 #include "ipu/shape.hpp"
 #include "ipu/tensor.hpp"

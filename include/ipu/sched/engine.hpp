@@ -6,7 +6,9 @@
 // - sequential: one thread per replica runs the items of each micro-batch in order.
 // - pipelined: one thread per stage per replica; a micro-batch's tensors travel from stage to
 //   stage as a packet through SPSC ring buffers, so stages work on different micro-batches at
-//   once. Used packets go back to the first stage through another ring.
+//   once. Used packets go back to the first stage through another ring. A stage with nothing to
+//   do spins briefly, then sleeps on an event count until its neighbour pushes or pops: with more
+//   stages than cores, a waiting stage must give its core to a working one, not poll on it.
 // - phased: one thread per IPU per replica; the rounds of each micro-batch run one after another
 //   with a barrier between them, the items of a round concurrently on their IPUs' threads.
 //   Streamed tensors live in per-IPU stores and a per-replica Streaming Memory store; transfers
@@ -32,6 +34,7 @@
 
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
+#include "ipu/event_count.hpp"
 #include "ipu/float8.hpp"
 #include "ipu/half.hpp"
 #include "ipu/ring_buffer.hpp"
@@ -52,6 +55,10 @@ struct executor_options {
   const op_registry* registry = nullptr;  // nullptr: ipu::default_op_registry()
   cpu::plan_options memory{};             // each stage's host memory plan
   timeline_detail timeline = timeline_detail::ops;
+  /// Polls (CPU pauses) of a pipeline stage waiting for its neighbour before it sleeps. Polling
+  /// answers a neighbour about to finish sooner; sleeping gives the core to a stage with work
+  /// when there are more stages than cores.
+  unsigned spins_before_sleep = 64;
 };
 
 namespace detail::exec {
@@ -101,6 +108,13 @@ struct packet {
 };
 inline constexpr std::size_t ring_capacity = 16;
 using packet_ring = ring_buffer<std::unique_ptr<packet>, ring_capacity>;
+
+/// Stage to stage: the ring, and the events its consumer and producer sleep on.
+struct pipeline_link {
+  packet_ring ring;
+  event_count filled;   // notified after each push
+  event_count emptied;  // notified after each pop
+};
 
 struct replica_state {
   std::vector<std::unique_ptr<stage_runner>> stages;
@@ -216,6 +230,7 @@ class engine {
 
     errors_.assign(workers * replicas, nullptr);
     abort_.store(false);
+    links_.clear();  // no worker runs between steps
     std::vector<std::function<void()>> jobs;
     for (std::size_t r = 0; r < replicas; ++r) add_jobs(r, jobs);
     if (jobs.size() == 1) {
@@ -226,15 +241,17 @@ class engine {
       try {
         for (auto& j : jobs) threads.emplace_back(j);
       } catch (...) {
-        abort_.store(true);
+        abort_step();
         for (auto& t : threads) t.join();
         arrays_ = nullptr;
+        links_.clear();
         throw error(error_category::runtime, "could not start " + std::to_string(jobs.size()) + " worker threads",
                     "executor", "use fewer replicas or stages");
       }
       for (auto& t : threads) t.join();
     }
     arrays_ = nullptr;
+    links_.clear();
     timeline_ = timeline(exe_->device.arch.clock_hz);
     for (const auto& rec : recorders_) timeline_.append(rec.events);
     timeline_.sort();
@@ -479,7 +496,18 @@ class engine {
 
   void fail(std::size_t index) {
     errors_[index] = std::current_exception();
-    abort_.store(true, std::memory_order_release);
+    abort_step();
+  }
+  /// Stops every worker of the step, waking the stages that sleep (the event counts order this
+  /// store before their re-check).
+  void abort_step() {
+    abort_.store(true, std::memory_order_seq_cst);
+    std::lock_guard lock(links_mutex_);
+    for (auto& links : links_)
+      for (auto& l : *links) {
+        l->filled.notify_all();
+        l->emptied.notify_all();
+      }
   }
   [[nodiscard]] bool aborted() const noexcept { return abort_.load(std::memory_order_acquire); }
 
@@ -490,9 +518,13 @@ class engine {
         jobs.emplace_back([this, r] { sequential(r); });
         break;
       case schedule_kind::pipelined: {
-        auto rings = std::make_shared<std::vector<std::unique_ptr<packet_ring>>>();
-        for (std::size_t k = 0; k < workers; ++k) rings->push_back(std::make_unique<packet_ring>());  // last: free packets
-        for (std::size_t k = 0; k < workers; ++k) jobs.emplace_back([this, r, k, rings] { pipeline_stage(r, k, *rings); });
+        auto links = std::make_shared<std::vector<std::unique_ptr<pipeline_link>>>();
+        for (std::size_t k = 0; k < workers; ++k) links->push_back(std::make_unique<pipeline_link>());  // last: free packets
+        {
+          std::lock_guard lock(links_mutex_);
+          links_.push_back(links);
+        }
+        for (std::size_t k = 0; k < workers; ++k) jobs.emplace_back([this, r, k, links] { pipeline_stage(r, k, *links); });
         break;
       }
       case schedule_kind::phased: {
@@ -517,25 +549,42 @@ class engine {
   }
 
   // --- pipelined ---------------------------------------------------------------------------------
-  template <class T>
-  bool push(packet_ring& ring, T& p) {
-    ipu::detail::backoff b;
-    while (!ring.try_push(std::move(p))) {  // try_push moves only when it succeeds
+  /// Calls `attempt` until it succeeds (true) or the step aborts (false): spins first, then sleeps
+  /// on `ev` between attempts.
+  template <class Attempt>
+  bool wait_until(event_count& ev, Attempt&& attempt) {
+    for (unsigned i = 0; i < options_.spins_before_sleep; ++i) {
+      if (attempt()) return true;
       if (aborted()) return false;
-      b.pause();
+      ipu::detail::cpu_relax();
     }
+    for (;;) {
+      const auto key = ev.prepare_wait();
+      if (attempt()) {
+        ev.cancel_wait();
+        return true;
+      }
+      if (aborted()) {
+        ev.cancel_wait();
+        return false;
+      }
+      ev.wait(key);
+    }
+  }
+  bool push(pipeline_link& link, std::unique_ptr<packet>& p) {
+    // try_push moves only when it succeeds
+    if (!wait_until(link.emptied, [&] { return link.ring.try_push(std::move(p)); })) return false;
+    link.filled.notify_all();
     return true;
   }
-  std::unique_ptr<packet> pop(packet_ring& ring) {
-    ipu::detail::backoff b;
-    for (;;) {
-      if (auto p = ring.try_pop()) return std::move(*p);
-      if (aborted()) return nullptr;
-      b.pause();
-    }
+  std::unique_ptr<packet> pop(pipeline_link& link) {
+    std::unique_ptr<packet> p;
+    if (!wait_until(link.filled, [&] { return link.ring.try_pop(p); })) return nullptr;
+    link.emptied.notify_all();
+    return p;
   }
 
-  void pipeline_stage(std::size_t r, std::size_t k, std::vector<std::unique_ptr<packet_ring>>& rings) {
+  void pipeline_stage(std::size_t r, std::size_t k, std::vector<std::unique_ptr<pipeline_link>>& links) {
     const auto workers = workers_per_replica();
     const auto index = r * workers + k;
     auto& rec = recorders_[index];
@@ -548,7 +597,7 @@ class engine {
       }
       const auto s = plan_.pipeline[k];
       const auto& st = plan_.stages[s];
-      auto& free_ring = *rings.back();
+      auto& free_ring = links.back()->ring;  // never waited on: the first stage allocates when empty
       for (std::uint64_t m = 0; m < layout_.counts.micro_batches(); ++m) {
         std::unique_ptr<packet> p;
         if (k == 0) {
@@ -560,7 +609,7 @@ class engine {
           p->at.assign(nt, nullptr);
           start_micro_batch(r, m, st.ipu, rec);
         } else {
-          p = pop(*rings[k - 1]);
+          p = pop(*links[k - 1]);
           if (!p) return;
           rec.cycles = std::max(rec.cycles, p->ready);  // wait for the data
         }
@@ -573,7 +622,7 @@ class engine {
         for (const auto& c : st.copies) note(c, m, rec);
         p->ready = rec.cycles;
         if (!last) {
-          if (!push(*rings[k], p)) return;
+          if (!push(*links[k], p)) return;
         } else {
           (void)free_ring.try_push(std::move(p));  // recycled by the first stage; dropped when full
         }
@@ -634,6 +683,9 @@ class engine {
   std::vector<recorder> recorders_;
   std::vector<std::exception_ptr> errors_;
   std::atomic<bool> abort_{false};
+  // The running step's pipeline links, for fail() to wake sleeping stages.
+  std::vector<std::shared_ptr<std::vector<std::unique_ptr<pipeline_link>>>> links_;
+  std::mutex links_mutex_;
   const step_arrays* arrays_ = nullptr;
   timeline timeline_;
   std::mutex run_mutex_;
