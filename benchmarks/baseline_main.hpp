@@ -3,6 +3,7 @@
 // result to a baseline measured in the same run (so goals are judged on the same machine state).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -20,6 +21,12 @@ struct ratio_spec {
 inline std::vector<ratio_spec>& ratios() {
   static std::vector<ratio_spec> r;
   return r;
+}
+
+/// The median of paired-round figures (benchmarks that measure every contender in each round).
+inline double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 /// Registers "subject vs baseline" for the closing report.

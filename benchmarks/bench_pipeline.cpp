@@ -99,7 +99,7 @@ struct one_op_per_stage {
 
 using pipeline_executor = ipu::executor<one_op_per_stage, ipu::ipu_model<ipu::mk2, kStages>>;
 
-ipu::executor_options run_options(unsigned spins = ipu::executor_options{}.spins_before_sleep) {
+ipu::executor_options run_options(unsigned spins) {
   ipu::executor_options o;
   o.spins_before_sleep = spins;
   o.registry = &registry();
@@ -115,6 +115,7 @@ ipu::host_tensor inputs() {
 }
 
 using clock_type = std::chrono::steady_clock;
+using ipu::bench::median;
 double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
 /// One stage alone on one thread over a step's micro-batches: the ideal pipeline's throughput
@@ -167,6 +168,7 @@ class executor_pipeline {
     return kMicroBatches / seconds_since(t0);
   }
   [[nodiscard]] std::size_t threads() const { return ex_.num_workers(); }
+  [[nodiscard]] const ipu::host_tensor& output() const { return anchors_.at("y"); }
 
  private:
   pipeline_executor ex_;
@@ -195,6 +197,7 @@ class tbb_pipeline {
     run();
     return kMicroBatches / seconds_since(t0);
   }
+  [[nodiscard]] const ipu::host_tensor& output() const { return y_; }
 
  private:
   static ipu::host_tensor outputs() {
@@ -235,11 +238,6 @@ class tbb_pipeline {
   ipu::host_tensor x_, y_;
 };
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 // One round per iteration: the ideal (one stage alone), the executor and TBB, back to back in a
 // rotating order, so that a change in the machine's speed between rounds cancels in the ratios.
 void pipelines(benchmark::State& state) {
@@ -276,21 +274,23 @@ void pipelines(benchmark::State& state) {
   state.SetLabel("ratios: medians over rounds (goal: executor_vs_ideal >= 0.9)");
 }
 
-// Both pipelines must compute the same thing; checked once before timing.
+// Both pipelines must compute what the CPU device computes; checked once before timing.
 void check_same_results() {
-  pipeline_executor ex(chain(), ipu::data_flow(kMicroBatches, {{"y", ipu::anchor_return_type::all()}}), {},
-                       run_options());
-  const auto x = inputs();
-  auto anchors = ex.make_anchor_arrays();
-  ipu::step_io io({{"x", x.view()}}, anchors);
-  ex.run(io);
+  executor_pipeline executor(ipu::executor_options{}.spins_before_sleep);
+  tbb_pipeline tbb;
+  executor.rate();
+  tbb.rate();
   ipu::cpu::device ref(chain(), {.threads = 1, .registry = &registry()});
+  const auto x = inputs();
   const ipu::tensor_info info{ipu::data_type::F32, {kElements}};
   for (std::uint64_t m = 0; m < kMicroBatches; ++m) {
     const ipu::const_tensor_view v(info, x.data() + m * info.num_bytes());
     auto out = ref.run(std::span<const ipu::const_tensor_view>(&v, 1));
-    if (std::memcmp(out[0].data(), anchors.at("y").data() + m * info.num_bytes(), info.num_bytes()) != 0)
+    const auto offset = m * info.num_bytes();
+    if (std::memcmp(out[0].data(), executor.output().data() + offset, info.num_bytes()) != 0)
       throw std::runtime_error("the pipelined executor's output differs from the CPU device's");
+    if (std::memcmp(out[0].data(), tbb.output().data() + offset, info.num_bytes()) != 0)
+      throw std::runtime_error("the TBB pipeline's output differs from the CPU device's");
   }
 }
 

@@ -54,6 +54,7 @@ struct boost_queue {
 };
 
 using clock_type = std::chrono::steady_clock;
+using ipu::bench::median;
 
 /// Runs `main_side` on this thread (pinned to CPU 0) and `other_side` on a new thread (CPU 1);
 /// returns the seconds from the moment both are running to the moment both are done.
@@ -133,11 +134,6 @@ double round_trip_once() {
         }
       });
   return s * 1e9 / static_cast<double>(round_trips);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 /// One round per iteration: both queues, in alternating order; the ratio is ours / theirs.

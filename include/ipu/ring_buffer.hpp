@@ -163,33 +163,17 @@ class ring_buffer {
 
   // --- consumer side ------------------------------------------------------------------------
   bool try_pop(T& out) noexcept {
-    const auto tail = tail_local_;
-    if (tail == head_cache_) {
-      head_cache_ = head_.load(std::memory_order_acquire);
-      if (tail == head_cache_) {
-        detail::empty_poll_pause();
-        return false;
-      }
-    }
-    T* s = slot(tail);
+    T* s = front();
+    if (!s) return false;
     out = std::move(*s);
-    std::destroy_at(s);
-    popped(tail + 1);
+    release_front(s);
     return true;
   }
   std::optional<T> try_pop() noexcept {
-    const auto tail = tail_local_;
-    if (tail == head_cache_) {
-      head_cache_ = head_.load(std::memory_order_acquire);
-      if (tail == head_cache_) {
-        detail::empty_poll_pause();
-        return std::nullopt;
-      }
-    }
-    T* s = slot(tail);
+    T* s = front();
+    if (!s) return std::nullopt;
     std::optional<T> out(std::move(*s));
-    std::destroy_at(s);
-    popped(tail + 1);
+    release_front(s);
     return out;
   }
 
@@ -243,10 +227,23 @@ class ring_buffer {
   [[nodiscard]] bool empty() const noexcept { return size() == 0; }
 
  private:
-  /// The consumer has taken everything before `tail`: tells the producer when a batch is complete or
-  /// nothing it has seen is left.
-  void popped(std::size_t tail) noexcept {
-    tail_local_ = tail;
+  /// The oldest element, or nullptr (after the empty-poll pause) when the ring is empty.
+  T* front() noexcept {
+    const auto tail = tail_local_;
+    if (tail == head_cache_) {
+      head_cache_ = head_.load(std::memory_order_acquire);
+      if (tail == head_cache_) {
+        detail::empty_poll_pause();
+        return nullptr;
+      }
+    }
+    return slot(tail);
+  }
+  /// Destroys the front element, whose value has been moved out. Tells the producer when a batch is
+  /// complete or nothing the consumer has seen is left.
+  void release_front(T* s) noexcept {
+    std::destroy_at(s);
+    const auto tail = ++tail_local_;
     if (tail % publish_batch == 0 || tail == head_cache_) tail_.store(tail, std::memory_order_release);
   }
 

@@ -55,7 +55,7 @@ struct executor_options {
   const op_registry* registry = nullptr;  // nullptr: ipu::default_op_registry()
   cpu::plan_options memory{};             // each stage's host memory plan
   timeline_detail timeline = timeline_detail::ops;
-  /// Polls (CPU pauses) of a pipeline stage waiting for its neighbour before it sleeps. Polling
+  /// Polls of a pipeline stage waiting for its neighbour before it sleeps. Polling
   /// answers a neighbour about to finish sooner; sleeping gives the core to a stage with work
   /// when there are more stages than cores.
   unsigned spins_before_sleep = 64;
@@ -499,12 +499,12 @@ class engine {
     abort_step();
   }
   /// Stops every worker of the step, waking the stages that sleep (the event counts order this
-  /// store before their re-check).
+  /// store before their re-check). links_ is built before any worker starts and cleared after
+  /// all have joined, so workers may read it here without a lock.
   void abort_step() {
     abort_.store(true, std::memory_order_seq_cst);
-    std::lock_guard lock(links_mutex_);
     for (auto& links : links_)
-      for (auto& l : *links) {
+      for (auto& l : links) {
         l->filled.notify_all();
         l->emptied.notify_all();
       }
@@ -518,13 +518,9 @@ class engine {
         jobs.emplace_back([this, r] { sequential(r); });
         break;
       case schedule_kind::pipelined: {
-        auto links = std::make_shared<std::vector<std::unique_ptr<pipeline_link>>>();
-        for (std::size_t k = 0; k < workers; ++k) links->push_back(std::make_unique<pipeline_link>());  // last: free packets
-        {
-          std::lock_guard lock(links_mutex_);
-          links_.push_back(links);
-        }
-        for (std::size_t k = 0; k < workers; ++k) jobs.emplace_back([this, r, k, links] { pipeline_stage(r, k, *links); });
+        if (links_.size() <= r) links_.resize(r + 1);
+        for (std::size_t k = 0; k < workers; ++k) links_[r].push_back(std::make_unique<pipeline_link>());  // last: free packets
+        for (std::size_t k = 0; k < workers; ++k) jobs.emplace_back([this, r, k] { pipeline_stage(r, k); });
         break;
       }
       case schedule_kind::phased: {
@@ -584,7 +580,8 @@ class engine {
     return p;
   }
 
-  void pipeline_stage(std::size_t r, std::size_t k, std::vector<std::unique_ptr<pipeline_link>>& links) {
+  void pipeline_stage(std::size_t r, std::size_t k) {
+    auto& links = links_[r];
     const auto workers = workers_per_replica();
     const auto index = r * workers + k;
     auto& rec = recorders_[index];
@@ -683,9 +680,8 @@ class engine {
   std::vector<recorder> recorders_;
   std::vector<std::exception_ptr> errors_;
   std::atomic<bool> abort_{false};
-  // The running step's pipeline links, for fail() to wake sleeping stages.
-  std::vector<std::shared_ptr<std::vector<std::unique_ptr<pipeline_link>>>> links_;
-  std::mutex links_mutex_;
+  // The running step's pipeline links, by replica (the last of each: free packets).
+  std::vector<std::vector<std::unique_ptr<pipeline_link>>> links_;
   const step_arrays* arrays_ = nullptr;
   timeline timeline_;
   std::mutex run_mutex_;
