@@ -167,7 +167,7 @@ class executor_pipeline {
     ex_.run(io_);
     return kMicroBatches / seconds_since(t0);
   }
-  [[nodiscard]] std::size_t threads() const { return ex_.num_workers(); }
+  [[nodiscard]] std::size_t threads() const { return ex_.num_threads(); }
   [[nodiscard]] const ipu::host_tensor& output() const { return anchors_.at("y"); }
 
  private:

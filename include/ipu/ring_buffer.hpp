@@ -119,6 +119,13 @@ class ring_buffer {
   bool try_push(const T& v) noexcept(std::is_nothrow_copy_constructible_v<T>) { return try_emplace(v); }
   bool try_push(T&& v) noexcept { return try_emplace(std::move(v)); }
 
+  /// Whether a push would succeed now (producer side: room only grows until this thread pushes).
+  [[nodiscard]] bool has_room() noexcept {
+    const auto head = head_.load(std::memory_order_relaxed);
+    if (head - tail_cache_ == Capacity) tail_cache_ = tail_.load(std::memory_order_acquire);
+    return head - tail_cache_ != Capacity;
+  }
+
   /// Blocks (spin, then yield) until there is room.
   void push(T v) noexcept {
     detail::backoff b;

@@ -14,7 +14,11 @@ using namespace std::chrono_literals;
 TEST_CASE("ring_buffer holds exactly its capacity, in FIFO order") {
   ipu::ring_buffer<int, 4> q;
   CHECK(q.empty());
-  for (int i = 0; i < 4; ++i) CHECK(q.try_push(i));
+  for (int i = 0; i < 4; ++i) {
+    CHECK(q.has_room());
+    CHECK(q.try_push(i));
+  }
+  CHECK_FALSE(q.has_room());
   CHECK_FALSE(q.try_push(99));
   CHECK(q.size() == 4);
   int v = -1;
@@ -22,6 +26,7 @@ TEST_CASE("ring_buffer holds exactly its capacity, in FIFO order") {
     REQUIRE(q.try_pop(v));
     CHECK(v == i);
   }
+  CHECK(q.has_room());  // the consumer published its pops once it had taken all it had seen
   CHECK_FALSE(q.try_pop(v));
   CHECK_FALSE(q.try_pop().has_value());
 }

@@ -4,11 +4,17 @@
 // - Each stage is a standalone graph (stage_graph.hpp) run by its own ipu::cpu::device, per
 //   replica: the CPU device's plan, kernels and chunking, hence its exact results.
 // - sequential: one thread per replica runs the items of each micro-batch in order.
-// - pipelined: one thread per stage per replica; a micro-batch's tensors travel from stage to
-//   stage as a packet through SPSC ring buffers, so stages work on different micro-batches at
-//   once. Used packets go back to the first stage through another ring. A stage with nothing to
-//   do spins briefly, then sleeps on an event count until its neighbour pushes or pops: with more
-//   stages than cores, a waiting stage must give its core to a working one, not poll on it.
+// - pipelined: one worker (timeline lane) per stage per replica; a micro-batch's tensors travel
+//   from stage to stage as a packet through SPSC ring buffers, so stages work on different
+//   micro-batches at once. Used packets go back to the first stage through another ring. The
+//   stages run on a pool of min(stages, cores) threads: a thread claims a stage that can run (its
+//   input ring has a packet, its output ring has room), the most downstream first, and runs one
+//   micro-batch of it. One claimant at a time keeps each ring single-producer single-consumer, and
+//   the claim's acquire / release hands a ring side's state from thread to thread. With more
+//   stages than cores, a thread per stage would time-slice compute-bound threads and lose their
+//   caches; downstream-first lets a thread carry its packet on through the next stages while the
+//   data is in its cache. A thread with nothing to claim spins briefly, then sleeps on an event
+//   count that every finished micro-batch signals.
 // - phased: one thread per IPU per replica; the rounds of each micro-batch run one after another
 //   with a barrier between them, the items of a round concurrently on their IPUs' threads.
 //   Streamed tensors live in per-IPU stores and a per-replica Streaming Memory store; transfers
@@ -55,9 +61,12 @@ struct executor_options {
   const op_registry* registry = nullptr;  // nullptr: ipu::default_op_registry()
   cpu::plan_options memory{};             // each stage's host memory plan
   timeline_detail timeline = timeline_detail::ops;
-  /// Polls of a pipeline stage waiting for its neighbour before it sleeps. Polling
-  /// answers a neighbour about to finish sooner; sleeping gives the core to a stage with work
-  /// when there are more stages than cores.
+  /// Host threads that run a pipelined step's stages (all replicas'); 0: one per core, at most
+  /// one per stage. Each runs whichever stage can run, so any count from 1 up gives the same
+  /// results.
+  std::size_t pipeline_threads = 0;
+  /// Polls of a pipeline thread finding no stage to run before it sleeps. Polling answers a
+  /// neighbour about to finish sooner; sleeping gives the core back.
   unsigned spins_before_sleep = 64;
 };
 
@@ -109,12 +118,15 @@ struct packet {
 inline constexpr std::size_t ring_capacity = 16;
 using packet_ring = ring_buffer<std::unique_ptr<packet>, ring_capacity>;
 
-/// Stage to stage: the ring, and the events its consumer and producer sleep on.
-struct pipeline_link {
-  packet_ring ring;
-  event_count filled;   // notified after each push
-  event_count emptied;  // notified after each pop
+/// One stage of one replica in a pipelined step. Only the thread holding `claimed` runs the stage,
+/// pops its input ring (the previous lane's `out`) and pushes `out`.
+struct pipeline_lane {
+  alignas(ipu::detail::false_sharing_range) std::atomic<bool> claimed{false};
+  std::atomic<std::uint64_t> done{0};  // micro-batches finished; stored by the claimant, read by all
+  packet_ring out;                     // to the next stage; the last stage's: used packets to the first
 };
+
+/// Stage to stage: the ring, and the events its consumer and producer sleep on.
 
 struct replica_state {
   std::vector<std::unique_ptr<stage_runner>> stages;
@@ -196,8 +208,16 @@ class engine {
   [[nodiscard]] const run_plan& schedule() const noexcept { return plan_; }
   [[nodiscard]] const timeline& last_timeline() const noexcept { return timeline_; }
 
-  /// Host threads one step runs on.
+  /// Workers of one step: each has its own lane in the timeline (a pipeline stage, a phased IPU, a
+  /// sharded replica).
   [[nodiscard]] std::size_t num_workers() const noexcept { return workers_per_replica() * replicas_.size(); }
+  /// Host threads one step runs on: one per worker, except pipelines, whose stages share a pool.
+  [[nodiscard]] std::size_t num_threads() const noexcept {
+    if (plan_.schedule != schedule_kind::pipelined || plan_.pipeline.empty()) return num_workers();
+    if (options_.pipeline_threads) return std::min(options_.pipeline_threads, num_workers());
+    const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+    return std::clamp<std::size_t>(cores / options_.threads_per_worker, 1, num_workers());
+  }
 
   /// Runs one step: every micro-batch of every replica through the schedule.
   void run(const step_io& io) {
@@ -230,9 +250,11 @@ class engine {
 
     errors_.assign(workers * replicas, nullptr);
     abort_.store(false);
-    links_.clear();  // no worker runs between steps
+    lanes_.clear();  // no worker runs between steps
     std::vector<std::function<void()>> jobs;
-    for (std::size_t r = 0; r < replicas; ++r) add_jobs(r, jobs);
+    if (plan_.schedule == schedule_kind::pipelined && !plan_.pipeline.empty()) add_pipeline_jobs(jobs);
+    else
+      for (std::size_t r = 0; r < replicas; ++r) add_jobs(r, jobs);
     if (jobs.size() == 1) {
       jobs[0]();
     } else {
@@ -244,14 +266,14 @@ class engine {
         abort_step();
         for (auto& t : threads) t.join();
         arrays_ = nullptr;
-        links_.clear();
+        lanes_.clear();
         throw error(error_category::runtime, "could not start " + std::to_string(jobs.size()) + " worker threads",
-                    "executor", "use fewer replicas or stages");
+                    "executor", "use fewer replicas or stages, or set executor_options::pipeline_threads");
       }
       for (auto& t : threads) t.join();
     }
     arrays_ = nullptr;
-    links_.clear();
+    lanes_.clear();
     timeline_ = timeline(exe_->device.arch.clock_hz);
     for (const auto& rec : recorders_) timeline_.append(rec.events);
     timeline_.sort();
@@ -498,16 +520,11 @@ class engine {
     errors_[index] = std::current_exception();
     abort_step();
   }
-  /// Stops every worker of the step, waking the stages that sleep (the event counts order this
-  /// store before their re-check). links_ is built before any worker starts and cleared after
-  /// all have joined, so workers may read it here without a lock.
+  /// Stops every worker of the step, waking the pipeline threads that sleep (the event count
+  /// orders this store before their re-check).
   void abort_step() {
     abort_.store(true, std::memory_order_seq_cst);
-    for (auto& links : links_)
-      for (auto& l : links) {
-        l->filled.notify_all();
-        l->emptied.notify_all();
-      }
+    progress_.notify_all();
   }
   [[nodiscard]] bool aborted() const noexcept { return abort_.load(std::memory_order_acquire); }
 
@@ -517,12 +534,15 @@ class engine {
       case schedule_kind::sequential:
         jobs.emplace_back([this, r] { sequential(r); });
         break;
-      case schedule_kind::pipelined: {
-        if (links_.size() <= r) links_.resize(r + 1);
-        for (std::size_t k = 0; k < workers; ++k) links_[r].push_back(std::make_unique<pipeline_link>());  // last: free packets
-        for (std::size_t k = 0; k < workers; ++k) jobs.emplace_back([this, r, k] { pipeline_stage(r, k); });
+      case schedule_kind::pipelined:  // a model without ops: only anchors on inputs and weights
+        jobs.emplace_back([this, r] {
+          try {
+            for (std::uint64_t m = 0; m < layout_.counts.micro_batches(); ++m) start_micro_batch(r, m, 0, recorders_[r]);
+          } catch (...) {
+            fail(r);
+          }
+        });
         break;
-      }
       case schedule_kind::phased: {
         auto sync = std::make_shared<phase_sync>(this, r, workers);
         for (std::size_t w = 0; w < workers; ++w) jobs.emplace_back([this, r, w, sync] { phased(r, w, *sync); });
@@ -545,88 +565,128 @@ class engine {
   }
 
   // --- pipelined ---------------------------------------------------------------------------------
-  /// Calls `attempt` until it succeeds (true) or the step aborts (false): spins first, then sleeps
-  /// on `ev` between attempts.
-  template <class Attempt>
-  bool wait_until(event_count& ev, Attempt&& attempt) {
-    for (unsigned i = 0; i < options_.spins_before_sleep; ++i) {
-      if (attempt()) return true;
-      if (aborted()) return false;
-      ipu::detail::cpu_relax();
+  void add_pipeline_jobs(std::vector<std::function<void()>>& jobs) {
+    const auto stages = workers_per_replica();
+    for (std::size_t r = 0; r < replicas_.size(); ++r) {
+      lanes_.emplace_back();
+      for (std::size_t k = 0; k < stages; ++k) lanes_[r].push_back(std::make_unique<pipeline_lane>());
     }
-    for (;;) {
-      const auto key = ev.prepare_wait();
-      if (attempt()) {
-        ev.cancel_wait();
-        return true;
-      }
-      if (aborted()) {
-        ev.cancel_wait();
-        return false;
-      }
-      ev.wait(key);
-    }
-  }
-  bool push(pipeline_link& link, std::unique_ptr<packet>& p) {
-    // try_push moves only when it succeeds
-    if (!wait_until(link.emptied, [&] { return link.ring.try_push(std::move(p)); })) return false;
-    link.filled.notify_all();
-    return true;
-  }
-  std::unique_ptr<packet> pop(pipeline_link& link) {
-    std::unique_ptr<packet> p;
-    if (!wait_until(link.filled, [&] { return link.ring.try_pop(p); })) return nullptr;
-    link.emptied.notify_all();
-    return p;
+    remaining_.store(num_workers() * layout_.counts.micro_batches());
+    for (std::size_t t = 0; t < num_threads(); ++t) jobs.emplace_back([this, t] { pipeline_thread(t); });
   }
 
-  void pipeline_stage(std::size_t r, std::size_t k) {
-    auto& links = links_[r];
-    const auto workers = workers_per_replica();
-    const auto index = r * workers + k;
-    auto& rec = recorders_[index];
-    const auto nt = exe_->model.num_tensors();
-    const bool last = k + 1 == workers;
-    try {
-      if (plan_.pipeline.empty()) {  // a model without ops: only anchors on inputs and weights
-        for (std::uint64_t m = 0; m < layout_.counts.micro_batches(); ++m) start_micro_batch(r, m, 0, rec);
-        return;
+  [[nodiscard]] bool step_over() const noexcept {
+    return remaining_.load(std::memory_order_acquire) == 0 || aborted();
+  }
+
+  /// Whether stage k of replica r looks runnable: unclaimed, not done, a packet in, room out. A
+  /// hint (the claimant checks again), but never false while the stage can run and nobody holds
+  /// it: a ring with a packet never looks empty, and a ring whose consumer has unpublished pops
+  /// still holds packets, so the most downstream stage with input looks runnable.
+  [[nodiscard]] bool looks_runnable(std::size_t r, std::size_t k) const noexcept {
+    const auto& lanes = lanes_[r];
+    const auto& lane = *lanes[k];
+    if (lane.claimed.load(std::memory_order_relaxed)) return false;
+    if (lane.done.load(std::memory_order_relaxed) == layout_.counts.micro_batches()) return false;
+    if (k > 0 && lanes[k - 1]->out.empty()) return false;
+    return k + 1 == lanes.size() || lane.out.size() < ring_capacity;
+  }
+  [[nodiscard]] bool any_runnable() const noexcept {
+    for (std::size_t r = 0; r < lanes_.size(); ++r)
+      for (std::size_t k = 0; k < lanes_[r].size(); ++k)
+        if (looks_runnable(r, k)) return true;
+    return false;
+  }
+
+  /// One pool thread: runs micro-batches of whichever stages can run until the step is over.
+  void pipeline_thread(std::size_t t) {
+    while (!step_over()) {
+      if (run_one(t)) continue;
+      bool found = false;
+      for (unsigned i = 0; i < options_.spins_before_sleep && !found; ++i) {
+        ipu::detail::cpu_relax();
+        found = any_runnable() || step_over();
       }
-      const auto s = plan_.pipeline[k];
-      const auto& st = plan_.stages[s];
-      auto& free_ring = links.back()->ring;  // never waited on: the first stage allocates when empty
-      for (std::uint64_t m = 0; m < layout_.counts.micro_batches(); ++m) {
-        std::unique_ptr<packet> p;
-        if (k == 0) {
-          if (auto used = free_ring.try_pop()) p = std::move(*used);
-          else p = std::make_unique<packet>();
-          p->micro_batch = m;
-          p->ready = 0;
-          p->owned.clear();
-          p->at.assign(nt, nullptr);
-          start_micro_batch(r, m, st.ipu, rec);
-        } else {
-          p = pop(*links[k - 1]);
-          if (!p) return;
-          rec.cycles = std::max(rec.cycles, p->ready);  // wait for the data
-        }
-        auto outs = run_stage(r, s, m, rec, [&](tensor_id t) -> const std::byte* {
-          return arrays_->input[t] ? input_slice(t, r, m) : p->at[t];
-        });
-        const auto& outputs = stage_output_ids_[s];
-        for (std::size_t i = 0; i < outputs.size(); ++i) p->at[outputs[i]] = outs[i].data();
-        p->owned.push_back(std::move(outs));
-        for (const auto& c : st.copies) note(c, m, rec);
-        p->ready = rec.cycles;
-        if (!last) {
-          if (!push(*links[k], p)) return;
-        } else {
-          (void)free_ring.try_push(std::move(p));  // recycled by the first stage; dropped when full
-        }
+      if (found) continue;
+      const auto key = progress_.prepare_wait();
+      if (any_runnable() || step_over()) {
+        progress_.cancel_wait();
+        continue;
       }
-    } catch (...) {
-      fail(index);
+      progress_.wait(key);
     }
+  }
+
+  /// Claims and runs one micro-batch of a runnable stage, the most downstream first (thread t
+  /// starts with replica t); false when none could run.
+  bool run_one(std::size_t t) {
+    const auto replicas = lanes_.size();
+    for (std::size_t i = 0; i < replicas; ++i) {
+      const auto r = (t + i) % replicas;
+      for (std::size_t k = lanes_[r].size(); k-- > 0;) {
+        if (!looks_runnable(r, k)) continue;
+        auto& lane = *lanes_[r][k];
+        if (lane.claimed.exchange(true, std::memory_order_acquire)) continue;
+        bool ran = false;
+        try {
+          ran = run_claimed(r, k);
+        } catch (...) {
+          fail(r * lanes_[r].size() + k);  // wakes every thread; the step is over
+          lane.claimed.store(false, std::memory_order_release);
+          return false;
+        }
+        lane.claimed.store(false, std::memory_order_release);
+        if (ran && remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+          progress_.notify_all();  // the step is over
+          return true;
+        }
+        // Also after a claim that ran nothing: a thread that saw the stage claimed may have gone
+        // to sleep since, and the stage may have become runnable meanwhile.
+        progress_.notify_all();
+        if (ran) return true;
+      }
+    }
+    return false;
+  }
+
+  /// Runs the next micro-batch of stage k of replica r, whose lane this thread has claimed; false
+  /// when it cannot run now (no packet in, no room out, or done).
+  bool run_claimed(std::size_t r, std::size_t k) {
+    auto& lanes = lanes_[r];
+    auto& lane = *lanes[k];
+    const auto m = lane.done.load(std::memory_order_relaxed);
+    if (m == layout_.counts.micro_batches()) return false;
+    const bool last = k + 1 == lanes.size();
+    if (!last && !lane.out.has_room()) return false;  // room only grows until we push
+    const auto s = plan_.pipeline[k];
+    const auto& st = plan_.stages[s];
+    auto& rec = recorders_[r * lanes.size() + k];
+    std::unique_ptr<packet> p;
+    if (k == 0) {
+      if (auto used = lanes.back()->out.try_pop()) p = std::move(*used);
+      else p = std::make_unique<packet>();
+      p->micro_batch = m;
+      p->ready = 0;
+      p->owned.clear();
+      p->at.assign(exe_->model.num_tensors(), nullptr);
+      start_micro_batch(r, m, st.ipu, rec);
+    } else {
+      if (!lanes[k - 1]->out.try_pop(p)) return false;
+      rec.cycles = std::max(rec.cycles, p->ready);  // wait for the data
+    }
+    auto outs = run_stage(r, s, m, rec, [&](tensor_id t) -> const std::byte* {
+      return arrays_->input[t] ? input_slice(t, r, m) : p->at[t];
+    });
+    const auto& outputs = stage_output_ids_[s];
+    for (std::size_t i = 0; i < outputs.size(); ++i) p->at[outputs[i]] = outs[i].data();
+    p->owned.push_back(std::move(outs));
+    for (const auto& c : st.copies) note(c, m, rec);
+    p->ready = rec.cycles;
+    // Cannot fail unless last: the room checked above. The last stage's ring recycles packets to
+    // the first; when it is full the packet is dropped.
+    (void)lane.out.try_push(std::move(p));
+    lane.done.store(m + 1, std::memory_order_relaxed);
+    return true;
   }
 
   // --- phased ------------------------------------------------------------------------------------
@@ -680,8 +740,11 @@ class engine {
   std::vector<recorder> recorders_;
   std::vector<std::exception_ptr> errors_;
   std::atomic<bool> abort_{false};
-  // The running step's pipeline links, by replica (the last of each: free packets).
-  std::vector<std::vector<std::unique_ptr<pipeline_link>>> links_;
+  // The running pipelined step's lanes, by replica then stage: built before any thread starts and
+  // cleared after all have joined, so threads read the vectors without a lock.
+  std::vector<std::vector<std::unique_ptr<pipeline_lane>>> lanes_;
+  std::atomic<std::uint64_t> remaining_{0};  // micro-batches of stages still to run
+  event_count progress_;                     // signalled after every claim of a stage
   const step_arrays* arrays_ = nullptr;
   timeline timeline_;
   std::mutex run_mutex_;

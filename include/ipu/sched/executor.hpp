@@ -66,8 +66,11 @@ class executor {
   [[nodiscard]] const step_layout& layout() const noexcept { return engine_->layout(); }
   /// The timeline of the last step.
   [[nodiscard]] const timeline& last_timeline() const noexcept { return engine_->last_timeline(); }
-  /// Host threads a step runs on.
+  /// Workers of a step, each with its own timeline lane: a pipeline stage or phased IPU per
+  /// replica, or one per replica when sharded.
   [[nodiscard]] std::size_t num_workers() const noexcept { return engine_->num_workers(); }
+  /// Host threads a step runs on: one per worker, except pipelines (executor_options::pipeline_threads).
+  [[nodiscard]] std::size_t num_threads() const noexcept { return engine_->num_threads(); }
 
  private:
   static executable make_plan(const graph& model, const data_flow& flow, plan_options options, const Strategy& strategy) {
