@@ -26,6 +26,15 @@
 //   its speculative loads (a memory-order pipeline flush). Fewer polls make the round trip
 //   shorter, not longer (measured: 4 pauses gave 0.78-0.87 of boost's round trip, 1 gave
 //   0.86-0.99). A caller that does not poll pays the pause on an empty ring only.
+// - A consumer that keeps up with a streaming producer slips back a little (FastForward's
+//   "temporal slipping"). Right behind the producer, the two cores share the slot line being
+//   written and the producer's index line: every element moves both lines between the cores, and
+//   both queues slow down several-fold. So when try_pop re-reads the producer's index, finds fewer
+//   than `slip_items` elements (128 bytes of slots), and its previous re-read had found elements
+//   too (the producer is streaming, not answering one message at a time), it waits briefly (up to
+//   slip_polls short pauses) for the producer to get that far ahead. A ping-pong consumer always
+//   finds the ring empty first, so it never slips: the round trip is unchanged. Measured
+//   throughput against the same ring without slipping: 1.0-1.2x in paired runs.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -94,6 +103,10 @@ class ring_buffer {
   static constexpr std::size_t capacity() noexcept { return Capacity; }
   /// Pops the consumer makes before the producer is told of them (see above).
   static constexpr std::size_t publish_batch = Capacity >= 64 ? 16 : (Capacity >= 8 ? Capacity / 4 : 1);
+  /// How far behind a streaming producer the consumer stays, and how long it waits for that (see above).
+  static constexpr std::size_t slip_items =
+      std::clamp<std::size_t>(detail::false_sharing_range / sizeof(T), 1, Capacity / 2);
+  static constexpr int slip_polls = 8;
 
   ring_buffer() = default;
   ring_buffer(const ring_buffer&) = delete;
@@ -241,10 +254,21 @@ class ring_buffer {
       head_cache_ = head_.load(std::memory_order_acquire);
       if (tail == head_cache_) {
         detail::empty_poll_pause();
+        streaming_ = false;
         return nullptr;
       }
+      if (streaming_ && head_cache_ - tail < slip_items) slip(tail);
+      streaming_ = true;
     }
     return slot(tail);
+  }
+  /// Lets a streaming producer get slip_items ahead, or gives up after slip_polls polls.
+  void slip(std::size_t tail) noexcept {
+    for (int i = 0; i < slip_polls; ++i) {
+      detail::empty_poll_pause();
+      head_cache_ = head_.load(std::memory_order_acquire);
+      if (head_cache_ - tail >= slip_items) return;
+    }
   }
   /// Destroys the front element, whose value has been moved out. Tells the producer when a batch is
   /// complete or nothing the consumer has seen is left.
@@ -263,6 +287,7 @@ class ring_buffer {
   alignas(detail::false_sharing_range) std::atomic<std::size_t> tail_{0};
   std::size_t head_cache_ = 0;
   std::size_t tail_local_ = 0;
+  bool streaming_ = false;  // the last re-read of head_ found elements
   // Slots on their own lines so element writes never share with the indices.
   alignas(std::max(detail::false_sharing_range, alignof(T))) std::byte storage_[Capacity * sizeof(T)];
 };

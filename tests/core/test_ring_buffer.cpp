@@ -74,6 +74,30 @@ TEST_CASE("ring_buffer carries move-only values and destroys leftovers") {
   CHECK(*u.pop() == 3);
 }
 
+TEST_CASE("ring_buffer: a consumer slipping behind a streaming producer still takes what is there") {
+  using ring = ipu::ring_buffer<std::uint64_t, 64>;
+  static_assert(ring::slip_items == 16);  // 128 bytes of slots
+  static_assert(ipu::ring_buffer<std::uint64_t, 8>::slip_items == 4);  // at most half the ring
+  static_assert(ipu::ring_buffer<std::array<char, 512>, 8>::slip_items == 1);
+  ring q;
+  std::uint64_t v = 0;
+  // Each re-read of the producer's index finds fewer elements than slip_items, the first after an
+  // empty one (no slip), the rest while streaming (a bounded wait, then the pop).
+  CHECK_FALSE(q.try_pop(v));
+  for (std::uint64_t i = 0; i < 5; ++i) {
+    REQUIRE(q.try_push(i));
+    REQUIRE(q.try_pop(v));
+    CHECK(v == i);
+  }
+  for (std::uint64_t i = 5; i < 8; ++i) REQUIRE(q.try_push(i));
+  for (std::uint64_t i = 5; i < 8; ++i) {
+    REQUIRE(q.try_pop(v));
+    CHECK(v == i);
+  }
+  CHECK_FALSE(q.try_pop(v));
+  CHECK(q.empty());
+}
+
 TEST_CASE("ring_buffer publishes pops in batches and everything once the consumer has caught up") {
   using ring = ipu::ring_buffer<int, 64>;
   static_assert(ring::publish_batch == 16);
