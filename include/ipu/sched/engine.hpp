@@ -624,6 +624,7 @@ class engine {
     for (std::size_t i = 0; i < replicas; ++i) {
       const auto r = (t + i) % replicas;
       for (std::size_t k = lanes_[r].size(); k-- > 0;) {
+        if (aborted()) return false;
         if (!looks_runnable(r, k)) continue;
         auto& lane = *lanes_[r][k];
         if (lane.claimed.exchange(true, std::memory_order_acquire)) continue;
