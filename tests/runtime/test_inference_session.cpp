@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../popef/popef_test_util.hpp"
+#include "small_model.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/device/device_manager.hpp"
 #include "ipu/graph/builder.hpp"
@@ -27,28 +28,13 @@ namespace fs = std::filesystem;
 
 namespace inference_session_tests {
 
+using runtime_test::b0;
+using runtime_test::relative_difference;
+using runtime_test::relu;
+using runtime_test::small_model;
+using runtime_test::w0;
 using test_popef::scratch_dir;
 
-
-const std::vector<float> w0{2.f, -1.f, 0.5f}, b0{1.f, 1.f, -4.f};
-
-constant_tensor f32(const std::vector<float>& v) {
-  return {{data_type::F32, shape{static_cast<std::int64_t>(v.size())}}, byte_buffer::from_values(std::span<const float>(v))};
-}
-
-graph small_model(const std::string& input = "x") {
-  builder g("small");
-  const auto x = g.add_input_tensor({data_type::F32, {3}}, input);
-  const auto w = g.add_initialized_input(f32(w0), "w");
-  const auto b = g.add_initialized_input(f32(b0), "b");
-  const auto y = g.relu(g.add(g.mul(x, w, "m"), b, "s"), "y");
-  const auto z = g.sub(y, x, "z");
-  g.add_output(y);
-  g.add_output(z);
-  return std::move(g).build();
-}
-
-float relu(float v) { return v > 0 ? v : 0; }
 float y_of(float x, std::size_t i) { return relu(x * w0[i] + b0[i]); }
 
 /// Micro-batch m of a step: x = {m + 1, 2 - 3m, 0.5 m + 4}.
@@ -249,13 +235,7 @@ TEST_CASE("an ONNX file through an inference session equals PyTorch") {
   CHECK(std::memcmp(ref[0].data(), got.data(), got.info().num_bytes()) == 0);
   const auto torch = io::read_npy(models / "transformer_encoder.output.npy");
   REQUIRE(torch.info().num_elements() == got.info().num_elements());
-  const auto a = got.as<float>(), b = torch.as<float>();
-  double worst = 0, scale = 1e-6;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::fabs(a[i] - b[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(b[i])));
-  }
-  CHECK(worst <= 1e-3 * scale);
+  CHECK(relative_difference(got.as<float>(), torch.as<float>()) <= 1e-3);
 }
 
 TEST_SUITE("concurrent") {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../popef/popef_test_util.hpp"
+#include "small_model.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/device/device_manager.hpp"
 #include "ipu/graph/builder.hpp"
@@ -27,28 +28,13 @@ namespace fs = std::filesystem;
 
 namespace session_tests {
 
+using runtime_test::b0;
+using runtime_test::relative_difference;
+using runtime_test::relu;
+using runtime_test::small_model;
+using runtime_test::w0;
 using test_popef::scratch_dir;
 
-
-const std::vector<float> w0{2.f, -1.f, 0.5f}, b0{1.f, 1.f, -4.f};
-
-constant_tensor f32(const std::vector<float>& v) {
-  return {{data_type::F32, shape{static_cast<std::int64_t>(v.size())}}, byte_buffer::from_values(std::span<const float>(v))};
-}
-
-graph small_model() {
-  builder g("small");
-  const auto x = g.add_input_tensor({data_type::F32, {3}}, "x");
-  const auto w = g.add_initialized_input(f32(w0), "w");
-  const auto b = g.add_initialized_input(f32(b0), "b");
-  const auto y = g.relu(g.add(g.mul(x, w, "m"), b, "s"), "y");
-  const auto z = g.sub(y, x, "z");
-  g.add_output(y);
-  g.add_output(z);
-  return std::move(g).build();
-}
-
-float relu(float v) { return v > 0 ? v : 0; }
 std::vector<float> expect_y(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& b) {
   std::vector<float> y;
   for (std::size_t i = 0; i < 3; ++i) y.push_back(relu(x[i] * w[i] + b[i]));
@@ -425,14 +411,7 @@ TEST_CASE("a PyTorch-exported model through a session equals PyTorch and the CPU
   CHECK(identical(out, reference[0]));
   const auto torch = io::read_npy(models / "transformer_encoder.output.npy");
   REQUIRE(torch.info() == out.info());
-  const auto got = out.as<float>();
-  const auto want = torch.as<float>();
-  double worst = 0, scale = 1e-6;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    worst = std::max(worst, static_cast<double>(std::fabs(got[i] - want[i])));
-    scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
-  }
-  CHECK(worst <= 1e-3 * scale);
+  CHECK(relative_difference(out.as<float>(), torch.as<float>()) <= 1e-3);
 }
 
 TEST_SUITE("concurrent") {
