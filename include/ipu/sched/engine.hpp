@@ -126,8 +126,6 @@ struct pipeline_lane {
   packet_ring out;                     // to the next stage; the last stage's: used packets to the first
 };
 
-/// Stage to stage: the ring, and the events its consumer and producer sleep on.
-
 struct replica_state {
   std::vector<std::unique_ptr<stage_runner>> stages;
   // sequential / phased
