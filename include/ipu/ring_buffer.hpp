@@ -36,7 +36,7 @@
 //   finds the ring empty first, so it never slips: the round trip is unchanged. Measured
 //   throughput against the same ring without slipping: 1.0-1.2x in paired runs. The cost: a
 //   consumer catching up with a producer that streams slowly (a pipeline stage much slower than the
-//   next) waits out the slip_polls polls, about a microsecond, each time it catches up.
+//   next) waits out the slip_polls polls (32 CPU pauses: 0.1-1.5 us, by core) each time it catches up.
 #include <algorithm>
 #include <atomic>
 #include <bit>
