@@ -4,12 +4,7 @@
 // sleeps. The classic event count (as in Folly and Eigen): a waiter announces itself, re-checks its
 // condition, then sleeps on an epoch; a notifier advances the epoch only when someone announced.
 //
-//   for (;;) {                              // waiter
-//     if (condition()) break;
-//     const auto key = ev.prepare_wait();
-//     if (condition()) { ev.cancel_wait(); break; }
-//     ev.wait(key);
-//   }
+//   ev.await(condition);                     // waiter (see await for the protocol)
 //   make_condition_true(); ev.notify_all();  // notifier
 #include <atomic>
 #include <cstdint>
@@ -34,6 +29,19 @@ class event_count {
   void wait(key_type key) noexcept {
     epoch_.wait(key, std::memory_order_seq_cst);
     waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  /// Returns once `ready()` is true, sleeping between checks: check, announce, check again, sleep.
+  template <class Ready>
+  void await(Ready&& ready) {
+    while (!ready()) {
+      const auto key = prepare_wait();
+      if (ready()) {
+        cancel_wait();
+        return;
+      }
+      wait(key);
+    }
   }
 
   /// Wakes every announced waiter; call after making the condition true.

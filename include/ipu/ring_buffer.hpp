@@ -223,11 +223,7 @@ class ring_buffer {
   std::size_t try_pop_bulk(std::span<T> out) noexcept {
     const auto tail = tail_local_;
     auto avail = head_cache_ - tail;
-    if (avail < out.size()) {
-      head_cache_ = head_.load(std::memory_order_acquire);
-      avail = head_cache_ - tail;
-      if (avail == 0) detail::empty_poll_pause();
-    }
+    if (avail < out.size()) avail = refresh(tail);
     const auto n = std::min(avail, out.size());
     for (std::size_t i = 0; i < n; ++i) {
       T* s = slot(tail + i);
@@ -253,16 +249,21 @@ class ring_buffer {
   T* front() noexcept {
     const auto tail = tail_local_;
     if (tail == head_cache_) {
-      head_cache_ = head_.load(std::memory_order_acquire);
-      if (tail == head_cache_) {
-        detail::empty_poll_pause();
-        streaming_ = false;
-        return nullptr;
-      }
-      if (streaming_ && head_cache_ - tail < slip_items) slip(tail);
-      streaming_ = true;
+      const bool streaming = streaming_;
+      const auto avail = refresh(tail);
+      if (avail == 0) return nullptr;
+      if (streaming && avail < slip_items) slip(tail);
     }
     return slot(tail);
+  }
+  /// Re-reads the producer's index and returns how many elements there are; pauses when there are
+  /// none and remembers whether there were any (both: see the top of this file).
+  std::size_t refresh(std::size_t tail) noexcept {
+    head_cache_ = head_.load(std::memory_order_acquire);
+    const auto avail = head_cache_ - tail;
+    if (avail == 0) detail::empty_poll_pause();
+    streaming_ = avail != 0;
+    return avail;
   }
   /// Lets a streaming producer get slip_items ahead, or gives up after slip_polls polls.
   void slip(std::size_t tail) noexcept {

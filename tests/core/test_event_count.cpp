@@ -26,15 +26,7 @@ TEST_CASE("event_count: a sleeping waiter wakes and sees the change") {
   std::atomic<bool> ready{false};
   std::atomic<bool> saw{false};
   std::thread waiter([&] {
-    for (;;) {
-      if (ready.load()) break;
-      const auto key = ev.prepare_wait();
-      if (ready.load()) {
-        ev.cancel_wait();
-        break;
-      }
-      ev.wait(key);
-    }
+    ev.await([&] { return ready.load(); });
     saw = true;
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(5));  // most likely asleep by now
@@ -51,15 +43,7 @@ TEST_SUITE("concurrent") {
     std::atomic<std::uint64_t> counter{0};
     ipu::event_count ev;
     auto wait_for = [&](std::uint64_t value) {
-      for (;;) {
-        if (counter.load(std::memory_order_acquire) == value) return;
-        const auto key = ev.prepare_wait();
-        if (counter.load(std::memory_order_acquire) == value) {
-          ev.cancel_wait();
-          return;
-        }
-        ev.wait(key);
-      }
+      ev.await([&] { return counter.load(std::memory_order_acquire) == value; });
     };
     std::thread odd([&] {
       for (std::uint64_t i = 1; i < 2 * rounds; i += 2) {

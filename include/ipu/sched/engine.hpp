@@ -570,7 +570,8 @@ class engine {
       for (std::size_t k = 0; k < stages; ++k) lanes_[r].push_back(std::make_unique<pipeline_lane>());
     }
     remaining_.store(num_workers() * layout_.counts.micro_batches());
-    for (std::size_t t = 0; t < num_threads(); ++t) jobs.emplace_back([this, t] { pipeline_thread(t); });
+    const auto threads = num_threads();
+    for (std::size_t t = 0; t < threads; ++t) jobs.emplace_back([this, t] { pipeline_thread(t); });
   }
 
   [[nodiscard]] bool step_over() const noexcept {
@@ -605,13 +606,7 @@ class engine {
         ipu::detail::cpu_relax();
         found = any_runnable() || step_over();
       }
-      if (found) continue;
-      const auto key = progress_.prepare_wait();
-      if (any_runnable() || step_over()) {
-        progress_.cancel_wait();
-        continue;
-      }
-      progress_.wait(key);
+      if (!found) progress_.await([this] { return any_runnable() || step_over(); });
     }
   }
 
