@@ -28,7 +28,7 @@
 
 #include "baseline_main.hpp"
 #include "ipu/ops/all.hpp"
-#include "ipu/sched/executor.hpp"
+#include "ipu/exec/executor.hpp"
 
 namespace {
 

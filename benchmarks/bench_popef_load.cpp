@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "baseline_main.hpp"
-#include "ipu/graph/builder.hpp"
-#include "ipu/popef/compile.hpp"
+#include "ipu/builder/builder.hpp"
+#include "ipu/compile/compile.hpp"
 #include "ipu/popef/compiled_model.hpp"
 
 namespace {

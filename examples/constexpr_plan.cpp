@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "ipu/graph/builder.hpp"
+#include "ipu/builder/builder.hpp"
 #include "ipu/sched/pipelined_execution.hpp"
 #include "ipu/sched/sharded_execution.hpp"
 

@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
-#include "ipu/graph/builder.hpp"
+#include "ipu/builder/builder.hpp"
 #include "ipu/sched/auto_planner.hpp"
-#include "ipu/sched/executor.hpp"
+#include "ipu/exec/executor.hpp"
 #include "ipu/sched/pipelined_execution.hpp"
 #include "ipu/sched/replicated_execution.hpp"
 

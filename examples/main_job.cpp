@@ -27,8 +27,8 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
-#include "ipu/options.hpp"
-#include "ipu/popef/compile.hpp"
+#include "ipu/poptorch/options.hpp"
+#include "ipu/compile/compile.hpp"
 #include "ipu/runtime/model_runner.hpp"
 
 namespace fs = std::filesystem;

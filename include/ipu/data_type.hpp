@@ -79,4 +79,34 @@ constexpr bool is_unsigned_integer(data_type t) noexcept {
   return t == data_type::U8 || t == data_type::U16 || t == data_type::U32 || t == data_type::U64;
 }
 
+/// The type of ONNX TensorProto.DataType code `v` (the graph IR's Cast `to` and similar attributes
+/// use these codes); nullopt for a code with no ipu type. Float8: 18 is FLOAT8E4M3FNUZ (F8143),
+/// 20 FLOAT8E5M2FNUZ (F8152). Kept here, not in onnx/, so the IR needs no protobuf headers.
+constexpr std::optional<data_type> data_type_from_onnx_code(std::int64_t v) noexcept {
+  switch (v) {
+    case 1: return data_type::F32;
+    case 2: return data_type::U8;
+    case 3: return data_type::S8;
+    case 4: return data_type::U16;
+    case 5: return data_type::S16;
+    case 6: return data_type::S32;
+    case 7: return data_type::S64;
+    case 9: return data_type::BOOL;
+    case 10: return data_type::F16;
+    case 11: return data_type::F64;
+    case 12: return data_type::U32;
+    case 13: return data_type::U64;
+    case 18: return data_type::F8143;
+    case 20: return data_type::F8152;
+    default: return std::nullopt;
+  }
+}
+
+/// The ONNX TensorProto.DataType code of `t`.
+constexpr std::int64_t onnx_code_of(data_type t) noexcept {
+  for (std::int64_t v = 1; v <= 20; ++v)
+    if (data_type_from_onnx_code(v) == t) return v;
+  return 0;
+}
+
 }  // namespace ipu

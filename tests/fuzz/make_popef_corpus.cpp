@@ -8,7 +8,7 @@
 
 #include "../popef/popef_test_util.hpp"
 #include "ipu/graph/graph.hpp"
-#include "ipu/popef/compile.hpp"
+#include "ipu/compile/compile.hpp"
 #include "ipu/popef/writer.hpp"
 
 namespace {

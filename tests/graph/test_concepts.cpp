@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "ipu/graph/builder.hpp"
+#include "ipu/builder/builder.hpp"
 #include "ipu/graph/concepts.hpp"
 #include "ipu/graph/topological_order.hpp"
 #include "ipu/graph/validate.hpp"

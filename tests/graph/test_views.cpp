@@ -7,7 +7,7 @@
 #include <range/v3/range/conversion.hpp>
 #include <range/v3/view/transform.hpp>
 
-#include "ipu/graph/builder.hpp"
+#include "ipu/builder/builder.hpp"
 #include "ipu/graph/views.hpp"
 
 namespace {

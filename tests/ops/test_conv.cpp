@@ -9,7 +9,7 @@
 #include <functional>
 #include <vector>
 
-#include "ipu/thread_pool.hpp"
+#include "ipu/cpu/thread_pool.hpp"
 #include "math_kernel_harness.hpp"
 
 using namespace mk;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ipu/thread_pool.hpp"
+#include "ipu/cpu/thread_pool.hpp"
 #include "math_kernel_harness.hpp"
 
 using namespace mk;

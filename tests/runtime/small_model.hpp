@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ipu/graph/builder.hpp"
+#include "ipu/builder/builder.hpp"
 
 namespace runtime_test {
 

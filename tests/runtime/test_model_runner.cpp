@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "ipu/device/device_model.hpp"
-#include "ipu/graph/builder.hpp"
-#include "ipu/options.hpp"
-#include "ipu/popef/compile.hpp"
+#include "ipu/builder/builder.hpp"
+#include "ipu/poptorch/options.hpp"
+#include "ipu/compile/compile.hpp"
 #include "ipu/runtime/model_runner.hpp"
 
 using namespace ipu;

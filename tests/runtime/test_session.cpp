@@ -15,12 +15,12 @@
 #include "../popef/popef_test_util.hpp"
 #include "small_model.hpp"
 #include "ipu/cpu/device.hpp"
-#include "ipu/device/device_manager.hpp"
-#include "ipu/graph/builder.hpp"
+#include "ipu/runtime/device_manager.hpp"
+#include "ipu/builder/builder.hpp"
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
-#include "ipu/options.hpp"
-#include "ipu/popef/compile.hpp"
+#include "ipu/poptorch/options.hpp"
+#include "ipu/compile/compile.hpp"
 #include "ipu/runtime/session.hpp"
 
 using namespace ipu;

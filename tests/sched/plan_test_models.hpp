@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
-#include "ipu/graph/builder.hpp"
+#include "ipu/builder/builder.hpp"
 #include "ipu/sched/execution_strategy.hpp"
 
 namespace plan_test {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ipu/device/cost.hpp"
-#include "ipu/graph/builder.hpp"
+#include "ipu/builder/builder.hpp"
 #include "ipu/sched/op_cost.hpp"
 
 namespace {

@@ -25,9 +25,9 @@
 #include "ipu/error.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
-#include "ipu/options.hpp"
-#include "ipu/popef/auto_split.hpp"
-#include "ipu/popef/compile.hpp"
+#include "ipu/poptorch/options.hpp"
+#include "ipu/compile/auto_split.hpp"
+#include "ipu/compile/compile.hpp"
 
 namespace ipu_cli {
 

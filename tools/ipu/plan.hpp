@@ -28,11 +28,11 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
-#include "ipu/options.hpp"
+#include "ipu/poptorch/options.hpp"
 #include "ipu/sched/auto_planner.hpp"
 #include "ipu/sched/predict.hpp"
-#include "ipu/sched/predicted_timeline.hpp"
-#include "ipu/sched/strategies.hpp"
+#include "ipu/exec/predicted_timeline.hpp"
+#include "ipu/compile/strategies.hpp"
 
 namespace ipu_cli {
 

@@ -29,7 +29,7 @@
 #include "ipu/ops/all.hpp"
 #include "ipu/ops/kernel.hpp"
 #include "ipu/tensor.hpp"
-#include "ipu/thread_pool.hpp"
+#include "ipu/cpu/thread_pool.hpp"
 
 namespace ipu::cpu {
 
@@ -181,7 +181,7 @@ class device final : public subgraph_runner {
     compiled* raw = c.get();
     subgraphs_[&g] = std::move(c);
     for (const auto& op : g.ops())
-      detail::for_each_subgraph(op, [&](const graph& body) {
+      ipu::for_each_subgraph(op, [&](const graph& body) {
         if (!subgraphs_.contains(&body)) compile(body, true);
       });
     return raw;

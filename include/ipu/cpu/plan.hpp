@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/graph/captures.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/validate.hpp"
 #include "ipu/ops/registry.hpp"
@@ -110,32 +111,6 @@ inline bool is_elementwise_op(std::string_view domain, std::string_view type) {
       "Sum",  "Mean",  "And",     "Or",       "Xor",      "Mod",        "PRelu", "BitShift", "Where",
       "IsNaN", "IsInf", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"};
   return std::find(std::begin(ops), std::end(ops), type) != std::end(ops);
-}
-
-inline void for_each_subgraph(const op_node& op, const auto& fn) {
-  for (const auto& a : op.attributes) {
-    if (const auto* s = std::get_if<subgraph>(&a.value)) fn(*s->body);
-    if (const auto* v = std::get_if<std::vector<graph>>(&a.value))
-      for (const auto& g : *v) fn(g);
-  }
-}
-
-/// Names a graph may read from enclosing scopes: its producer-less intermediates that something
-/// reads, its graph inputs (a caller binds only the leading ones; the rest come from outside),
-/// and what its own subgraphs read that it does not define. Over-approximates, which only keeps
-/// an enclosing tensor alive a little longer.
-inline void collect_outer_names(const graph& g, std::set<std::string>& out) {
-  std::set<std::string> nested;
-  for (const auto& op : g.ops()) for_each_subgraph(op, [&](const graph& body) { collect_outer_names(body, nested); });
-  for (const auto& name : nested) {
-    const auto t = g.find_tensor(name);
-    if (!t || g.tensor(*t).kind == tensor_kind::input ||
-        (g.tensor(*t).kind == tensor_kind::intermediate && g.tensor(*t).producer == no_op))
-      out.insert(name);
-  }
-  for (const auto& t : g.tensors())
-    if (t.kind == tensor_kind::input || (t.kind == tensor_kind::intermediate && t.producer == no_op && !t.consumers.empty()))
-      out.insert(t.name);
 }
 
 inline void collect_missing_kernels(const graph& g, const op_registry& registry, std::vector<std::string>& missing,
@@ -268,8 +243,8 @@ inline execution_plan make_plan(const graph& g, const op_registry& registry, con
   std::vector<std::vector<tensor_id>> implicit_inputs(g.num_ops());
   for (std::size_t o = 0; o < g.num_ops(); ++o) {
     std::set<std::string> names;
-    detail::for_each_subgraph(g.op(static_cast<op_id>(o)),
-                              [&](const graph& body) { detail::collect_outer_names(body, names); });
+    for_each_subgraph(g.op(static_cast<op_id>(o)),
+                              [&](const graph& body) { collect_outer_names(body, names); });
     for (const auto& name : names)
       if (auto it = by_name.find(name); it != by_name.end())  // else defined further out, if anywhere
         implicit_inputs[o].push_back(it->second);

@@ -14,7 +14,7 @@
 #include <span>
 
 #include "ipu/device/architecture.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/timing.hpp"
 
@@ -22,9 +22,9 @@ namespace ipu {
 
 /// Cycles of one exchange phase in which no tile sends or receives more than `max_bytes_per_tile`.
 constexpr std::uint64_t exchange_cycles(const architecture_description& a, std::uint64_t max_bytes_per_tile) {
-  detail::device::require_ipu_figures(a, "exchange_cycles");
+  ipu::require_ipu_figures(a, "exchange_cycles");
   if (max_bytes_per_tile == 0) return 0;  // nothing to exchange: no exchange phase
-  return detail::device::ceil_div(max_bytes_per_tile, a.exchange_bytes_per_cycle) + a.exchange_setup_cycles;
+  return ipu::ceil_div(max_bytes_per_tile, a.exchange_bytes_per_cycle) + a.exchange_setup_cycles;
 }
 
 /// Cycles of one exchange phase given the bytes each tile sends or receives (whichever is larger).
@@ -37,7 +37,7 @@ constexpr std::uint64_t exchange_cycles(const architecture_description& a,
 
 /// Hops of a global sync over `num_ipus` IPUs: 1 + num_ipus / ipus_per_sync_hop (integer division).
 constexpr std::uint64_t sync_hops(const architecture_description& a, std::uint32_t num_ipus) {
-  detail::device::require_ipu_figures(a, "sync_hops");
+  ipu::require_ipu_figures(a, "sync_hops");
   return 1 + num_ipus / a.ipus_per_sync_hop;
 }
 
@@ -45,9 +45,9 @@ constexpr std::uint64_t sync_hops(const architecture_description& a, std::uint32
 /// the release travelling the hops. Exact integer arithmetic (picoseconds x Hz / 10^12), so figures
 /// like Mk1's 15 ns x 1.6 GHz x 2 = 48 cycles do not round up on floating-point noise.
 constexpr std::uint64_t sync_cycles(const architecture_description& a, std::uint32_t num_ipus) {
-  using detail::device::mul_sat;
+  using ipu::mul_sat;
   const std::uint64_t ps_cycles = mul_sat(mul_sat(a.sync_picoseconds_per_hop * 2, sync_hops(a, num_ipus)), a.clock_hz);
-  return detail::device::ceil_div(ps_cycles, 1'000'000'000'000ull);
+  return ipu::ceil_div(ps_cycles, 1'000'000'000'000ull);
 }
 
 constexpr std::uint64_t sync_cycles(const device_description& d) { return sync_cycles(d.arch, d.num_ipus); }

@@ -33,8 +33,8 @@
 #include "ipu/device/architecture.hpp"
 #include "ipu/device/bsp.hpp"
 #include "ipu/device/compute_shape.hpp"
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/precision.hpp"
 #include "ipu/device/tile_mapping.hpp"
@@ -60,8 +60,8 @@ struct amp_geometry {
 };
 
 constexpr amp_geometry amp_geometry_for(const architecture_description& a, precision p) {
-  using detail::device::ceil_div;
-  detail::device::require_ipu_figures(a, "amp_geometry_for");
+  using ipu::ceil_div;
+  ipu::require_ipu_figures(a, "amp_geometry_for");
   const std::uint32_t in_b = input_bytes(p), part_b = partials_bytes(p);
   amp_geometry g;
   g.partials_per_cycle = std::max<std::uint32_t>(1, a.local_write_bytes_per_cycle / part_b);
@@ -79,8 +79,8 @@ constexpr amp_geometry amp_geometry_for(const architecture_description& a, preci
 
 /// Cycles one tile spends on its piece `work` of a matmul / convolution (file comment).
 constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work) {
-  using detail::device::ceil_div;
-  using detail::device::mul_sat;
+  using ipu::ceil_div;
+  using ipu::mul_sat;
   if (work.empty()) return 0;
   const auto g = amp_geometry_for(a, p);
   const std::uint64_t w = a.worker_threads_per_tile;
@@ -101,9 +101,9 @@ constexpr std::uint32_t vector_width(const architecture_description& a, data_typ
 /// type `t` and taking `ops_per_vector` vector instructions per result vector (file comment).
 constexpr std::uint64_t vector_tile_cycles(const architecture_description& a, data_type t, std::uint64_t elements,
                                            std::uint32_t inputs, std::uint32_t ops_per_vector = 1) {
-  using detail::device::ceil_div;
-  using detail::device::mul_sat;
-  detail::device::require_ipu_figures(a, "vector_tile_cycles");
+  using ipu::ceil_div;
+  using ipu::mul_sat;
+  ipu::require_ipu_figures(a, "vector_tile_cycles");
   if (elements == 0) return 0;
   const std::uint64_t vw = vector_width(a, t);
   const std::uint64_t bytes = size_of(t);
@@ -124,7 +124,7 @@ struct vector_op_cost {
 constexpr vector_op_cost elementwise_cost(const architecture_description& a, data_type t, std::uint64_t elements,
                                           std::uint32_t inputs, std::uint32_t ops_per_vector = 1,
                                           std::uint32_t tiles = 0) {
-  detail::device::require_ipu_figures(a, "elementwise_cost");
+  ipu::require_ipu_figures(a, "elementwise_cost");
   const auto m = map_linearly(elements, tiles == 0 ? a.tiles_per_ipu : tiles, vector_width(a, t));
   return {m, vector_tile_cycles(a, t, m.max_elements_per_tile(), inputs, ops_per_vector)};
 }
@@ -156,7 +156,7 @@ struct amp_plan {
     return temporary_bytes_per_tile <= temporary_budget_per_tile;
   }
   [[nodiscard]] constexpr std::uint64_t total_cycles() const noexcept {
-    return detail::device::mul_sat(parts.serial_passes, compute.total() + reduction.total());
+    return ipu::mul_sat(parts.serial_passes, compute.total() + reduction.total());
   }
   /// ideal / total: 1 would be the AMP at peak on every tile with nothing else to do.
   [[nodiscard]] constexpr double efficiency() const noexcept {
@@ -187,10 +187,10 @@ constexpr std::uint32_t checked_tiles(const architecture_description& a, const a
 /// has (usage) or an available memory proportion outside (0, 1] (options).
 constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp_problem& p, precision prec,
                                           amp_partition parts, const amp_plan_options& opts = {}) {
-  using detail::device::ceil_div;
-  using detail::device::mul_sat;
+  using ipu::ceil_div;
+  using ipu::mul_sat;
   const auto& a = d.arch;
-  detail::device::require_ipu_figures(a, "evaluate_amp_partition");
+  ipu::require_ipu_figures(a, "evaluate_amp_partition");
   const std::uint32_t tiles_available = detail::device::checked_tiles(a, opts);
   amp_plan plan;
   plan.problem = p;
@@ -203,8 +203,8 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
   parts = balanced(p, parts);
   if (parts.tiles() > tiles_available)
     throw error(error_category::usage,
-                "the partition needs " + detail::device::format_uint(parts.tiles()) + " tiles but " +
-                    detail::device::format_uint(tiles_available) + " are available",
+                "the partition needs " + ipu::format_uint(parts.tiles()) + " tiles but " +
+                    ipu::format_uint(tiles_available) + " are available",
                 "matmul / convolution plan", "split the dimensions into fewer parts");
   plan.parts = parts;
   plan.tiles_used = static_cast<std::uint32_t>(std::min<std::uint64_t>(parts.tiles(), 0xFFFFFFFFu));
@@ -255,7 +255,7 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
 /// false.
 constexpr amp_plan plan_amp(const device_description& d, const amp_problem& p, precision prec,
                             const amp_plan_options& opts = {}) {
-  detail::device::require_ipu_figures(d.arch, "plan_amp");
+  ipu::require_ipu_figures(d.arch, "plan_amp");
   const std::uint64_t tiles = detail::device::checked_tiles(d.arch, opts);
   if (p.empty()) return evaluate_amp_partition(d, p, prec, {}, opts);
   std::optional<amp_plan> best_fit, least_memory;

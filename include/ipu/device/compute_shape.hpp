@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/error.hpp"
 
 namespace ipu {
@@ -24,7 +24,7 @@ struct matmul_shape {
   std::uint64_t k = 0;
   std::uint64_t n = 0;
   [[nodiscard]] constexpr std::uint64_t macs() const noexcept {
-    using detail::device::mul_sat;
+    using ipu::mul_sat;
     return mul_sat(mul_sat(mul_sat(batch, m), k), n);
   }
   friend constexpr bool operator==(const matmul_shape&, const matmul_shape&) = default;
@@ -47,7 +47,7 @@ struct conv_shape {
   /// Output spatial sizes: floor((in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride) + 1.
   /// Throws ipu::error (shape) for inconsistent figures.
   [[nodiscard]] constexpr std::vector<std::uint64_t> output() const {
-    using detail::device::format_uint;
+    using ipu::format_uint;
     const auto rank = input.size();
     auto bad = [](const std::string& what) {
       return error(error_category::shape, what, "convolution cost",
@@ -74,7 +74,7 @@ struct conv_shape {
   }
 
   [[nodiscard]] constexpr std::uint64_t macs() const {
-    using detail::device::mul_sat;
+    using ipu::mul_sat;
     std::uint64_t r = mul_sat(batch, out_channels);
     for (auto o : output()) r = mul_sat(r, o);
     for (auto k : kernel) r = mul_sat(r, k);
@@ -92,7 +92,7 @@ struct amp_problem {
   std::uint64_t input_rows = 0;        // rows of the input operand per group: m, or batch x input pixels
 
   [[nodiscard]] constexpr std::uint64_t macs() const noexcept {
-    using detail::device::mul_sat;
+    using ipu::mul_sat;
     return mul_sat(mul_sat(mul_sat(mul_sat(groups, rows), in_channels), out_channels), kernel_positions);
   }
   [[nodiscard]] constexpr bool empty() const noexcept { return macs() == 0; }
@@ -105,8 +105,8 @@ constexpr amp_problem to_amp_problem(const matmul_shape& s) noexcept {
 
 /// Throws ipu::error (shape) when the channels do not split into the groups.
 constexpr amp_problem to_amp_problem(const conv_shape& s) {
-  using detail::device::format_uint;
-  using detail::device::mul_sat;
+  using ipu::format_uint;
+  using ipu::mul_sat;
   if (s.groups == 0 || s.in_channels % s.groups != 0 || s.out_channels % s.groups != 0)
     throw error(error_category::shape,
                 "channels " + format_uint(s.in_channels) + " -> " + format_uint(s.out_channels) +

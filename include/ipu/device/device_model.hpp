@@ -9,8 +9,8 @@
 #include <string_view>
 
 #include "ipu/device/architecture.hpp"
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/error.hpp"
 
 namespace ipu {
@@ -33,7 +33,7 @@ inline constexpr std::uint32_t max_ipus = 64;
 
 /// PopTorch reserves IPUs in powers of two, from 1 to 64.
 constexpr bool valid_ipu_count(std::uint64_t n) noexcept {
-  return n >= 1 && n <= max_ipus && detail::device::is_power_of_two(n);
+  return n >= 1 && n <= max_ipus && ipu::is_power_of_two(n);
 }
 
 /// A device as plain data.
@@ -59,7 +59,7 @@ struct device_description {
 /// "2 x mk2 (GC200)", "cpu".
 constexpr std::string to_string(const device_description& d) {
   if (d.kind == device_kind::cpu) return "cpu";
-  return detail::device::format_uint(d.num_ipus) + " x " + std::string(d.arch.name) + " (" +
+  return ipu::format_uint(d.num_ipus) + " x " + std::string(d.arch.name) + " (" +
          std::string(d.arch.chip) + ")";
 }
 
@@ -120,7 +120,7 @@ template <architecture Arch, std::uint32_t NumIpus = 1>
 struct ipu_model {
   static_assert(NumIpus >= 1 && NumIpus <= max_ipus,
                 "ipu: NumIpus must be between 1 and 64; split the model over at most 64 IPUs");
-  static_assert(detail::device::is_power_of_two(NumIpus),
+  static_assert(ipu::is_power_of_two(NumIpus),
                 "ipu: NumIpus must be a power of two; round it up (PopTorch's autoRoundNumIPUs does so)");
 
   using arch_type = Arch;

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "ipu/device/architecture.hpp"
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 
@@ -60,7 +60,7 @@ struct ipu_system {
 
   /// Machines (IPU-M2000s, Bow-2000s, C2 cards) the IPUs fill; the last may be partly filled.
   [[nodiscard]] constexpr std::uint32_t machines() const noexcept {
-    return static_cast<std::uint32_t>(detail::device::ceil_div(num_ipus, ipus_per_machine));
+    return static_cast<std::uint32_t>(ipu::ceil_div(num_ipus, ipus_per_machine));
   }
   [[nodiscard]] constexpr std::uint32_t machine_of(std::uint32_t ipu) const noexcept {
     return ipus_per_machine == 0 ? 0 : ipu / ipus_per_machine;
@@ -74,7 +74,7 @@ struct ipu_system {
   }
   /// How many devices of `size` IPUs the system exposes (0 when `size` is not a device size).
   [[nodiscard]] constexpr std::uint32_t devices_of_size(std::uint32_t size) const noexcept {
-    if (size == 0 || !detail::device::is_power_of_two(size) || size > largest_device_ipus()) return 0;
+    if (size == 0 || !ipu::is_power_of_two(size) || size > largest_device_ipus()) return 0;
     return num_ipus / size;
   }
   /// The id of the first device of `size` IPUs (a valid size): sizes are numbered in increasing order.
@@ -141,9 +141,9 @@ constexpr ipu_system make_ipu_system(const architecture_description& arch, std::
                 "simulated system of architecture '" + std::string(arch.name) + "'",
                 "give every figure a positive value");
   if (num_ipus == 0 || num_ipus > max_system_ipus)
-    throw error(error_category::device, "a simulated system of " + detail::device::format_uint(num_ipus) + " IPUs",
+    throw error(error_category::device, "a simulated system of " + ipu::format_uint(num_ipus) + " IPUs",
                 "simulated " + std::string(arch.name) + " system",
-                "give it 1 to " + detail::device::format_uint(max_system_ipus) +
+                "give it 1 to " + ipu::format_uint(max_system_ipus) +
                     " IPUs, e.g. IPU_SYSTEM=" + std::string(arch.name) + ":16");
   ipu_system s;
   s.arch = arch;
@@ -182,8 +182,8 @@ constexpr ipu_system parse_ipu_system(std::string_view spec, std::string_view so
     ipus = n;
   }
   if (ipus == 0 || ipus > max_system_ipus)
-    throw fail("a simulated system has 1 to " + detail::device::format_uint(max_system_ipus) + " IPUs, not " +
-               detail::device::format_uint(ipus));
+    throw fail("a simulated system has 1 to " + ipu::format_uint(max_system_ipus) + " IPUs, not " +
+               ipu::format_uint(ipus));
   return make_ipu_system(*arch, ipus);
 }
 
@@ -197,8 +197,8 @@ inline ipu_system ipu_system_from_environment() {
 /// "16 x mk2 (GC200) in 4 machines".
 constexpr std::string to_string(const ipu_system& s) {
   const auto machines = s.machines();
-  return detail::device::format_uint(s.num_ipus) + " x " + std::string(s.arch.name) + " (" + std::string(s.arch.chip) +
-         ") in " + detail::device::format_uint(machines) + (machines == 1 ? " machine" : " machines");
+  return ipu::format_uint(s.num_ipus) + " x " + std::string(s.arch.name) + " (" + std::string(s.arch.chip) +
+         ") in " + ipu::format_uint(machines) + (machines == 1 ? " machine" : " machines");
 }
 
 }  // namespace ipu

@@ -17,8 +17,8 @@
 
 #include "ipu/data_type.hpp"
 #include "ipu/device/architecture.hpp"
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/tile_mapping.hpp"
 #include "ipu/error.hpp"
@@ -201,8 +201,8 @@ struct out_of_memory_details {
 constexpr out_of_memory_details describe_out_of_memory(const device_description& d,
                                                        std::span<const memory_allocation> allocations,
                                                        const memory_report& report, const memory_options& opts = {}) {
-  using detail::device::format_bytes;
-  using detail::device::format_uint;
+  using ipu::format_bytes;
+  using ipu::format_uint;
   out_of_memory_details out;
   const ipu_memory_report* bad = nullptr;
   std::vector<std::uint32_t> others;
@@ -225,7 +225,7 @@ constexpr out_of_memory_details describe_out_of_memory(const device_description&
     m += "out of temporary memory: " + format_uint(r.tiles_over_temporary_budget) + " of " +
         format_uint(d.arch.tiles_per_ipu) + " tiles need more temporary memory than the " +
         format_bytes(r.temporary_budget) + " the available memory proportion (" +
-        detail::device::format_fixed(opts.available_memory_proportion, 2) + ") leaves per tile";
+        ipu::format_fixed(opts.available_memory_proportion, 2) + ") leaves per tile";
   }
 
   // The fullest tiles, their bytes by kind, and the largest allocations on them.
@@ -292,7 +292,7 @@ constexpr out_of_memory_details describe_out_of_memory(const device_description&
     if (r.total_bytes > per_ipu) {
       // If every IPU were this full, the model would need this many IPUs (rounded to a power of two).
       const std::uint64_t need =
-          detail::device::ceil_div(detail::device::mul_sat(r.total_bytes, d.num_ipus), per_ipu);
+          ipu::ceil_div(ipu::mul_sat(r.total_bytes, d.num_ipus), per_ipu);
       std::uint64_t ipus = 1;
       while (ipus < need) ipus *= 2;
       h += "this IPU's data is " + format_uint(r.total_bytes * 100 / per_ipu) +

@@ -10,8 +10,8 @@
 #include <string>
 #include <string_view>
 
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/error.hpp"
 
 namespace ipu {
@@ -36,7 +36,7 @@ constexpr double pipeline_bubble_fraction(std::uint64_t stages, std::uint64_t mi
 constexpr std::uint64_t pipeline_cycles(std::uint64_t slowest_stage_cycles, std::uint64_t stages,
                                         std::uint64_t micro_batches) {
   detail::device::require_pipeline(stages, micro_batches, "pipeline_cycles");
-  return detail::device::mul_sat(micro_batches + stages - 1, slowest_stage_cycles);
+  return ipu::mul_sat(micro_batches + stages - 1, slowest_stage_cycles);
 }
 
 /// Pipeline stages of a training pipeline over `num_ipus` IPUs: 2N - 1.

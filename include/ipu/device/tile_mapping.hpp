@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "ipu/device/compute_shape.hpp"
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/error.hpp"
 
 namespace ipu {
@@ -88,13 +88,13 @@ struct linear_tile_mapping {
 /// Throws ipu::error (usage) for 0 tiles with elements to place.
 constexpr linear_tile_mapping map_linearly(std::uint64_t elements, std::uint32_t tiles, std::uint64_t grain = 1,
                                            std::uint64_t min_elements_per_tile = 0, std::uint32_t first_tile = 0) {
-  using detail::device::ceil_div;
+  using ipu::ceil_div;
   if (grain == 0) grain = 1;
   linear_tile_mapping m{elements, grain, first_tile, 0, 0};
   if (elements == 0) return m;
   if (tiles == 0)
     throw error(error_category::usage,
-                "cannot map " + detail::device::format_uint(elements) + " elements onto 0 tiles", "map_linearly",
+                "cannot map " + ipu::format_uint(elements) + " elements onto 0 tiles", "map_linearly",
                 "pass at least one tile");
   const std::uint64_t grains = ceil_div(elements, grain);
   const std::uint64_t grains_per_tile = std::max(ceil_div(grains, tiles), ceil_div(min_elements_per_tile, grain));
@@ -132,7 +132,7 @@ struct amp_partition {
 
 /// The part of `p` one serial pass of `parts` computes (dimensions rounded up); `p` itself for one pass.
 constexpr amp_problem serial_pass(const amp_problem& p, const amp_partition& parts) noexcept {
-  using detail::device::ceil_div;
+  using ipu::ceil_div;
   amp_problem r = p;
   if (parts.serial_passes <= 1) return r;
   if (parts.serial_over_rows) {
@@ -147,7 +147,7 @@ constexpr amp_problem serial_pass(const amp_problem& p, const amp_partition& par
 /// Drops parts that would be empty: splitting 10 rows 4 ways gives pieces of 3, so only 4 parts
 /// (3+3+3+1) are real, while 10 rows 8 ways gives pieces of 2, so 5 parts. p -> ceil(D / ceil(D / p)).
 constexpr amp_partition balanced(const amp_problem& p, amp_partition parts) noexcept {
-  using detail::device::ceil_div;
+  using ipu::ceil_div;
   auto fix = [](std::uint64_t dim, std::uint64_t n) {
     if (dim == 0) return std::uint64_t{1};
     n = std::clamp<std::uint64_t>(n, 1, dim);
@@ -164,7 +164,7 @@ constexpr amp_partition balanced(const amp_problem& p, amp_partition parts) noex
 
 /// The largest piece of `p` one tile computes in one pass under `parts` (dimensions rounded up).
 constexpr amp_problem tile_share(const amp_problem& whole, const amp_partition& parts) noexcept {
-  using detail::device::ceil_div;
+  using ipu::ceil_div;
   const amp_problem p = serial_pass(whole, parts);
   return amp_problem{ceil_div(p.groups, parts.groups),         ceil_div(p.rows, parts.rows),
                      ceil_div(p.in_channels, parts.in_channels), ceil_div(p.out_channels, parts.out_channels),

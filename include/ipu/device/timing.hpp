@@ -13,13 +13,12 @@
 #include <string_view>
 
 #include "ipu/device/architecture.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 
 namespace ipu {
 
-namespace detail::device {
 /// The cost model needs a clock and tiles: the host CPU device has neither.
 constexpr void require_ipu_figures(const architecture_description& a, std::string_view what) {
   if (a.clock_hz == 0 || a.tiles_per_ipu == 0)
@@ -27,22 +26,21 @@ constexpr void require_ipu_figures(const architecture_description& a, std::strin
                 "the cost model has no figures for device '" + std::string(a.name) + "'",
                 std::string(what), "estimate costs on an IPU architecture such as mk2");
 }
-}  // namespace detail::device
 
 constexpr double cycles_to_seconds(const architecture_description& a, std::uint64_t cycles) {
-  detail::device::require_ipu_figures(a, "cycles_to_seconds");
+  ipu::require_ipu_figures(a, "cycles_to_seconds");
   return static_cast<double>(cycles) / static_cast<double>(a.clock_hz);
 }
 
 /// Whole cycles needed to cover `seconds` (rounded up).
 constexpr std::uint64_t seconds_to_cycles(const architecture_description& a, double seconds) {
-  detail::device::require_ipu_figures(a, "seconds_to_cycles");
-  return detail::device::ceil_to_u64(seconds * static_cast<double>(a.clock_hz));
+  ipu::require_ipu_figures(a, "seconds_to_cycles");
+  return ipu::ceil_to_u64(seconds * static_cast<double>(a.clock_hz));
 }
 
 /// Peak FLOP/s of one IPU at `p`.
 constexpr double peak_flops(const architecture_description& a, precision p) {
-  detail::device::require_ipu_figures(a, "peak_flops");
+  ipu::require_ipu_figures(a, "peak_flops");
   return static_cast<double>(a.tiles_per_ipu) * static_cast<double>(a.clock_hz) *
          static_cast<double>(a.macs_per_cycle(p)) * 2.0;
 }
@@ -56,9 +54,9 @@ constexpr double peak_flops(const device_description& d, precision p) {
 /// time: the bound real kernels approach (compute_cost.hpp models how close they get).
 constexpr std::uint64_t ideal_amp_cycles(const architecture_description& a, precision p, std::uint64_t macs,
                                          std::uint32_t tiles) {
-  detail::device::require_ipu_figures(a, "ideal_amp_cycles");
+  ipu::require_ipu_figures(a, "ideal_amp_cycles");
   const std::uint64_t per_cycle = std::uint64_t{a.macs_per_cycle(p)} * (tiles == 0 ? 1 : tiles);
-  return detail::device::ceil_div(macs, per_cycle);
+  return ipu::ceil_div(macs, per_cycle);
 }
 
 }  // namespace ipu

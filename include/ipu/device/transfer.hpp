@@ -14,7 +14,7 @@
 #include <string>
 
 #include "ipu/device/architecture.hpp"
-#include "ipu/device/detail/format.hpp"
+#include "ipu/format.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/timing.hpp"
 #include "ipu/error.hpp"
@@ -43,7 +43,7 @@ struct link_route {
 /// next rung, or the diagonal of the sibling rung); otherwise it travels along its side and crosses a
 /// rung, limited by the narrowest step. Throws ipu::error (usage) for an IPU outside the device.
 constexpr link_route ipu_link_route(const device_description& d, std::uint32_t from, std::uint32_t to) {
-  using detail::device::format_uint;
+  using ipu::format_uint;
   if (from >= d.num_ipus || to >= d.num_ipus)
     throw error(error_category::usage,
                 "IPU " + format_uint(std::max(from, to)) + " does not exist on a " + format_uint(d.num_ipus) +
@@ -85,14 +85,14 @@ constexpr std::uint64_t ipu_link_copy_cycles(const device_description& d, std::u
 
 /// Seconds to stream `bytes` between the host and one IPU.
 constexpr double host_transfer_seconds(const architecture_description& a, std::uint64_t bytes) {
-  detail::device::require_ipu_figures(a, "host_transfer_seconds");
+  ipu::require_ipu_figures(a, "host_transfer_seconds");
   return static_cast<double>(bytes) / a.host_bytes_per_second;
 }
 
 /// Seconds to move `bytes` between one IPU and its share of Streaming Memory. Throws ipu::error
 /// (device) when the architecture has no Streaming Memory (Mk1).
 constexpr double streaming_memory_seconds(const architecture_description& a, std::uint64_t bytes) {
-  detail::device::require_ipu_figures(a, "streaming_memory_seconds");
+  ipu::require_ipu_figures(a, "streaming_memory_seconds");
   if (!a.has_streaming_memory())
     throw error(error_category::device, "architecture '" + std::string(a.name) + "' has no Streaming Memory",
                 "streaming memory transfer",

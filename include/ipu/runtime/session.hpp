@@ -37,19 +37,19 @@
 #include <vector>
 
 #include "ipu/byte_buffer.hpp"
-#include "ipu/device/device_manager.hpp"
+#include "ipu/runtime/device_manager.hpp"
 #include "ipu/device/device_model.hpp"
-#include "ipu/device/device_wait.hpp"
+#include "ipu/runtime/device_wait.hpp"
 #include "ipu/error.hpp"
-#include "ipu/options.hpp"
+#include "ipu/poptorch/options.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popef/metadata.hpp"
 #include "ipu/popef/model.hpp"
 #include "ipu/popef/reader.hpp"
-#include "ipu/sched/data_flow.hpp"
-#include "ipu/sched/engine.hpp"
+#include "ipu/exec/data_flow.hpp"
+#include "ipu/exec/engine.hpp"
 #include "ipu/sched/executable.hpp"
-#include "ipu/sched/step_io.hpp"
+#include "ipu/exec/step_io.hpp"
 #include "ipu/tensor.hpp"
 
 namespace ipu::runtime {

@@ -25,13 +25,13 @@
 #include <string_view>
 #include <vector>
 
-#include "ipu/device/detail/format.hpp"
-#include "ipu/device/detail/numeric.hpp"
+#include "ipu/format.hpp"
+#include "ipu/constexpr_math.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/topological_order.hpp"
-#include "ipu/options.hpp"
+#include "ipu/poptorch/strategy.hpp"
 
 namespace ipu {
 
@@ -45,7 +45,7 @@ struct op_assignment {
 
 namespace detail::sched {
 
-using detail::device::format_uint;
+using ipu::format_uint;
 
 [[noreturn]] inline void fail(std::string what, std::string where, std::string hint) {
   throw error(error_category::schedule, std::move(what), std::move(where), std::move(hint));
@@ -437,7 +437,7 @@ constexpr ipu_reservation reserve_ipus(const graph& g, const std::vector<op_assi
          "the model for fewer IPUs");
   }
   std::uint64_t reserved = total;
-  if (!detail::device::is_power_of_two(total)) {
+  if (!ipu::is_power_of_two(total)) {
     if (!auto_round)
       fail("the model needs " + format_uint(total) + " IPUs (" + format_uint(used) + " per replica x " +
                format_uint(replicas) + " replicas), not a power of two (rule: IPU count a power of two unless auto-rounded)",

@@ -222,10 +222,10 @@ constexpr void require_unannotated(const graph& g, std::string_view what) {
 /// returns the most balanced cut (the plan's memory check reports what does not fit).
 constexpr auto_plan propose_stages(const graph& g, const device_description& d, std::uint32_t stages,
                                    const plan_options& o = {}, const auto_plan_options& ao = {}) {
-  using detail::device::format_uint;
+  using ipu::format_uint;
   const std::string what = "automatic planner for graph '" + g.name() + "'";
   detail::sched::require_unannotated(g, what);
-  detail::device::require_ipu_figures(d.arch, "automatic planner");
+  ipu::require_ipu_figures(d.arch, "automatic planner");
   if (stages == 0 || stages > d.num_ipus)
     detail::sched::fail("cannot cut the model into " + format_uint(stages) + " stages on a " + format_uint(d.num_ipus) +
                             "-IPU device",
@@ -252,10 +252,10 @@ constexpr auto_plan propose_stages(const graph& g, const device_description& d, 
 /// until every phase fits the memory estimate, or every op is its own phase.
 constexpr auto_plan propose_phases(const graph& g, const device_description& d, std::uint32_t ipus, bool parallel,
                                    const plan_options& o = {}, const auto_plan_options& ao = {}) {
-  using detail::device::format_uint;
+  using ipu::format_uint;
   const std::string what = "automatic planner for graph '" + g.name() + "'";
   detail::sched::require_unannotated(g, what);
-  detail::device::require_ipu_figures(d.arch, "automatic planner");
+  ipu::require_ipu_figures(d.arch, "automatic planner");
   if (ipus == 0 || ipus > d.num_ipus || (parallel && (ipus < 2 || ipus % 2 != 0)))
     detail::sched::fail("cannot place " + std::string(parallel ? "parallel" : "serial") + " phases on " +
                             format_uint(ipus) + " IPUs of a " + format_uint(d.num_ipus) + "-IPU device",

@@ -113,13 +113,13 @@ struct op_cost_context {
   }
   [[nodiscard]] constexpr const tensor_info& input(std::size_t i) const {
     if (!has_input(i))
-      throw error(error_category::internal, "op input " + detail::device::format_uint(i) + " is absent",
+      throw error(error_category::internal, "op input " + ipu::format_uint(i) + " is absent",
                   "cost of op " + graph::describe(*op));
     return model->tensor(op->inputs[i]).info;
   }
   [[nodiscard]] constexpr const tensor_info& output(std::size_t i = 0) const {
     if (i >= op->outputs.size())
-      throw error(error_category::internal, "op output " + detail::device::format_uint(i) + " is absent",
+      throw error(error_category::internal, "op output " + ipu::format_uint(i) + " is absent",
                   "cost of op " + graph::describe(*op));
     return model->tensor(op->outputs[i]).info;
   }
@@ -171,8 +171,8 @@ struct op_cost_entry {
 
 namespace detail::sched {
 
-using detail::device::ceil_div;
-using detail::device::mul_sat;
+using ipu::ceil_div;
+using ipu::mul_sat;
 
 constexpr std::uint64_t dim(const tensor_info& t, std::int64_t axis) {
   const auto r = static_cast<std::int64_t>(t.shape.rank());
@@ -675,7 +675,7 @@ constexpr op_cost_fn find_op_cost(std::string_view domain, std::string_view type
 /// (the host).
 constexpr op_cost estimate_op_cost(const graph& g, op_id id, const device_description& d,
                                    const op_cost_options& o = {}, op_cost_hook hook = nullptr) {
-  detail::device::require_ipu_figures(d.arch, "estimate_op_cost");
+  ipu::require_ipu_figures(d.arch, "estimate_op_cost");
   const op_cost_context c{&g, &g.op(id), &d, o};
   if (hook)
     if (auto r = hook(c)) return *r;

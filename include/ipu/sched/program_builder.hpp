@@ -25,7 +25,7 @@
 #include "ipu/device/cost.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/graph/graph.hpp"
-#include "ipu/options.hpp"
+#include "ipu/poptorch/strategy.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/op_cost.hpp"
 #include "ipu/sched/stage_builder.hpp"

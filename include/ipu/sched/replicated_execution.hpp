@@ -33,8 +33,8 @@ struct replicated_execution {
 
   [[nodiscard]] constexpr executable plan(const graph& g, const device_description& d, const plan_options& o) const {
     if (o.replication_factor != 1 && o.replication_factor != replicas)
-      detail::sched::fail("the options ask for " + detail::device::format_uint(o.replication_factor) +
-                              " replicas but the strategy for " + detail::device::format_uint(replicas),
+      detail::sched::fail("the options ask for " + ipu::format_uint(o.replication_factor) +
+                              " replicas but the strategy for " + ipu::format_uint(replicas),
                           "replicated " + std::string(Inner::name), "set the replication factor in one place");
     plan_options r = o;
     r.replication_factor = replicas;

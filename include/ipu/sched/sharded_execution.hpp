@@ -12,7 +12,7 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/topological_order.hpp"
-#include "ipu/options.hpp"
+#include "ipu/poptorch/strategy.hpp"
 #include "ipu/sched/annotation_rules.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/execution_strategy.hpp"

@@ -1,0 +1,147 @@
+#pragma once
+// The executable cache: compiled models kept as `<dir>/<key>.popef`, the key a 128-bit XXH3 hash
+// of the model (its weightless graph and every weight byte), the options, the device, the compile
+// options, the library version and the format version.
+//
+//   auto r = ipu::popef::compile_cached(graph, opts, device);  // r.hit: served from the cache
+//
+// The directory is the options' executable cache path (PopTorch's enableExecutableCaching), else the
+// environment variable IPU_CACHE_DIR; with neither, compile_cached just compiles. Entries are written
+// to a temporary file in the directory and renamed into place (writer.hpp), so a reader never sees
+// half a file and concurrent writers of one key leave one whole entry. An entry that fails to load (damaged,
+// truncated) or records another key or library version is logged, rebuilt and replaced — never an
+// error. Failing to write an entry (read-only directory, full disk) is logged and otherwise ignored.
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "ipu/device/device_model.hpp"
+#include "ipu/error.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/log.hpp"
+#include "ipu/poptorch/options.hpp"
+#include "ipu/compile/compile.hpp"
+#include "ipu/popef/compiled_model.hpp"
+#include "ipu/popef/format.hpp"
+#include "ipu/popef/model_proto.hpp"
+#include "ipu/popef/plan_codec.hpp"
+
+namespace ipu::popef {
+
+struct cache_result {
+  compiled_model model;
+  bool hit = false;            // loaded from the cache
+  std::filesystem::path file;  // the entry; empty when caching is off
+};
+
+class executable_cache {
+ public:
+  explicit executable_cache(std::filesystem::path dir) : dir_(std::move(dir)) {}
+
+  /// The options' cache directory, else IPU_CACHE_DIR; nullopt when neither is set.
+  static std::optional<std::filesystem::path> directory_for(const ipu::options& o) {
+    if (o.executable_cache_dir()) return std::filesystem::path(*o.executable_cache_dir());
+    if (const char* env = std::getenv("IPU_CACHE_DIR"); env && *env) return std::filesystem::path(env);
+    return std::nullopt;
+  }
+
+  /// The key of compiling `g` with these settings: 32 hex digits.
+  [[nodiscard]] static std::string key(const graph& g, const ipu::options& o, const device_description& d,
+                                       const compile_options& co) {
+    XXH3_state_t* state = XXH3_createState();
+    if (!state) throw error(error_category::internal, "cannot allocate an XXH3 state");
+    XXH3_128bits_reset(state);
+    auto add = [&](std::string_view s) {
+      const std::uint64_t n = s.size();  // length-prefixed so fields cannot run into each other
+      XXH3_128bits_update(state, &n, sizeof(n));
+      XXH3_128bits_update(state, s.data(), s.size());
+    };
+    add("ipu " + std::string(library_version) + " popef " + std::to_string(format_version));
+    add(detail::serialize_message(weightless_model_proto(g), "the graph '" + g.name() + "'"));
+    for (const auto& t : g.tensors())
+      if (t.kind == tensor_kind::variable) {
+        add(t.name);
+        add(std::string_view(reinterpret_cast<const char*>(t.data.data()), t.data.size()));
+      }
+    add(o.to_config());
+    pb::Device dev;
+    detail::to_proto(d, dev);
+    add(detail::serialize_message(dev, "the device"));
+    add(co.name);
+    add(std::to_string(co.auto_split) + "," + std::to_string(co.compress) + "," +
+        (co.from_annotations ? std::string(to_string(*co.from_annotations)) : std::string("-")));
+    const auto h = XXH3_128bits_digest(state);
+    XXH3_freeState(state);
+    auto hex16 = [](std::uint64_t v) {
+      static constexpr char digits[] = "0123456789abcdef";
+      std::string s(16, '0');
+      for (int i = 15; i >= 0; --i, v >>= 4) s[static_cast<std::size_t>(i)] = digits[v & 0xf];
+      return s;
+    };
+    return hex16(h.high64) + hex16(h.low64);
+  }
+
+  [[nodiscard]] std::filesystem::path entry(const std::string& key) const { return dir_ / (key + ".popef"); }
+  [[nodiscard]] const std::filesystem::path& directory() const noexcept { return dir_; }
+
+  /// The cached model for `key`, or nullopt when there is no usable entry (a damaged or stale one
+  /// is removed).
+  [[nodiscard]] std::optional<compiled_model> find(const std::string& key) const {
+    const auto file = entry(key);
+    std::error_code ec;
+    if (!std::filesystem::exists(file, ec)) return std::nullopt;
+    try {
+      auto m = load(file);
+      const auto& eo = m.metadata.engine_options;
+      const auto k = eo.find("ipu.cache_key");
+      const auto v = eo.find("ipu.version");
+      if (k == eo.end() || k->second != key || v == eo.end() || v->second != library_version) {
+        log::warn("popef: cache entry ", file.string(), " was made by another version or for another model; rebuilding it");
+      } else {
+        return m;
+      }
+    } catch (const std::exception& e) {
+      log::warn("popef: cache entry ", file.string(), " is unusable and will be rebuilt: ", e.what());
+    }
+    std::filesystem::remove(file, ec);
+    return std::nullopt;
+  }
+
+  /// Writes `m` as the entry for `key` (the writer writes a temporary file and renames it into
+  /// place). Returns false, having logged why, when it cannot.
+  bool store(const std::string& key, const compiled_model& m, bool compress = true) const {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    try {
+      writer w(entry(key));
+      write_model(w, m, compress);
+      w.close();
+      return true;
+    } catch (const std::exception& e) {
+      log::warn("popef: cannot write cache entry in ", dir_.string(), ": ", e.what());
+      return false;
+    }
+  }
+
+ private:
+  std::filesystem::path dir_;
+};
+
+/// compile() served from the executable cache when the options (or IPU_CACHE_DIR) name one.
+inline cache_result compile_cached(const graph& g, const ipu::options& options, const device_description& device,
+                                   const compile_options& co = {}) {
+  const auto dir = executable_cache::directory_for(options);
+  if (!dir) return {compile(g, options, device, co), false, {}};
+  const executable_cache cache(*dir);
+  const auto key = executable_cache::key(g, options, device, co);
+  if (auto m = cache.find(key)) return {std::move(*m), true, cache.entry(key)};
+  auto m = compile(g, options, device, co);
+  m.metadata.engine_options["ipu.cache_key"] = key;
+  cache.store(key, m, co.compress);
+  return {std::move(m), false, cache.entry(key)};
+}
+
+}  // namespace ipu::popef

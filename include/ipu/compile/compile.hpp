@@ -1,0 +1,175 @@
+#pragma once
+// Compiling a graph for a device without attaching to it, and exporting the result as PopEF
+// (PopART's compileAndExport, PopTorch's compileAndExport / precompilation).
+//
+//   auto opts = ipu::options().device_iterations(16).execution_strategy(ipu::strategy_settings::pipelined());
+//   auto m = ipu::popef::compile_and_export(graph, opts, ipu::device_from_name("mk2", 4), "model.popef");
+//
+// Steps: validate the options; convert precision when the options ask (precision.hpp); split a
+// model without annotations over the IPUs when the strategy needs more than one (auto_split.hpp);
+// put the graph in its canonical numbering (model_proto.hpp: the numbering a loaded file gets);
+// plan it with the options' strategy; describe the anchors in metadata.
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "ipu/device/device_model.hpp"
+#include "ipu/error.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/poptorch/options.hpp"
+#include "ipu/compile/auto_split.hpp"
+#include "ipu/popef/compiled_model.hpp"
+#include "ipu/popef/model_proto.hpp"
+#include "ipu/compile/precision.hpp"
+#include "ipu/popef/writer.hpp"
+#include "ipu/sched/execution_strategy.hpp"
+#include "ipu/compile/strategies.hpp"
+
+namespace ipu::popef {
+
+struct compile_options {
+  /// The executable's name; empty: the graph's name, or "model" when it has none.
+  std::string name;
+  /// Pipelined and sharded strategies without explicit stages: split a model without placement
+  /// annotations over every IPU of a replica (auto_split.hpp). (Phased strategies list their
+  /// phases; auto_split() makes a model and phases that fit each other.)
+  bool auto_split = true;
+  /// zlib-compress the Executable blob when exporting.
+  bool compress = true;
+  /// Plan with this strategy from the ops' own annotations (PopART's virtual graphs, pipeline
+  /// stages, execution phases) instead of the options' strategy settings — the only way to run a
+  /// phased strategy without listing its phases, which the options require.
+  std::optional<execution_mode> from_annotations;
+};
+
+namespace detail {
+
+/// PopART's names of its program slots (the plan numbers programs as PopART does).
+inline std::string program_name(std::size_t i, const std::string& own) {
+  static constexpr const char* names[] = {"WeightsFromHost",  "OptimizerFromHost", "RandomSeedFromHost",
+                                          "RandomSeedToHost", "RngStateFromHost",  "Program",
+                                          "RngStateToHost",   "WeightsToHost",     "CycleCountTensorToHost"};
+  if (i < std::size(names)) return names[i];
+  return own.empty() ? "Program" + std::to_string(i) : own;
+}
+
+/// Plans with the options' strategy, or with the strategy the graph's annotations imply.
+inline executable plan_with(const graph& g, const ipu::options& o, const device_description& d,
+                            std::optional<execution_mode> from_annotations) {
+  strategy_settings s = o.execution_strategy();
+  if (from_annotations) {
+    s = strategy_settings{};
+    s.mode = *from_annotations;
+  }
+  return ipu::plan_with(s, g, d, ipu::plan_options_from(o, false));
+}
+
+/// The handle of the plan's host stream for `t` in `direction`, or the tensor's name.
+inline std::string stream_handle(const executable& e, tensor_id t, stream_direction direction) {
+  for (const auto& s : e.streams)
+    if (s.tensor == t && s.direction == direction) return s.handle;
+  return e.model.tensor(t).name;
+}
+
+inline metadata make_metadata(const std::string& name, const executable& e, const ipu::options& o) {
+  metadata m;
+  m.executable = name;
+  const auto& g = e.model;
+  const auto main = static_cast<std::uint32_t>(program_index::main);
+  const auto load = static_cast<std::uint32_t>(program_index::weights_from_host);
+  for (auto t : g.inputs())
+    m.anchors.push_back({g.tensor(t).name, stream_handle(e, t, stream_direction::to_device), g.tensor(t).info, true,
+                         anchor_type::input, {main}});
+  for (auto t : g.outputs()) {
+    if (m.find_anchor(g.tensor(t).name)) continue;  // an input returned as an output
+    m.anchors.push_back({g.tensor(t).name, stream_handle(e, t, stream_direction::to_host), g.tensor(t).info, true,
+                         anchor_type::output, {main}});
+  }
+  for (tensor_id t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).kind == tensor_kind::variable)
+      m.anchors.push_back({g.tensor(t).name, stream_handle(e, t, stream_direction::to_device), g.tensor(t).info, false,
+                           anchor_type::input, {load}});
+  m.flow = e.flow;
+  for (std::size_t i = 0; i < e.programs.size(); ++i)
+    m.programs.emplace(static_cast<std::uint32_t>(i), program_name(i, e.programs[i].name));
+  m.replication_factor = e.replication_factor;
+  m.num_ipus = e.ipus_reserved;
+  m.ipu_version = std::string(e.device.arch.ipu_version);
+  m.is_pod = false;
+  m.num_processes = static_cast<std::uint32_t>(o.num_processes());
+  m.is_inference = e.is_inference;
+  m.device_iterations = e.batches_per_step * e.gradient_accumulation;
+  m.engine_options = {{"ipu.strategy", e.strategy},
+                      {"ipu.version", std::string(library_version)},
+                      {"ipu.options", o.to_config()}};
+  if (o.random_seed()) m.engine_options.emplace("ipu.random_seed", std::to_string(*o.random_seed()));
+  m.device_options = {{"device", std::string(e.device.arch.name)},
+                      {"kind", std::string(to_string(e.device.kind))},
+                      {"numIpus", std::to_string(e.device.num_ipus)}};
+  return m;
+}
+
+}  // namespace detail
+
+/// The graph numbered as a PopEF file numbers it, weights shared with `g`, plus the weightless
+/// model proto that numbering comes from.
+inline std::pair<graph, std::string> canonical_graph(const graph& g) {
+  auto proto = std::make_shared<::onnx::ModelProto>(weightless_model_proto(g));
+  auto bytes = detail::serialize_message(*proto, "the graph '" + g.name() + "'");
+  std::unordered_map<std::string, const byte_buffer*> data;
+  for (const auto& t : g.tensors())
+    if (t.kind == tensor_kind::variable) data.emplace(t.name, &t.data);
+  auto weights = [&](const std::string& name, const tensor_info&) -> byte_buffer { return *data.at(name); };
+  return {graph_from_model_proto(std::move(proto), weights, "graph '" + g.name() + "'"), std::move(bytes)};
+}
+
+/// Plans `g` for `device` as the options say, without attaching to a device. Throws what
+/// validation and planning throw (options, schedule, memory errors).
+inline compiled_model compile(const graph& g, const ipu::options& options, const device_description& device,
+                              const compile_options& co = {}) {
+  options.validate(false);
+  const graph* source = &g;
+  graph converted;
+  if (options.precision()) {
+    converted = convert_precision(g, *options.precision());
+    source = &converted;
+  }
+  const auto& strategy = options.execution_strategy();
+  const bool explicit_placement = !strategy.stages.empty() || !strategy.phases.empty();
+  if (co.auto_split && !co.from_annotations && !strategy.is_phased() && !explicit_placement &&
+      !has_placement_annotations(*source)) {
+    const auto parts =
+        std::max<std::uint32_t>(1, device.num_ipus / static_cast<std::uint32_t>(options.replication_factor()));
+    if (parts > 1) {
+      converted = auto_split(*source, strategy.mode, parts, op_costs(*source, device)).model;
+      source = &converted;
+    }
+  }
+  compiled_model out;
+  out.name = !co.name.empty() ? co.name : !g.name().empty() ? g.name() : "model";
+  auto [canonical, proto] = canonical_graph(*source);
+  out.onnx_model = std::move(proto);
+  out.plan = detail::plan_with(canonical, options, device, co.from_annotations);
+  out.metadata = detail::make_metadata(out.name, out.plan, options);
+  return out;
+}
+
+/// Writes a compiled model to a new PopEF file.
+inline void export_model(const compiled_model& m, const std::filesystem::path& file, bool compress = true) {
+  writer w(file);
+  write_model(w, m, compress);
+  w.close();
+}
+
+/// compile(), then export_model() to `file`.
+inline compiled_model compile_and_export(const graph& g, const ipu::options& options, const device_description& device,
+                                         const std::filesystem::path& file, const compile_options& co = {}) {
+  auto m = compile(g, options, device, co);
+  export_model(m, file, co.compress);
+  return m;
+}
+
+}  // namespace ipu::popef
