@@ -491,7 +491,7 @@ class session {
       return byte_buffer::share(zeros, zeros->data(), n);
     };
     popef::plan_from_proto(e.plan(), plan_, at);
-    plan_.model = popef::graph_from_model_bytes(e.onnx_model(), weights, at);
+    plan_.model = popef::graph_from_executable(e, weights, at);
     popef::check_plan(plan_, at);
   }
 
