@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """CLI tests of `ipu run`: a small ONNX model built with onnx.helper at test time, results checked
 against NumPy, and every documented failure checked for one error line and a non-zero exit.
-Usage: cli_run_test.py IPU_BINARY CASE   (CASE: npy, pb, data, iterations, threads, errors)
+Usage: cli_run_test.py IPU_BINARY CASE   (CASE: npy, pb, data, iterations, threads, errors, popef,
+popef_errors)
+
+The popef cases compile a 7-op chain for a 4-IPU Mk2 with pipelining and serve the file through
+the Model Runtime: outputs bit-identical to `ipu run` on the ONNX model, with 1 and 4 clients, and
+a trace with 4 stage lanes whose spans overlap (the stages ran as a pipeline; needs 2 cores).
 """
+import json
 import os
 import re
 import subprocess
@@ -34,6 +40,55 @@ def make_model(path):
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     onnx.checker.check_model(model)
     onnx.save(model, path)
+
+
+CHAIN_W = [RNG.standard_normal((256, 256)).astype(np.float32) / 16 for _ in range(4)]
+
+
+def make_chain(path):
+    """y = Sigmoid(Tanh(Relu(x @ W0) @ W1) @ W2) @ W3, x F32[64,256]: four matrix products, one per
+    pipeline stage, each long enough (milliseconds) that the stages' threads meet in time."""
+    acts = ["Relu", "Tanh", "Sigmoid"]
+    nodes, prev = [], "x"
+    for i in range(4):
+        nodes.append(helper.make_node("MatMul", [prev, f"W{i}"], [f"m{i}"]))
+        prev = f"m{i}"
+        if i < 3:
+            nodes.append(helper.make_node(acts[i], [prev], [f"a{i}"]))
+            prev = f"a{i}"
+    nodes[-1].output[0] = "y"
+    graph = helper.make_graph(
+        nodes, "chain",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
+        [numpy_helper.from_array(w, f"W{i}") for i, w in enumerate(CHAIN_W)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def same_files(a_dir, b_dir):
+    names = sorted(os.listdir(a_dir))
+    assert names and names == sorted(os.listdir(b_dir)), (names, os.listdir(b_dir))
+    for n in names:
+        a = open(os.path.join(a_dir, n), "rb").read()
+        b = open(os.path.join(b_dir, n), "rb").read()
+        assert a == b, f"{n}: {b_dir} differs from {a_dir}"
+
+
+def stage_lanes(trace_file):
+    """{host lane (tid): (stage, [(begin, end)...])} of the trace's compute events."""
+    with open(trace_file) as f:
+        events = json.load(f)["traceEvents"]
+    host_pids = {e["pid"] for e in events if e.get("ph") == "M" and e["args"]["name"].endswith(" host")}
+    lanes = {}
+    for e in events:
+        if e.get("ph") != "X" or e["pid"] not in host_pids or e["cat"] != "compute":
+            continue
+        stage, spans = lanes.setdefault(e["tid"], (e["args"]["stage"], []))
+        assert stage == e["args"]["stage"], f"lane {e['tid']} runs stages {stage} and {e['args']['stage']}"
+        spans.append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
+    return lanes
 
 
 def reference(x):
@@ -145,6 +200,55 @@ def main():
             expect_error(ipu, r"model\.nope|does not exist|cannot open", os.path.join(d, "model.nope"),
                          "--input", f"x={d}/x.npy")
             expect_error(ipu, r"not a directory", model, "--data", os.path.join(d, "x.npy"))
+        elif case in ("popef", "popef_errors"):
+            chain = os.path.join(d, "chain.onnx")
+            make_chain(chain)
+            np.save(os.path.join(d, "xc.npy"), RNG.standard_normal((64, 256)).astype(np.float32))
+            popef = os.path.join(d, "chain.popef")
+            res = subprocess.run([ipu, "compile", chain, "-o", popef, "--device", "mk2", "--ipus", "4",
+                                  "--strategy", "pipelined", "--batches-per-step", "8"],
+                                 capture_output=True, text=True)
+            assert res.returncode == 0, res.stderr
+            if case == "popef_errors":
+                expect_error(ipu, r"--clients is 0", popef, "--input", f"x={d}/x.npy", "--clients", "0")
+                expect_error(ipu, r"--clients applies to a PopEF file", chain, "--input", f"x={d}/x.npy",
+                             "--clients", "2")
+                expect_error(ipu, r"--trace applies to a PopEF file", chain, "--input", f"x={d}/x.npy",
+                             "--trace", os.path.join(d, "t.json"))
+                expect_error(ipu, r"input 'x' is not given", popef, "--output-dir", out_dir)
+                np.save(os.path.join(d, "wrong_shape.npy"), np.zeros((3, 4), np.float32))
+                expect_error(ipu, r"input 'x' expects F32\[64,256\] but received F32\[3,4\]", popef,
+                             "--input", f"x={d}/wrong_shape.npy", "--output-dir", out_dir)
+                expect_error(ipu, r"--input-shape does not apply to a PopEF file", popef, "--input",
+                             f"x={d}/x.npy", "--input-shape", "x=2,4")
+            else:
+                onnx_out, one, four = (os.path.join(d, n) for n in ("onnx", "one", "four"))
+                expect_ok(ipu, chain, "--input", f"x={d}/xc.npy", "--output-dir", onnx_out)
+                expect_ok(ipu, popef, "--input", f"x={d}/xc.npy", "--output-dir", one)
+                text = expect_ok(ipu, popef, "--input", f"x={d}/xc.npy", "--output-dir", four, "--clients", "4")
+                same_files(onnx_out, one)
+                same_files(onnx_out, four)
+                assert "latency_ms" not in text, text
+                # One kernel thread per stage leaves a core for each of two stages to run at once (the
+                # bits follow the kernels' thread count, so the reference runs with one thread too).
+                onnx_1, four_1 = os.path.join(d, "onnx1"), os.path.join(d, "four1")
+                expect_ok(ipu, chain, "--input", f"x={d}/xc.npy", "--output-dir", onnx_1, "--threads", "1")
+                trace = os.path.join(d, "trace.json")
+                text = expect_ok(ipu, popef, "--input", f"x={d}/xc.npy", "--output-dir", four_1, "--clients", "4",
+                                 "--iterations", "32", "--trace", trace, "--threads", "1")
+                same_files(onnx_1, four_1)
+                assert re.search(r"^latency_ms median=[0-9.]+ min=[0-9.]+ max=[0-9.]+$", text, re.M), text
+                m = re.search(r"^throughput requests_per_s=[0-9.]+ requests=(\d+) clients=(\d+) steps=(\d+) "
+                              r"requests_per_step=(\d+)$", text, re.M)
+                assert m and m.group(1) == "32" and m.group(2) == "4" and m.group(4) == "8", text
+                assert int(m.group(3)) >= 4, text  # 32 requests at most 8 a step, plus the warm-up
+                lanes = stage_lanes(trace)
+                assert sorted(stage for stage, _ in lanes.values()) == [0, 1, 2, 3], lanes.keys()
+                overlapping = any(b0 < e1 and b1 < e0
+                                  for l0, (_, s0) in lanes.items() for l1, (_, s1) in lanes.items() if l0 < l1
+                                  for b0, e0 in s0 for b1, e1 in s1)
+                if (os.cpu_count() or 1) >= 2:  # one core runs one stage at a time
+                    assert overlapping, "no two pipeline stages ran at the same time"
         else:
             raise SystemExit(f"unknown case {case}")
     print(f"ok: {case}")

@@ -1,15 +1,17 @@
 // libFuzzer target for the PopEF reader: any bytes must parse or raise ipu::error — never crash,
 // read out of bounds or allocate without limit. Each input is read twice: with checksums (what
 // users run) and without (so mutations reach the info messages, the metadata, zlib streams and the
-// plan decoder instead of stopping at the checksum). Built with clang++ -fsanitize=fuzzer,address
+// plan and graph decoders instead of stopping at the checksum). Built with clang++ -fsanitize=fuzzer,address
 // when clang is available; fuzz_popef_reader_replay runs the same function over a corpus with any
 // compiler.
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/popef/graph_codec.hpp"
 #include "ipu/popef/model.hpp"
 #include "ipu/popef/plan_codec.hpp"
 #include "ipu/popef/popef.pb.h"
@@ -30,7 +32,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (!proto.ParseFromString(payload)) continue;
         ipu::executable plan;
         ipu::popef::plan_from_proto(proto.plan(), plan, e.blob.location);
-        ipu::popef::check_plan(plan, e.blob.location);  // against an empty graph: must refuse, not crash
+        try {
+          ipu::popef::check_plan(plan, e.blob.location);  // against an empty graph: must refuse, not crash
+        } catch (const ipu::error&) {
+        }
+        // The graph, each weight bound to zeros (small ones only: the fuzzer's memory is not the point).
+        auto zeros = [](const std::string& name, const ipu::tensor_info& info) {
+          if (info.num_bytes() > (1u << 20))
+            throw ipu::error(ipu::error_category::popef, "weight '" + name + "' is over the fuzzer's 1 MB", "fuzz");
+          return ipu::byte_buffer(std::vector<std::byte>(static_cast<std::size_t>(info.num_bytes())));
+        };
+        plan.model = ipu::popef::graph_from_executable(proto, zeros, e.blob.location);
+        ipu::popef::check_plan(plan, e.blob.location);
       }
       const ipu::popef::model_builder builder(r);
       for (const auto& name : builder.model_names()) (void)builder.create_model(name);

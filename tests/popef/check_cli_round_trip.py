@@ -1,5 +1,6 @@
-"""ONNX -> `ipu compile` -> PopEF -> `ipu run` in a fresh process: the outputs must be byte for byte
-those of `ipu run MODEL.onnx`, and `ipu inspect` must describe the file. `ipu run MODEL.onnx` must
+"""ONNX -> `ipu compile` -> PopEF -> `ipu run` in a fresh process, served by the Model Runtime with
+the file's schedule, from one client and from four (`--clients 4 --iterations 8`): the outputs must
+be byte for byte those of `ipu run MODEL.onnx`, and `ipu inspect` must describe the file. `ipu run MODEL.onnx` must
 also match PyTorch's output (MODEL.output.npy, written by tests/data/export_models.py):
 max |ipu - torch| / max |torch| < 1e-4.
 
@@ -32,15 +33,20 @@ def main():
     name = run([sys.executable, "-c", "import onnx,sys; print(onnx.load(sys.argv[1], load_external_data=False).graph.input[0].name)", model]).strip()
     run([ipu, "run", model, "--input", f"{name}={x}", "--output-dir", os.path.join(work, "onnx")])
     run([ipu, "run", popef, "--input", f"{name}={x}", "--output-dir", os.path.join(work, "popef")])
+    text = run([ipu, "run", popef, "--input", f"{name}={x}", "--output-dir", os.path.join(work, "popef4"),
+                "--clients", "4", "--iterations", "8"])
+    if "latency_ms median=" not in text or "throughput requests_per_s=" not in text:
+        sys.exit(f"ipu run --clients 4 --iterations 8 printed no latency or throughput:\n{text}")
     outs = sorted(os.listdir(os.path.join(work, "onnx")))
-    if not outs or outs != sorted(os.listdir(os.path.join(work, "popef"))):
-        sys.exit(f"different output files: {outs} vs {os.listdir(os.path.join(work, 'popef'))}")
-    for f in outs:
-        a = open(os.path.join(work, "onnx", f), "rb").read()
-        b = open(os.path.join(work, "popef", f), "rb").read()
-        if a != b:
-            sys.exit(f"{f}: the PopEF run differs from the ONNX run")
-    print(f"identical outputs: {', '.join(outs)}")
+    for run_dir in ("popef", "popef4"):
+        if not outs or outs != sorted(os.listdir(os.path.join(work, run_dir))):
+            sys.exit(f"different output files: {outs} vs {os.listdir(os.path.join(work, run_dir))}")
+        for f in outs:
+            a = open(os.path.join(work, "onnx", f), "rb").read()
+            b = open(os.path.join(work, run_dir, f), "rb").read()
+            if a != b:
+                sys.exit(f"{f}: the PopEF run ({run_dir}) differs from the ONNX run")
+    print(f"identical outputs (1 and 4 clients): {', '.join(outs)}")
     expected = model[: -len(".onnx")] + ".output.npy"
     if len(outs) != 1:
         sys.exit(f"expected one graph output to compare with {expected}, got {outs}")

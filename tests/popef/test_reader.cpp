@@ -291,8 +291,13 @@ TEST_CASE("impossible lengths are errors") {
   }
   SUBCASE("a newer format version") {
     auto bad = bytes;
-    edit_header(bad, offsets[1], [](blob_header& h) { h.version = 2; });
-    CHECK(contains(parse_error(bad).what(), "format version 2"));
+    edit_header(bad, offsets[1], [](blob_header& h) { h.version = format_version + 1; });
+    CHECK(contains(parse_error(bad).what(), "format version " + std::to_string(format_version + 1)));
+  }
+  SUBCASE("an older format version (the graph as ONNX)") {
+    auto bad = bytes;
+    edit_header(bad, offsets[1], [](blob_header& h) { h.version = 1; });
+    CHECK(contains(parse_error(bad).what(), "format version 1 is not supported"));
   }
   SUBCASE("an unknown flag on a known type") {
     auto bad = bytes;

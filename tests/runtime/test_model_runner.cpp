@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -84,6 +85,32 @@ TEST_CASE("execute returns the model's outputs for one request") {
     CHECK(p[2] == 0.f);   // relu(3.5 * 0.5 - 3)
     CHECK(r.requests_served() == 1);
   }
+}
+
+TEST_CASE("keep_timeline keeps the last step's host timeline, one lane per pipeline stage") {
+  {
+    runtime::model_runner r(compiled(true, 4), config());
+    CHECK(check_request(r, 1));
+    CHECK(r.last_timeline().empty());  // not kept by default
+  }
+  auto c = config();
+  c.keep_timeline = true;
+  runtime::model_runner r(compiled(true, 4), c);
+  CHECK(r.last_timeline().empty());  // no step yet
+  CHECK(check_request(r, 1));
+  const auto t = r.last_timeline();
+  std::set<std::uint32_t> stages, workers;
+  std::set<std::uint64_t> micro_batches;
+  for (const auto& e : t.events())
+    if (e.kind == step_kind::compute) {
+      stages.insert(e.stage);
+      workers.insert(e.worker);
+      micro_batches.insert(e.micro_batch);
+      CHECK(e.worker == e.stage);  // a pipelined step's lanes are its stages
+    }
+  CHECK(stages == std::set<std::uint32_t>{0, 1});
+  CHECK(workers.size() == 2);
+  CHECK(micro_batches.size() == 4);  // the padded step ran every micro-batch
 }
 
 TEST_CASE("a runner loads a PopEF file") {

@@ -91,7 +91,7 @@ bool identical(const host_tensor& a, const host_tensor& b) {
 /// writes them, without TensorData).
 void write_weightless(const popef::compiled_model& m, const fs::path& file) {
   popef::pb::Executable e;
-  e.set_onnx_model(m.onnx_model);
+  *e.mutable_graph() = popef::graph_to_proto(m.model());
   *e.mutable_plan() = popef::plan_to_proto(m.plan);
   const auto bytes = popef::detail::serialize_message(e, "executable");
   popef::writer w(file);

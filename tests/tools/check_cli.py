@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Runs the `ipu` CLI and checks how it ends.
 
-check_cli.py [--fail] [--stdout REGEX]... [--stderr REGEX]... -- COMMAND...
+check_cli.py [--fail] [--stdout REGEX]... [--stderr REGEX]... [--same-files DIR_A DIR_B]... -- COMMAND...
 --fail: the command must exit with status 1 and print exactly ONE line, on stderr, and nothing on
 stdout. Otherwise it must exit with 0. Either way it must not crash (no signal, no sanitizer report).
+--same-files: afterwards DIR_B holds the same file names as DIR_A (at least one), byte for byte.
 """
+import os
 import re
 import subprocess
 import sys
@@ -14,7 +16,7 @@ def main():
     argv = sys.argv[1:]
     sep = argv.index("--")
     opts, cmd = argv[:sep], argv[sep + 1:]
-    fail, out_res, err_res = False, [], []
+    fail, out_res, err_res, same = False, [], [], []
     i = 0
     while i < len(opts):
         if opts[i] == "--fail":
@@ -25,6 +27,9 @@ def main():
         elif opts[i] == "--stderr":
             i += 1
             err_res.append(opts[i])
+        elif opts[i] == "--same-files":
+            same.append((opts[i + 1], opts[i + 2]))
+            i += 2
         else:
             sys.exit(f"unknown option {opts[i]}")
         i += 1
@@ -51,6 +56,16 @@ def main():
     for r in err_res:
         if not re.search(r, p.stderr, re.M):
             problems.append(f"stderr does not match {r!r}")
+    for a, b in same:
+        names = sorted(os.listdir(a)) if os.path.isdir(a) else []
+        other = sorted(os.listdir(b)) if os.path.isdir(b) else []
+        if not names or names != other:
+            problems.append(f"{b} holds {other}, {a} holds {names}")
+            continue
+        for n in names:
+            with open(os.path.join(a, n), "rb") as fa, open(os.path.join(b, n), "rb") as fb:
+                if fa.read() != fb.read():
+                    problems.append(f"{os.path.join(b, n)} differs from {os.path.join(a, n)}")
     print("$ " + " ".join(cmd))
     print("--- status", p.returncode)
     print("--- stdout\n" + p.stdout)

@@ -1,21 +1,40 @@
 #pragma once
-// `ipu run MODEL [--input NAME=FILE]... [--data DIR] [--output-dir DIR] [--threads N] [--iterations N]`
+// `ipu run MODEL [--input NAME=FILE]... [--data DIR] [--output-dir DIR] [--threads N] [--iterations N]
+//         [--clients N] [--trace FILE]`
 //
-// Runs an ONNX model exactly on the host (the CPU device) and writes every graph output to
-// OUTPUT_DIR/<name>.npy, where each character of the name outside [A-Za-z0-9._-] becomes '_'.
-// Inputs: FILE is a NumPy .npy or an ONNX TensorProto .pb; `--data DIR` binds DIR/input_<i>.pb to
-// the i-th graph input (the layout of ONNX's test data sets). With `--iterations N` the model runs
-// once to warm up, then N timed times, and one line `latency_ms median=<x> min=<y> max=<z>` is
-// printed. Any failure is an ipu::error, which main prints as one line (exit status 1).
-// A MODEL ending in .popef (from `ipu compile`) runs the graph that file holds, weights in place.
+// Runs a model and writes every graph output to OUTPUT_DIR/<name>.npy, where each character of
+// the name outside [A-Za-z0-9._-] becomes '_'. Inputs: FILE is a NumPy .npy or an ONNX TensorProto
+// .pb; `--data DIR` binds DIR/input_<i>.pb to the i-th graph input (the layout of ONNX's test data
+// sets). Any failure is an ipu::error, which main prints as one line (exit status 1).
+//
+// An ONNX MODEL runs exactly on the host (the CPU device). With `--iterations N` it runs once to
+// warm up, then N timed times, and one line `latency_ms median=<x> min=<y> max=<z>` is printed.
+//
+// A MODEL ending in .popef (from `ipu compile`) is served by the Model Runtime
+// (runtime/model_runner.hpp) with the schedule the file holds — pipelined stages, phases, replicas
+// — on IPUs reserved from the simulated system, weights used in place. `--clients N` threads
+// submit requests (one micro-batch each, the inputs given): each its share of `--iterations` after
+// one warm-up request, or one request without `--iterations`. Every response must equal the
+// first bit for bit; it is the one written, and it equals what `ipu run` gives for the ONNX model.
+// With `--iterations`, latency_ms (per request, submit to response) and a `throughput` line are
+// printed. `--trace FILE` writes the runtime's last step as a Chrome trace (host lanes: one per
+// pipeline stage, phased IPU or replica). `--threads` is each engine worker's kernel threads there
+// (0: every hardware thread, as for the CPU device: results depend on the kernels' thread count, so
+// equal counts give equal bits).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <exception>
 #include <filesystem>
+#include <fstream>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -26,6 +45,8 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/tensor.hpp"
 #include "ipu/popef/compiled_model.hpp"
+#include "ipu/runtime/model_runner.hpp"
+#include "ipu/exec/timeline.hpp"
 
 namespace ipu_cli {
 
@@ -37,6 +58,8 @@ struct run_args {
   std::string output_dir = ".";
   std::size_t threads = 0;
   std::size_t iterations = 0;
+  std::optional<std::size_t> clients;  // PopEF only; unset: 1
+  std::string trace;                   // PopEF only
 };
 
 /// The file name an output is written to: `name` with every char outside [A-Za-z0-9._-] as '_'.
@@ -64,20 +87,140 @@ inline ipu::host_tensor read_input_file(const std::filesystem::path& p) {
               "give a NumPy .npy file or an ONNX TensorProto .pb file");
 }
 
+/// Prints `latency_ms median=<x> min=<y> max=<z>` for the given times.
+inline void print_latency(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  const auto n = ms.size();
+  const double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+  std::printf("latency_ms median=%.3f min=%.3f max=%.3f\n", median, ms.front(), ms.back());
+}
+
+inline bool same_bits(const ipu::host_tensor& a, const ipu::host_tensor& b) {
+  return a.info() == b.info() && std::memcmp(a.data(), b.data(), a.info().num_bytes()) == 0;
+}
+
+/// Serves the requests through the Model Runtime (see the file comment); the graph outputs of
+/// the first response, in graph order.
+inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model& m,
+                                               const std::map<std::string, ipu::host_tensor>& bound,
+                                               const run_args& a) {
+  const auto& g = m.model();
+  // The CPU device's messages for a missing or mismatched input, so both paths read alike.
+  for (auto t : g.inputs()) {
+    const auto& node = g.tensor(t);
+    const auto it = bound.find(node.name);
+    if (it == bound.end())
+      throw ipu::error(ipu::error_category::usage, "input '" + node.name + "' is not given", "ipu run",
+                       "bind it with --input " + node.name + "=FILE");
+    if (it->second.info() != node.info)
+      throw ipu::error(ipu::error_category::shape,
+                       "input '" + node.name + "' expects " + ipu::to_string(node.info) + " but received " +
+                           ipu::to_string(it->second.info()),
+                       "ipu run", "give one micro-batch of the input's type and shape");
+  }
+  const std::size_t clients = a.clients.value_or(1);
+  ipu::runtime::model_runner_config config;
+  config.device_wait = ipu::device_wait_config::with_timeout(std::chrono::seconds(120));
+  config.threads_per_worker = a.threads ? a.threads : std::max(1u, std::thread::hardware_concurrency());
+  config.keep_timeline = !a.trace.empty();
+  ipu::runtime::model_runner runner(m, config);
+  ipu::runtime::input_map inputs;
+  for (const auto& [name, t] : bound) inputs.emplace(name, t.view());
+
+  using clock = std::chrono::steady_clock;
+  std::optional<ipu::runtime::output_map> first;
+  if (a.iterations) first = runner.execute(inputs);  // the warm-up
+  std::mutex lock;  // guards first, latencies and failure
+  std::vector<double> latencies;
+  std::exception_ptr failure;
+  // Each client keeps up to a step's worth of requests in flight, so one client can fill a step.
+  const std::size_t window = std::max<std::size_t>(1, static_cast<std::size_t>(runner.requests_per_step()));
+  auto client = [&](std::size_t share) {
+    try {
+      std::vector<std::pair<clock::time_point, ipu::runtime::future_map>> in_flight;
+      std::vector<double> mine;
+      auto finish_one = [&] {
+        auto& [t0, futures] = in_flight.front();
+        ipu::runtime::output_map out;
+        for (auto& [name, f] : futures) out.emplace(name, f.get());
+        mine.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+        in_flight.erase(in_flight.begin());
+        std::lock_guard l(lock);
+        if (!first) {
+          first = std::move(out);
+          return;
+        }
+        for (const auto& [name, t] : out)
+          if (!same_bits(t, first->at(name)))
+            throw ipu::error(ipu::error_category::runtime, "two responses to the same request differ in '" + name + "'",
+                             "ipu run", "this is a bug in the runtime; please report it");
+      };
+      for (std::size_t i = 0; i < share; ++i) {
+        if (in_flight.size() >= window) finish_one();
+        in_flight.emplace_back(clock::now(), runner.execute_async(inputs));
+      }
+      while (!in_flight.empty()) finish_one();
+      std::lock_guard l(lock);
+      latencies.insert(latencies.end(), mine.begin(), mine.end());
+    } catch (...) {
+      std::lock_guard l(lock);
+      if (!failure) failure = std::current_exception();
+    }
+  };
+  const auto t0 = clock::now();
+  std::vector<std::thread> threads;
+  for (std::size_t c = 0; c < clients; ++c) {
+    const std::size_t share = a.iterations ? a.iterations / clients + (c < a.iterations % clients ? 1 : 0) : 1;
+    threads.emplace_back(client, share);
+  }
+  for (auto& t : threads) t.join();
+  const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  if (failure) std::rethrow_exception(failure);
+  if (a.iterations) {
+    print_latency(latencies);
+    std::printf("throughput requests_per_s=%.1f requests=%zu clients=%zu steps=%llu requests_per_step=%llu\n",
+                static_cast<double>(latencies.size()) / seconds, latencies.size(), clients,
+                static_cast<unsigned long long>(runner.steps_run()),
+                static_cast<unsigned long long>(runner.requests_per_step()));
+  }
+  if (!a.trace.empty()) {
+    std::ofstream out(a.trace, std::ios::trunc);
+    if (out) ipu::write_chrome_trace(out, runner.last_timeline(), g);
+    if (!out)
+      throw ipu::error(ipu::error_category::io, "cannot write the trace", "--trace '" + a.trace + "'",
+                       "give a writable file path");
+    std::printf("wrote trace %s\n", a.trace.c_str());
+  }
+  std::vector<ipu::host_tensor> outputs;
+  for (auto t : g.outputs()) outputs.push_back(first->at(g.tensor(t).name));
+  return outputs;
+}
+
 inline void run_command(const run_args& a) {
   namespace fs = std::filesystem;
   ipu::onnx::import_options options;
   options.input_shapes = parse_input_shapes(a.input_shapes);
-  ipu::graph g;
-  if (fs::path(a.model).extension() == ".popef") {
+  const bool is_popef = fs::path(a.model).extension() == ".popef";
+  if (a.clients && *a.clients == 0)
+    throw ipu::error(ipu::error_category::usage, "--clients is 0", "--clients", "use at least 1 client");
+  if (!is_popef && a.clients)
+    throw ipu::error(ipu::error_category::usage, "--clients applies to a PopEF file, not an ONNX model",
+                     "--clients", "compile the model with ipu compile and run the .popef file");
+  if (!is_popef && !a.trace.empty())
+    throw ipu::error(ipu::error_category::usage, "--trace applies to a PopEF file, not an ONNX model", "--trace",
+                     "compile the model with ipu compile and run the .popef file");
+  std::optional<ipu::popef::compiled_model> compiled;
+  ipu::graph onnx_graph;
+  if (is_popef) {
     // A PopEF file (ipu compile) holds the graph with its shapes fixed; weights are used in place.
     if (!a.input_shapes.empty())
       throw ipu::error(ipu::error_category::usage, "--input-shape does not apply to a PopEF file", "--input-shape",
                        "shapes are fixed when the file is compiled: pass --input-shape to ipu compile");
-    g = std::move(ipu::popef::load(a.model).plan.model);
+    compiled = ipu::popef::load(a.model);
   } else {
-    g = ipu::onnx::load_model(a.model, options);
+    onnx_graph = ipu::onnx::load_model(a.model, options);
   }
+  const ipu::graph& g = compiled ? compiled->model() : onnx_graph;
 
   // Bind files to input names; every graph input exactly once.
   std::map<std::string, ipu::host_tensor> bound;
@@ -131,22 +274,24 @@ inline void run_command(const run_args& a) {
     out_paths.push_back(fs::path(a.output_dir) / file);
   }
 
-  ipu::cpu::device dev(std::move(g), {.threads = a.threads});
-  ipu::cpu::named_tensors inputs;
-  for (const auto& [name, t] : bound) inputs.emplace_back(name, t.view());
-  auto outputs = dev.run(inputs);  // also the warm-up when timing
-  if (a.iterations) {
-    std::vector<double> ms;
-    ms.reserve(a.iterations);
-    for (std::size_t i = 0; i < a.iterations; ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      outputs = dev.run(inputs);
-      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  std::vector<ipu::host_tensor> outputs;
+  if (compiled) {
+    outputs = run_popef(*compiled, bound, a);
+  } else {
+    ipu::cpu::device dev(std::move(onnx_graph), {.threads = a.threads});
+    ipu::cpu::named_tensors inputs;
+    for (const auto& [name, t] : bound) inputs.emplace_back(name, t.view());
+    outputs = dev.run(inputs);  // also the warm-up when timing
+    if (a.iterations) {
+      std::vector<double> ms;
+      ms.reserve(a.iterations);
+      for (std::size_t i = 0; i < a.iterations; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        outputs = dev.run(inputs);
+        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+      print_latency(std::move(ms));
     }
-    std::sort(ms.begin(), ms.end());
-    const auto n = ms.size();
-    const double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-    std::printf("latency_ms median=%.3f min=%.3f max=%.3f\n", median, ms.front(), ms.back());
   }
   std::error_code ec;
   fs::create_directories(a.output_dir, ec);
@@ -162,13 +307,18 @@ inline void run_command(const run_args& a) {
 /// Adds the `run` subcommand to the tool.
 inline void add_run_command(CLI::App& app) {
   auto args = std::make_shared<run_args>();
-  auto* cmd = app.add_subcommand("run", "run an ONNX model exactly on the host and write its outputs as .npy");
+  auto* cmd = app.add_subcommand(
+      "run", "run an ONNX model exactly on the host, or a PopEF file on the Model Runtime, and write its outputs as .npy");
   cmd->add_option("model", args->model, "the ONNX model, or a PopEF file from ipu compile")->required();
   cmd->add_option("--input", args->inputs, "NAME=FILE: bind a graph input to a .npy or TensorProto .pb file");
   cmd->add_option("--data", args->data_dir, "bind DIR/input_<i>.pb to the graph inputs in order");
   cmd->add_option("--output-dir", args->output_dir, "where <output name>.npy files are written")->capture_default_str();
-  cmd->add_option("--threads", args->threads, "kernel threads (0: all hardware threads)")->capture_default_str();
+  cmd->add_option("--threads", args->threads,
+                  "kernel threads (0: all hardware threads; PopEF: per engine worker)")->capture_default_str();
   cmd->add_option("--iterations", args->iterations, "time N runs after a warm-up and print latency_ms");
+  cmd->add_option("--clients", args->clients,
+                  "PopEF: N client threads stream the requests (each its share of --iterations; default 1)");
+  cmd->add_option("--trace", args->trace, "PopEF: write the runtime's last step as a Chrome trace to FILE");
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->callback([args] { run_command(*args); });  // errors reach main, which prints one line
 }

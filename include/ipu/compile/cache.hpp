@@ -26,7 +26,7 @@
 #include "ipu/compile/compile.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popef/format.hpp"
-#include "ipu/popef/model_proto.hpp"
+#include "ipu/popef/graph_codec.hpp"
 #include "ipu/popef/plan_codec.hpp"
 
 namespace ipu::popef {
@@ -60,7 +60,7 @@ class executable_cache {
       XXH3_128bits_update(state, s.data(), s.size());
     };
     add("ipu " + std::string(library_version) + " popef " + std::to_string(format_version));
-    add(detail::serialize_message(weightless_model_proto(g), "the graph '" + g.name() + "'"));
+    add(detail::serialize_message(graph_to_proto(g), "the graph '" + g.name() + "'"));
     for (const auto& t : g.tensors())
       if (t.kind == tensor_kind::variable) {
         add(t.name);

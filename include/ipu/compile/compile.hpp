@@ -7,14 +7,14 @@
 //
 // Steps: validate the options; convert precision when the options ask (precision.hpp); split a
 // model without annotations over the IPUs when the strategy needs more than one (auto_split.hpp);
-// put the graph in its canonical numbering (model_proto.hpp: the numbering a loaded file gets);
-// plan it with the options' strategy; describe the anchors in metadata.
+// plan it with the options' strategy; describe the anchors in metadata. The graph is planned as it
+// is: the file stores its tensors and ops by the same ids (graph_codec.hpp), so a loaded plan and
+// the compiled one agree without renumbering.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
@@ -22,7 +22,6 @@
 #include "ipu/poptorch/options.hpp"
 #include "ipu/compile/auto_split.hpp"
 #include "ipu/popef/compiled_model.hpp"
-#include "ipu/popef/model_proto.hpp"
 #include "ipu/compile/precision.hpp"
 #include "ipu/popef/writer.hpp"
 #include "ipu/sched/execution_strategy.hpp"
@@ -114,18 +113,6 @@ inline metadata make_metadata(const std::string& name, const executable& e, cons
 
 }  // namespace detail
 
-/// The graph numbered as a PopEF file numbers it, weights shared with `g`, plus the weightless
-/// model proto that numbering comes from.
-inline std::pair<graph, std::string> canonical_graph(const graph& g) {
-  auto proto = std::make_shared<::onnx::ModelProto>(weightless_model_proto(g));
-  auto bytes = detail::serialize_message(*proto, "the graph '" + g.name() + "'");
-  std::unordered_map<std::string, const byte_buffer*> data;
-  for (const auto& t : g.tensors())
-    if (t.kind == tensor_kind::variable) data.emplace(t.name, &t.data);
-  auto weights = [&](const std::string& name, const tensor_info&) -> byte_buffer { return *data.at(name); };
-  return {graph_from_model_proto(std::move(proto), weights, "graph '" + g.name() + "'"), std::move(bytes)};
-}
-
 /// Plans `g` for `device` as the options say, without attaching to a device. Throws what
 /// validation and planning throw (options, schedule, memory errors).
 inline compiled_model compile(const graph& g, const ipu::options& options, const device_description& device,
@@ -150,9 +137,7 @@ inline compiled_model compile(const graph& g, const ipu::options& options, const
   }
   compiled_model out;
   out.name = !co.name.empty() ? co.name : !g.name().empty() ? g.name() : "model";
-  auto [canonical, proto] = canonical_graph(*source);
-  out.onnx_model = std::move(proto);
-  out.plan = detail::plan_with(canonical, options, device, co.from_annotations);
+  out.plan = detail::plan_with(*source, options, device, co.from_annotations);
   out.metadata = detail::make_metadata(out.name, out.plan, options);
   return out;
 }

@@ -1,7 +1,8 @@
 #pragma once
 // A compiled model as it goes into and comes out of a PopEF file: the executable (plan + graph,
 // weights bound), its metadata and its name — and how it is laid out as blobs: one Executable
-// (the weightless graph and the plan), one Metadata, one TensorData per weight.
+// (the graph without its weights, graph_codec.hpp, and the plan), one Metadata, one TensorData per
+// weight.
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -11,7 +12,7 @@
 #include "ipu/popef/format.hpp"
 #include "ipu/popef/metadata.hpp"
 #include "ipu/popef/model.hpp"
-#include "ipu/popef/model_proto.hpp"
+#include "ipu/popef/graph_codec.hpp"
 #include "ipu/popef/plan_codec.hpp"
 #include "ipu/popef/popef.pb.h"
 #include "ipu/popef/writer.hpp"
@@ -23,7 +24,6 @@ struct compiled_model {
   std::string name;           // the Executable blob's name
   executable plan;            // plan.model is the graph; its weights share the file's pages when loaded
   popef::metadata metadata;   // anchors, program flow, device figures
-  std::string onnx_model;     // the serialized weightless ModelProto (model_proto.hpp)
 
   [[nodiscard]] const graph& model() const noexcept { return plan.model; }
 };
@@ -32,7 +32,7 @@ struct compiled_model {
 /// page-aligned TensorData per weight, in the graph's order.
 inline void write_model(writer& w, const compiled_model& m, bool compress = true) {
   pb::Executable e;
-  e.set_onnx_model(m.onnx_model);
+  *e.mutable_graph() = graph_to_proto(m.model());
   *e.mutable_plan() = plan_to_proto(m.plan);
   e.set_producer("ipu " + std::string(library_version));
   const auto bytes = detail::serialize_message(e, "the executable '" + m.name + "'");
@@ -42,15 +42,21 @@ inline void write_model(writer& w, const compiled_model& m, bool compress = true
     if (t.kind == tensor_kind::variable) w.write_tensor_data(t.name, t.info, t.data.bytes());
 }
 
+/// The Executable message of a PopEF model, decompressed and parsed (its graph and plan still to
+/// be decoded). Throws ipu::error (popef) for bytes that are not one.
+inline pb::Executable decode_executable(const model& m) {
+  pb::Executable e;
+  const auto bytes = m.executable.decompressed();
+  detail::parse_message(e, std::as_bytes(std::span(bytes.data(), bytes.size())), "the executable",
+                        m.executable.blob.location);
+  return e;
+}
+
 /// The compiled model of a PopEF model: decodes the executable, rebuilds its graph with each weight
 /// bound to its TensorData blob (shared, not copied) and checks the plan against the graph.
 inline compiled_model load(const model& m) {
   const auto& where = m.executable.blob.location;
-  pb::Executable e;
-  {
-    const auto bytes = m.executable.decompressed();
-    detail::parse_message(e, std::as_bytes(std::span(bytes.data(), bytes.size())), "the executable", where);
-  }
+  const pb::Executable e = decode_executable(m);
   auto weights = [&](const std::string& name, const tensor_info& info) -> byte_buffer {
     const auto* t = m.find_tensor(name);
     if (!t)
@@ -64,9 +70,8 @@ inline compiled_model load(const model& m) {
   };
   compiled_model out;
   out.name = m.executable.name;
-  out.onnx_model = e.onnx_model();
   plan_from_proto(e.plan(), out.plan, where);
-  out.plan.model = graph_from_model_bytes(out.onnx_model, weights, where);
+  out.plan.model = graph_from_executable(e, weights, where);
   check_plan(out.plan, where);
   out.metadata = m.metadata.value;
   return out;

@@ -29,8 +29,9 @@ inline constexpr std::string_view library_version = "0.1.0";
 
 /// The first 8 bytes of every blob.
 inline constexpr std::array<char, 8> magic{'I', 'P', 'U', 'P', 'O', 'P', 'E', 'F'};
-/// The layout version this library reads and writes.
-inline constexpr std::uint16_t format_version = 1;
+/// The layout version this library reads and writes. 2: the Executable holds the graph as its own
+/// message (graph_codec.hpp) instead of a weightless ONNX model.
+inline constexpr std::uint16_t format_version = 2;
 inline constexpr std::uint32_t header_size = 64;
 /// Bytes before the info message in a blob's content: info_size and payload_offset.
 inline constexpr std::uint64_t content_prefix_size = 16;

@@ -37,6 +37,7 @@
 #include "ipu/exec/engine.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/exec/step_io.hpp"
+#include "ipu/exec/timeline.hpp"
 #include "ipu/tensor.hpp"
 
 namespace ipu::runtime {
@@ -57,6 +58,8 @@ struct model_runner_config {
   bool validate_io = true;
   /// Kernel threads of each engine worker.
   std::size_t threads_per_worker = 1;
+  /// Keep a copy of each step's host timeline for last_timeline() (one copy per step; off: empty).
+  bool keep_timeline = false;
 };
 
 /// Named tensors of one request (inputs) or one response (outputs).
@@ -181,6 +184,12 @@ class model_runner {
   [[nodiscard]] std::uint64_t steps_run() const noexcept { return steps_.load(std::memory_order_acquire); }
   [[nodiscard]] std::uint64_t requests_served() const noexcept { return served_.load(std::memory_order_acquire); }
   [[nodiscard]] const model_runner_config& config() const noexcept { return config_; }
+  /// What the last step did on the host's threads (one lane per stage, phased IPU or replica), when
+  /// the config keeps timelines; empty otherwise or before the first step. A copy: steps go on.
+  [[nodiscard]] timeline last_timeline() const {
+    std::lock_guard lock(timeline_mutex_);
+    return timeline_;
+  }
   /// The reserved device (invalid for CPU executables or without acquire_device).
   [[nodiscard]] const device_handle& device() const noexcept { return device_; }
 
@@ -329,6 +338,10 @@ class model_runner {
         for (auto& entry : v) fail(entry, e);
       return;
     }
+    if (config_.keep_timeline) {
+      std::lock_guard lock(timeline_mutex_);
+      timeline_ = engine_->last_timeline();
+    }
     // Counted before any request completes: a client holding its result sees it counted.
     steps_.fetch_add(1, std::memory_order_acq_rel);
     served_.fetch_add(n, std::memory_order_acq_rel);
@@ -356,6 +369,8 @@ class model_runner {
   std::uint64_t slices_ = 1;
   device_handle device_;
   std::mutex clients_;
+  mutable std::mutex timeline_mutex_;
+  timeline timeline_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> steps_{0}, served_{0};
   std::thread worker_;

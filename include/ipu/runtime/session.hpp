@@ -472,11 +472,7 @@ class session {
   /// blob, or excluded from binding, as zeros that run_load_programs refuses to upload.
   void load_model(const popef::model& m) {
     const auto& at = m.executable.blob.location;
-    popef::pb::Executable e;
-    {
-      const auto bytes = m.executable.decompressed();
-      popef::detail::parse_message(e, std::as_bytes(std::span(bytes.data(), bytes.size())), "the executable", at);
-    }
+    const popef::pb::Executable e = popef::decode_executable(m);
     std::shared_ptr<std::vector<std::byte>> zeros;
     auto weights = [&](const std::string& name, const tensor_info& info) -> byte_buffer {
       const auto* a = m.metadata.value.find_anchor(name);
@@ -491,7 +487,7 @@ class session {
       return byte_buffer::share(zeros, zeros->data(), n);
     };
     popef::plan_from_proto(e.plan(), plan_, at);
-    plan_.model = popef::graph_from_model_bytes(e.onnx_model(), weights, at);
+    plan_.model = popef::graph_from_executable(e, weights, at);
     popef::check_plan(plan_, at);
   }
 
