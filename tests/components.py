@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Each CMake component's headers pull in only that component's dependencies, run as a CTest.
 
-Debian installs libonnx's, protobuf's and OpenBLAS's headers in /usr/include, so a header that
+Loading a PopEF file must not need libonnx either (ipu::popef, ipu::runtime). Debian installs libonnx's, protobuf's and OpenBLAS's headers in /usr/include, so a header that
 needs them would still compile with a component that does not link them; instead, this preprocesses
 one translation unit of each component's headers (`c++ -M`) and fails if the dependency list names
 a header of a library the component does not link (CMakeLists.txt lists the components).
@@ -24,6 +24,16 @@ COMPONENTS = {
         "headers": ["ops/all.hpp", "ops/kernels", "cpu", "exec"],
         "exclude": [],
         "forbidden": ["/onnx/", "/google/protobuf/", "popef.pb.h", "xxhash", "zlib.h"],
+    },
+    "popef": {
+        "headers": ["popef", "compile"],
+        "exclude": [],
+        "forbidden": ["/onnx/", "cblas", "openblas"],
+    },
+    "runtime": {
+        "headers": ["runtime"],
+        "exclude": [],
+        "forbidden": ["/onnx/"],
     },
 }
 

@@ -20,7 +20,6 @@
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/half.hpp"
-#include "ipu/onnx/types.hpp"
 
 namespace ipu::popef {
 
@@ -54,8 +53,8 @@ struct converter {
 
   [[nodiscard]] attribute convert_attribute(const attribute& a) const {
     attribute out = a;
-    const auto from_code = static_cast<std::int64_t>(onnx::to_onnx_type(from));
-    const auto to_code = static_cast<std::int64_t>(onnx::to_onnx_type(to));
+    const auto from_code = onnx_code_of(from);
+    const auto to_code = onnx_code_of(to);
     if (auto* i = std::get_if<std::int64_t>(&out.value)) {
       if ((a.name == "to" || a.name == "dtype") && *i == from_code) *i = to_code;
     } else if (auto* c = std::get_if<constant_tensor>(&out.value)) {
@@ -92,7 +91,7 @@ struct converter {
       c.name = name;
       c.inputs = {in};
       c.outputs = {result};
-      c.attributes.push_back({"to", static_cast<std::int64_t>(onnx::to_onnx_type(type))});
+      c.attributes.push_back({"to", onnx_code_of(type)});
       return c;
     };
     for (tensor_id t = 0; t < g.num_tensors(); ++t) {
