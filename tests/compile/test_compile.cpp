@@ -9,7 +9,7 @@
 #include "ipu/cpu/device.hpp"
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
-#include "ipu/compile/auto_split.hpp"
+#include "ipu/sched/auto_planner.hpp"
 #include "ipu/compile/compile.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/exec/executor.hpp"
@@ -177,11 +177,27 @@ TEST_CASE("every strategy's plan survives the file") {
   for (auto mode : {execution_mode::sharded, execution_mode::pipelined, execution_mode::serial_phased,
                     execution_mode::parallel_phased}) {
     CAPTURE(to_string(mode));
-    const auto split = popef::auto_split(g, mode, 4, popef::op_costs(g, device));
-    const auto opts = options().device_iterations(8).execution_strategy(split.strategy);
+    const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
+    auto opts = options().device_iterations(8);
+    popef::compile_options co;
+    graph model = g;
+    std::size_t pieces = 4;  // sharded and pipelined: compile places the model over the 4 IPUs itself
+    if (phased) {
+      // Phased: the automatic planner annotates phases, and the plan follows the annotations.
+      auto_plan_options ao;
+      ao.min_phases = 4;
+      const auto p = propose_phases(g, device, 4, mode == execution_mode::parallel_phased, {}, ao);
+      model = p.annotated;
+      pieces = p.stage_begin.size();
+      co.from_annotations = mode;
+    } else {
+      opts.execution_strategy(mode == execution_mode::pipelined ? strategy_settings::pipelined()
+                                                                : strategy_settings::sharded());
+    }
     const auto file = dir / (std::string(to_string(mode)) + ".popef");
-    const auto compiled = popef::compile_and_export(split.model, opts, device, file);
-    CHECK(compiled.plan.stages.size() == 4);
+    const auto compiled = popef::compile_and_export(model, opts, device, file, co);
+    CHECK(pieces >= 4);
+    CHECK(compiled.plan.stages.size() == pieces);
     const auto loaded = popef::load(file);
     CHECK(loaded.plan == compiled.plan);
     CHECK(loaded.metadata == compiled.metadata);
@@ -192,9 +208,11 @@ TEST_CASE("a replicated plan survives the file") {
   test_popef::scratch_dir dir("replicated");
   const auto g = load_onnx("mobilenet_v2");
   const auto device = device_from_name("mk2", 4);
-  const auto split = popef::auto_split(g, execution_mode::pipelined, 2, popef::op_costs(g, device));
-  const auto opts = options().device_iterations(4).replication_factor(2).execution_strategy(split.strategy);
-  const auto compiled = popef::compile_and_export(split.model, opts, device, dir / "r.popef");
+  // Two replicas of two IPUs: compile places the model over one replica's IPUs.
+  const auto opts =
+      options().device_iterations(4).replication_factor(2).execution_strategy(strategy_settings::pipelined());
+  const auto compiled = popef::compile_and_export(g, opts, device, dir / "r.popef");
+  CHECK(compiled.plan.stages.size() == 2);
   CHECK(compiled.plan.replication_factor == 2);
   CHECK(compiled.plan.ipus_per_replica == 2);
   CHECK(compiled.metadata.replication_factor == 2);
@@ -268,4 +286,16 @@ TEST_CASE("loading without the weights file names the missing weight") {
   const fs::path files[] = {dir / "exe_only.popef", dir / "weights.popef"};
   const auto loaded = popef::load(files);
   CHECK(loaded.plan == m.plan);
+}
+
+TEST_CASE("placing an unannotated model over several host devices is refused: the planner needs an IPU's figures") {
+  const auto g = load_onnx("mobilenet_v2");
+  const auto opts = options().device_iterations(2).execution_strategy(strategy_settings::pipelined());
+  try {
+    (void)popef::compile(g, opts, device_from_name("cpu", 2));
+    FAIL("compiling for two host devices should fail");
+  } catch (const error& e) {
+    CHECK(e.category() == error_category::usage);
+    CHECK(std::string(e.what()).find("host devices") != std::string::npos);
+  }
 }

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// s = a + b, p = relu(s * b - a): enough ops for auto_split to make two pipeline stages.
+// s = a + b, p = relu(s * b - a): enough ops for the automatic planner to make two pipeline stages.
 graph small_model() {
   builder b("small");
   const auto a = b.add_input_tensor({data_type::F32, {3}}, "a");

@@ -129,6 +129,26 @@ TEST_CASE("phases: doubled until every phase fits, on alternating IPUs for paral
   CHECK_THROWS_AS((void)ipu::propose_phases(g, small2, 1, true), ipu::error);  // parallel needs 2 groups
 }
 
+TEST_CASE("phases: min_phases sets where the doubling starts") {
+  const auto g = plan_test::mlp(8, 8, 4);  // 16 small ops: every phase fits at once
+  ipu::auto_plan_options ao;
+  CHECK(ipu::propose_phases(g, mk2x4, 2, false, {}, ao).stage_begin.size() == 2);
+  ao.min_phases = 5;
+  const auto p = ipu::propose_phases(g, mk2x4, 2, false, {}, ao);
+  CHECK(p.stage_begin.size() == 5);
+  for (const auto& op : p.annotated.ops()) CHECK(*op.where.ipu == *op.where.phase % 2);
+  ao.min_phases = 100;  // more than the ops: one op per phase
+  CHECK(ipu::propose_phases(g, mk2x4, 2, false, {}, ao).stage_begin.size() == g.num_ops());
+}
+
+TEST_CASE("has_placement_annotations sees any of IPU, stage, phase and block") {
+  CHECK_FALSE(ipu::has_placement_annotations(plan_test::mlp(2, 8, 4)));
+  CHECK(ipu::has_placement_annotations(plan_test::pipelined_mlp(2, 8, 4)));
+  auto g = plan_test::mlp(2, 8, 4);
+  g.op(1).where.block = "b";
+  CHECK(ipu::has_placement_annotations(g));
+}
+
 TEST_CASE("the planner refuses annotated models and more stages than ops or IPUs") {
   CHECK_THROWS_AS((void)ipu::propose_stages(plan_test::pipelined_mlp(2, 8, 4), mk2x4, 2), ipu::error);
   const auto tiny = plan_test::mlp(1, 8, 4);  // 2 ops

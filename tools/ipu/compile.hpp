@@ -6,12 +6,13 @@
 // Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
 // `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets every
 // input's dynamic leading dimension) and converts precision (--precision fp16 stores F16 weights;
-// the model's inputs and outputs keep their types). A model without placement annotations is split
-// over the IPUs: pipelined / sharded over every IPU of a replica, phased strategies into --phases
-// phases. Prints what was written and the cost model's prediction.
+// the model's inputs and outputs keep their types). The automatic planner places a model without
+// annotations over the IPUs: pipelined / sharded over every IPU of a replica, phased strategies into
+// at least --phases phases (more when a phase would not fit an IPU). Prints what was written and the cost model's prediction.
 #include <CLI/CLI.hpp>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -26,7 +27,7 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/poptorch/options.hpp"
-#include "ipu/compile/auto_split.hpp"
+#include "ipu/sched/auto_planner.hpp"
 #include "ipu/compile/compile.hpp"
 
 namespace ipu_cli {
@@ -129,16 +130,22 @@ inline void run_compile(const compile_args& a) {
   co.name = a.name;
   co.compress = !a.no_compress;
   if (mode == ipu::execution_mode::serial_phased || mode == ipu::execution_mode::parallel_phased) {
-    // Phased strategies name their phases: split the model into phases and use the split's strategy.
-    if (!ipu::popef::has_placement_annotations(g)) {
+    // Phased strategies name their phases: the automatic planner annotates an unannotated model
+    // with phases (at least --phases, more when one would not fit) and the plan follows them.
+    if (!ipu::has_placement_annotations(g)) {
       if (a.phases < 2)
         throw ipu::error(ipu::error_category::usage, "--phases must be at least 2", "--phases", "e.g. --phases 4");
-      auto split = ipu::popef::auto_split(g, mode, a.phases, ipu::popef::op_costs(g, device));
-      g = std::move(split.model);
-      opts.execution_strategy(split.strategy);
-    } else {
-      co.from_annotations = mode;  // the ops' execution-phase annotations say the rest (PopART style)
+      if (device.kind != ipu::device_kind::ipu)
+        throw ipu::error(ipu::error_category::usage, "cannot split a model into phases for the host device",
+                         "--device " + a.device, "the automatic planner needs an IPU's figures: use mk1, mk2 or bow");
+      const auto per_replica = static_cast<std::uint32_t>(std::max<std::int64_t>(1, a.ipus / std::max<std::int64_t>(1, a.replicas)));
+      ipu::auto_plan_options ao;
+      ao.min_phases = a.phases;
+      g = ipu::propose_phases(g, ipu::make_device_description(device.arch, per_replica), per_replica,
+                              mode == ipu::execution_mode::parallel_phased, ipu::plan_options_from(opts, false), ao)
+              .annotated;
     }
+    co.from_annotations = mode;  // the ops' execution-phase annotations say the rest (PopART style)
   } else {
     opts.execution_strategy(mode == ipu::execution_mode::pipelined ? ipu::strategy_settings::pipelined()
                                                                    : ipu::strategy_settings::sharded());
@@ -171,7 +178,7 @@ inline void add_compile_command(CLI::App& app) {
   cmd->add_option("--batches-per-step", a->batches_per_step, "device iterations per step")->capture_default_str();
   cmd->add_option("--precision", a->precision, "fp16 or fp32: convert the model's float tensors");
   cmd->add_option("--input-shape", a->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
-  cmd->add_option("--phases", a->phases, "phased strategies: phases to split an unannotated model into")->capture_default_str();
+  cmd->add_option("--phases", a->phases, "phased strategies: the fewest phases to split an unannotated model into (more when one would not fit)")->capture_default_str();
   cmd->add_option("--replicas", a->replicas, "replication factor")->capture_default_str();
   cmd->add_option("--name", a->name, "the executable's name (default: the graph's)");
   cmd->add_flag("--no-compress", a->no_compress, "store the executable uncompressed");

@@ -71,7 +71,7 @@ class executable_cache {
     detail::to_proto(d, dev);
     add(detail::serialize_message(dev, "the device"));
     add(co.name);
-    add(std::to_string(co.auto_split) + "," + std::to_string(co.compress) + "," +
+    add(std::to_string(co.auto_plan) + "," + std::to_string(co.compress) + "," +
         (co.from_annotations ? std::string(to_string(*co.from_annotations)) : std::string("-")));
     const auto h = XXH3_128bits_digest(state);
     XXH3_freeState(state);

@@ -5,8 +5,9 @@
 //   auto opts = ipu::options().device_iterations(16).execution_strategy(ipu::strategy_settings::pipelined());
 //   auto m = ipu::popef::compile_and_export(graph, opts, ipu::device_from_name("mk2", 4), "model.popef");
 //
-// Steps: validate the options; convert precision when the options ask (precision.hpp); split a
-// model without annotations over the IPUs when the strategy needs more than one (auto_split.hpp);
+// Steps: validate the options; convert precision when the options ask (precision.hpp); place a
+// model without annotations over the IPUs when the strategy needs more than one (the automatic
+// planner, sched/auto_planner.hpp);
 // plan it with the options' strategy; describe the anchors in metadata. The graph is planned as it
 // is: the file stores its tensors and ops by the same ids (graph_codec.hpp), so a loaded plan and
 // the compiled one agree without renumbering.
@@ -20,10 +21,10 @@
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/poptorch/options.hpp"
-#include "ipu/compile/auto_split.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/compile/precision.hpp"
 #include "ipu/popef/writer.hpp"
+#include "ipu/sched/auto_planner.hpp"
 #include "ipu/sched/execution_strategy.hpp"
 #include "ipu/compile/strategies.hpp"
 
@@ -32,10 +33,10 @@ namespace ipu::popef {
 struct compile_options {
   /// The executable's name; empty: the graph's name, or "model" when it has none.
   std::string name;
-  /// Pipelined and sharded strategies without explicit stages: split a model without placement
-  /// annotations over every IPU of a replica (auto_split.hpp). (Phased strategies list their
-  /// phases; auto_split() makes a model and phases that fit each other.)
-  bool auto_split = true;
+  /// Pipelined and sharded strategies without explicit stages: place a model without placement
+  /// annotations over every IPU of a replica with the automatic planner (ipu::propose_stages).
+  /// (Phased strategies list their phases, or run from annotations that ipu::propose_phases makes.)
+  bool auto_plan = true;
   /// zlib-compress the Executable blob when exporting.
   bool compress = true;
   /// Plan with this strategy from the ops' own annotations (PopART's virtual graphs, pipeline
@@ -126,12 +127,20 @@ inline compiled_model compile(const graph& g, const ipu::options& options, const
   }
   const auto& strategy = options.execution_strategy();
   const bool explicit_placement = !strategy.stages.empty() || !strategy.phases.empty();
-  if (co.auto_split && !co.from_annotations && !strategy.is_phased() && !explicit_placement &&
+  if (co.auto_plan && !co.from_annotations && !strategy.is_phased() && !explicit_placement &&
       !has_placement_annotations(*source)) {
     const auto parts =
         std::max<std::uint32_t>(1, device.num_ipus / static_cast<std::uint32_t>(options.replication_factor()));
     if (parts > 1) {
-      converted = auto_split(*source, strategy.mode, parts, op_costs(*source, device)).model;
+      if (device.kind != device_kind::ipu)
+        throw error(error_category::usage,
+                    "cannot place a model without annotations over " + std::to_string(parts) + " host devices",
+                    "compiling graph '" + g.name() + "'",
+                    "the automatic planner needs an IPU's figures: compile for mk1, mk2 or bow, or annotate the model");
+      // The planner sees one replica's IPUs, with the plan options the strategy will use.
+      converted = propose_stages(*source, make_device_description(device.arch, parts), parts,
+                                 plan_options_from(options, false))
+                      .annotated;
       source = &converted;
     }
   }

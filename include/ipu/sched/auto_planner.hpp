@@ -44,7 +44,17 @@ struct auto_plan {
 struct auto_plan_options {
   /// Fraction of an IPU's SRAM the estimate may fill (the tile-level check decides in the end).
   double memory_fill = 0.9;
+  /// propose_phases: the fewest phases to start from (more when a phase would not fit).
+  std::uint32_t min_phases = 0;
 };
+
+/// True when some op says where it runs (IPU, stage, phase or block): the automatic planner places
+/// only models that say nothing.
+constexpr bool has_placement_annotations(const graph& g) {
+  for (const auto& op : g.ops())
+    if (op.where.ipu || op.where.stage || op.where.phase || !op.where.block.empty()) return true;
+  return false;
+}
 
 namespace detail::sched {
 
@@ -208,6 +218,7 @@ constexpr void annotate_pieces(auto_plan& r, const graph& g, const segmentation&
 }
 
 constexpr void require_unannotated(const graph& g, std::string_view what) {
+  if (!has_placement_annotations(g)) return;
   for (const auto& op : g.ops())
     if (op.where.ipu || op.where.stage || op.where.phase || !op.where.block.empty())
       fail("op " + graph::describe(op) + " is already annotated", std::string(what),
@@ -249,7 +260,8 @@ constexpr auto_plan propose_stages(const graph& g, const device_description& d, 
 /// Proposes phases for serial or parallel phased execution over `ipus` IPUs for an unannotated
 /// model: phase p runs on IPU p mod ipus (even phases on even IPUs when `ipus` is even, as
 /// ParallelPhasedExecution requires). Starts at `ipus` phases (at least 2 for parallel) and doubles
-/// until every phase fits the memory estimate, or every op is its own phase.
+/// until every phase fits the memory estimate, or every op is its own phase. `ao.min_phases` raises
+/// the starting count.
 constexpr auto_plan propose_phases(const graph& g, const device_description& d, std::uint32_t ipus, bool parallel,
                                    const plan_options& o = {}, const auto_plan_options& ao = {}) {
   using ipu::format_uint;
@@ -266,7 +278,8 @@ constexpr auto_plan propose_phases(const graph& g, const device_description& d, 
   r.order = topological_order(g);
   const auto p = detail::sched::make_cut_problem(g, r.order, d, o);
   const auto budget = static_cast<std::uint64_t>(ao.memory_fill * static_cast<double>(d.arch.sram_bytes_per_ipu()));
-  std::size_t phases = std::min<std::size_t>(std::max<std::uint32_t>(ipus, parallel ? 2 : 1), r.order.size());
+  std::size_t phases =
+      std::min<std::size_t>(std::max({ipus, parallel ? 2u : 1u, ao.min_phases}), r.order.size());
   detail::sched::segmentation s;
   for (;;) {
     s = detail::sched::segment(p, d, phases, budget, [ipus](std::size_t j) { return static_cast<std::uint32_t>(j % ipus); });
