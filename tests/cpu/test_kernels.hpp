@@ -75,6 +75,7 @@ inline const ipu::op_registry& registry() {
     reg.add({"", "Sum", sum});
     reg.add({"", "Reshape", copy});
     reg.add({"", "Identity", copy});
+    reg.add({"", "Dropout", copy});
     reg.add({"", "ReduceSum", reduce_sum});
     reg.add({"", "Throw", throws});
     reg.add({"", "If", if_op});

@@ -195,3 +195,40 @@ TEST_CASE("plan: a tensor read but never produced is an error in a top-level gra
   g.mark_output(op(g, "Relu", {ghost}, "y", f32({2})));
   CHECK_THROWS_WITH_AS((void)ipu::cpu::make_plan(g, registry()), doctest::Contains("ghost"), ipu::error);
 }
+
+TEST_CASE("plan: Dropout in inference is a view (no kernel runs); in training, or with its mask, it runs in place") {
+  // The same rule as the IPU's memory plan (ipu::is_view, ipu/ops/flags.hpp).
+  auto dropout_graph = [](int mode) {  // 0: no training_mode, 1: constant false, 2: constant true, 3: mask
+    ipu::graph g("dropout");
+    auto x = g.add_tensor("x", f32({64}), ipu::tensor_kind::input);
+    auto r = op(g, "Relu", {x}, "r", f32({64}));
+    std::vector<ipu::tensor_id> in{r};
+    if (mode == 1 || mode == 2) {
+      const bool v = mode == 2;
+      in.push_back(ipu::no_tensor);
+      in.push_back(g.add_tensor("training", {ipu::data_type::BOOL, ipu::shape{}}, ipu::tensor_kind::constant,
+                                ipu::byte_buffer::from_values(std::span<const bool>(&v, 1))));
+    }
+    ipu::op_node n;
+    n.type = "Dropout";
+    n.name = "d";
+    n.inputs = in;
+    const auto d = g.add_tensor("d", f32({64}));
+    n.outputs = {d};
+    if (mode == 3) n.outputs.push_back(g.add_tensor("mask", {ipu::data_type::BOOL, ipu::shape{64}}));
+    g.add_op(std::move(n));
+    g.mark_output(op(g, "Neg", {d}, "y", f32({64})));
+    return g;
+  };
+  for (int mode = 0; mode < 4; ++mode) {
+    CAPTURE(mode);
+    const auto g = dropout_graph(mode);
+    const auto p = ipu::cpu::make_plan(g, registry());
+    const bool inference = mode < 2;
+    CHECK(ipu::is_view(g, g.op(1)) == inference);
+    CHECK(p.steps[1].view_only == inference);
+    // A view shares r's bytes; in training the kernel may still write over r, which dies here
+    // (Dropout reads x[i] before writing y[i]), so both alias r.
+    CHECK(p.tensors[g.tensor_id_of("d")].alias_of == g.tensor_id_of("r"));
+  }
+}

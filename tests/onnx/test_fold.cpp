@@ -161,3 +161,18 @@ TEST_CASE("float arithmetic and division by zero are left to run time") {
   auto g = import(m);
   CHECK(op_types(g) == std::vector<std::string>{"Add", "Add", "Div"});
 }
+
+TEST_CASE("views keep their input's values: Identity and Flatten fold through the op flags") {
+  model m(17);
+  m.output("same", {2, 3}, i64).output("flat", {2, 3}, i64).output("flat0", {1, 6}, i64);
+  m.add(node("Constant", {}, {"t"}, {attr("value", test_onnx::int64_tensor("", {2, 3}, {1, 2, 3, 4, 5, 6}))}));
+  m.add(node("Identity", {"t"}, {"same"}));
+  m.add(node("Flatten", {"t"}, {"flat"}));
+  m.add(node("Flatten", {"t"}, {"flat0"}, {attr("axis", 0)}));
+  auto g = import(m);
+  CHECK(g.num_ops() == 0);
+  CHECK(int_values(g, "same") == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(int_values(g, "flat") == std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  CHECK(g.tensor(g.tensor_id_of("flat")).info.shape == shape{2, 3});
+  CHECK(g.tensor(g.tensor_id_of("flat0")).info.shape == shape{1, 6});
+}

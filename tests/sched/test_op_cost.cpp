@@ -111,6 +111,109 @@ TEST_CASE("Conv: the shape comes from the attributes (strides, pads, groups), bi
   CHECK(c.macs == s.macs());
 }
 
+TEST_CASE("ConvTranspose costs the forward convolution it transposes (Y's channels in, X's out)") {
+  // X [1, 4, 3, 3], W [4, 3, 3, 3], group 2, stride 2, pads 1: Y = (3 - 1) * 2 + 3 - 2 = 5 with
+  // 3 * 2 = 6 channels. MACs: N * C_in * |X| * C_out / group * |k| = 1 * 4 * 9 * 3 * 9 = 972, those of
+  // the conv of Y (6 channels, 5 x 5) back to X (4 channels, 3 x 3) with the same kernel and pads.
+  ipu::builder b("convT");
+  auto x = b.add_input_tensor({data_type::F32, {1, 4, 3, 3}}, "x");
+  auto w = b.add_input_tensor({data_type::F32, {4, 3, 3, 3}}, "w");
+  auto y = b.op("ConvTranspose", {x, w},
+                {{"group", std::int64_t{2}}, {"strides", std::vector<std::int64_t>{2, 2}},
+                 {"pads", std::vector<std::int64_t>{1, 1, 1, 1}}})
+               .front();
+  b.add_output(y);
+  const auto g = std::move(b).build();
+  REQUIRE(g.tensor(y).info.shape == ipu::shape{1, 6, 5, 5});
+  ipu::conv_shape s;
+  s.batch = 1;
+  s.in_channels = 6;
+  s.out_channels = 4;
+  s.groups = 2;
+  s.input = {5, 5};
+  s.kernel = {3, 3};
+  s.strides = {2, 2};
+  s.dilations = {1, 1};
+  s.pads_begin = {1, 1};
+  s.pads_end = {1, 1};
+  REQUIRE(s.output() == std::vector<std::uint64_t>{3, 3});
+  const auto c = ipu::estimate_op_cost(g, 0, mk2);
+  CHECK(c.macs == 972);
+  CHECK(c.cycles() == amp_cost(ipu::plan_conv(mk2, s, ipu::precision::fp32)).cycles());
+  CHECK(c.cycles() > ipu::elementwise_cost(mk2.arch, data_type::F32, 150, 2).cycles);
+}
+
+namespace {
+ipu::tensor_id einsum(ipu::builder& b, std::string_view eq, const std::vector<ipu::tensor_id>& in, ipu::shape out) {
+  return b.custom_op("", "Einsum", 12, in, {{data_type::F32, std::move(out)}}, {{"equation", std::string(eq)}}).front();
+}
+}  // namespace
+
+TEST_CASE("Einsum: pairwise contractions as matmuls, summing out labels nothing later wants") {
+  ipu::builder b("einsum");
+  auto a = b.add_input_tensor({data_type::F32, {2, 3, 4}}, "a");
+  auto bb = b.add_input_tensor({data_type::F32, {2, 4, 5}}, "b");
+  auto p = b.add_input_tensor({data_type::F32, {8, 16}}, "p");
+  auto q = b.add_input_tensor({data_type::F32, {16, 32}}, "q");
+  auto r = b.add_input_tensor({data_type::F32, {32, 2}}, "r");
+  auto big = b.add_input_tensor({data_type::F32, {64, 1000}}, "big");
+  b.add_output(einsum(b, "bij,bjk->bik", {a, bb}, {2, 3, 5}));        // 0: batched matmul
+  b.add_output(einsum(b, "ij,jk", {p, q}, {8, 32}));                  // 1: implicit output "ik"
+  b.add_output(einsum(b, "ij,jk,kl->il", {p, q, r}, {8, 2}));         // 2: two contractions
+  b.add_output(einsum(b, "...ij,...jk->...ik", {a, bb}, {2, 3, 5}));  // 3: ellipsis batch
+  b.add_output(einsum(b, "ij->i", {big}, {64}));                      // 4: a row sum
+  b.add_output(b.op("ReduceSum", {big}, {{"axes", std::vector<std::int64_t>{1}}, {"keepdims", std::int64_t{0}}}, 13)
+                   .front());                                           // 5: the same row sum
+  b.add_output(einsum(b, "ij->ji", {big}, {1000, 64}));               // 6: a transposition
+  b.add_output(b.transpose(big, {}, "t"));                            // 7: the same transposition
+  const auto g = std::move(b).build();
+  auto mm = [](std::uint64_t batch, std::uint64_t m, std::uint64_t k, std::uint64_t n) {
+    return amp_cost(ipu::plan_matmul(mk2, {batch, m, k, n}, ipu::precision::fp32)).cycles();
+  };
+  CHECK(ipu::estimate_op_cost(g, 0, mk2).macs == 2 * 3 * 4 * 5);
+  CHECK(ipu::estimate_op_cost(g, 0, mk2).cycles() == mm(2, 3, 4, 5));
+  CHECK(ipu::estimate_op_cost(g, 1, mk2).macs == 8 * 16 * 32);
+  CHECK(ipu::estimate_op_cost(g, 1, mk2).cycles() == mm(1, 8, 16, 32));
+  // (8 x 16) (16 x 32) then (8 x 32) (32 x 2): 4096 + 512 MACs.
+  CHECK(ipu::estimate_op_cost(g, 2, mk2).macs == 4096 + 512);
+  CHECK(ipu::estimate_op_cost(g, 2, mk2).cycles() == mm(1, 8, 16, 32) + mm(1, 8, 32, 2));
+  CHECK(ipu::estimate_op_cost(g, 3, mk2) == ipu::estimate_op_cost(g, 0, mk2));
+  CHECK(ipu::estimate_op_cost(g, 4, mk2).macs == 0);
+  CHECK(ipu::estimate_op_cost(g, 4, mk2) == ipu::estimate_op_cost(g, 5, mk2));
+  CHECK(ipu::estimate_op_cost(g, 6, mk2) == ipu::estimate_op_cost(g, 7, mk2));
+}
+
+TEST_CASE("LRN: a multiply-add per window channel, the power at the scalar rate, a divide") {
+  ipu::builder b("lrn");
+  auto x = b.add_input_tensor({data_type::F32, {1, 8, 16, 16}}, "x");
+  b.add_output(b.op("LRN", {x}, {{"size", std::int64_t{5}}}).front());
+  const auto g = std::move(b).build();
+  // 2048 elements: 5 + 2 (pow: one F32 per instruction, 2 per result vector) + 2 = 9 instructions
+  // per vector; each tile receives its share of the 8192 input bytes (ceil(8192 / 1472) = 6).
+  CHECK(ipu::estimate_op_cost(g, 0, mk2).cycles() == ipu::elementwise_cost(mk2.arch, data_type::F32, 2048, 1, 9).cycles +
+                                                         ipu::exchange_cycles(mk2.arch, 6) + ipu::sync_cycles(mk2));
+}
+
+TEST_CASE("If costs its costlier branch; a subgraph's ops are costed like the main graph's") {
+  auto branch = [](bool exp) {
+    ipu::builder b(exp ? "then" : "else");
+    auto x = b.add_input_tensor({data_type::F32, {64, 1000}}, "x");
+    b.add_output(exp ? b.exp(x, "e") : b.relu(x, "r"));
+    return std::move(b).build();
+  };
+  const auto then_g = branch(true), else_g = branch(false);
+  ipu::builder b("if");
+  auto cond = b.add_input_tensor({data_type::BOOL, {}}, "cond");
+  b.add_output(b.custom_op("", "If", 17, {cond}, {{data_type::F32, {64, 1000}}},
+                           {{"then_branch", ipu::subgraph{ipu::detail::box<ipu::graph>(then_g)}},
+                            {"else_branch", ipu::subgraph{ipu::detail::box<ipu::graph>(else_g)}}})
+                   .front());
+  const auto g = std::move(b).build();
+  const auto exp_cost = ipu::estimate_op_cost(then_g, 0, mk2);
+  CHECK(exp_cost.cycles() > ipu::estimate_op_cost(else_g, 0, mk2).cycles());
+  CHECK(ipu::estimate_op_cost(g, 0, mk2) == exp_cost);
+}
+
 TEST_CASE("element-wise ops, views and transcendentals") {
   ipu::builder b("ew");
   auto x = b.add_input_tensor({data_type::F32, {64, 1000}}, "x");

@@ -7,8 +7,8 @@
 //   (greedy offset assignment, largest first).
 // - An op writes in place when that is legal: element-wise ops may write output 0 over input 0
 //   or 1 when it has the output's element count and element size and dies at the op; view ops
-//   (Reshape, Flatten, Squeeze, Unsqueeze, Identity) reuse their dying input's bytes and run no
-//   kernel at all. Contract for element-wise kernels: out[i] may share memory with in[i] of
+//   (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout in inference: ipu/ops/flags.hpp) reuse
+//   their dying input's bytes and run no kernel at all. Contract for element-wise kernels: out[i] may share memory with in[i] of
 //   input 0 or 1, so a kernel must read in[i] before writing out[i] and never read in[j] for
 //   j < i afterwards (reading the whole input into a staging buffer first is also fine).
 // - The device zeroes every fresh output buffer before its kernel runs (so kernels that
@@ -32,6 +32,7 @@
 #include "ipu/graph/captures.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/validate.hpp"
+#include "ipu/ops/flags.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::cpu {
@@ -93,25 +94,6 @@ struct plan_options {
 };
 
 namespace detail {
-
-inline bool is_view_op(std::string_view domain, std::string_view type) {
-  if (!domain.empty() && domain != "ai.onnx") return false;
-  return type == "Reshape" || type == "Flatten" || type == "Squeeze" || type == "Unsqueeze" || type == "Identity";
-}
-
-/// ONNX ops computing out[i] from the inputs' [i] alone (after broadcasting).
-inline bool is_elementwise_op(std::string_view domain, std::string_view type) {
-  if (!domain.empty() && domain != "ai.onnx") return false;
-  static constexpr std::string_view ops[] = {
-      "Abs",  "Neg",   "Exp",     "Log",      "Sqrt",     "Reciprocal", "Relu",  "Sigmoid",  "Tanh",
-      "Erf",  "Floor", "Ceil",    "Round",    "Sign",     "Sin",        "Cos",   "Tan",      "Asin",
-      "Acos", "Atan",  "Sinh",    "Cosh",     "Asinh",    "Acosh",      "Atanh", "Softplus", "Softsign",
-      "Elu",  "Selu",  "LeakyRelu", "HardSigmoid", "HardSwish", "ThresholdedRelu", "Celu", "Mish",
-      "Not",  "Clip",  "Add",     "Sub",      "Mul",      "Div",        "Pow",   "Max",      "Min",
-      "Sum",  "Mean",  "And",     "Or",       "Xor",      "Mod",        "PRelu", "BitShift", "Where",
-      "IsNaN", "IsInf", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot"};
-  return std::find(std::begin(ops), std::end(ops), type) != std::end(ops);
-}
 
 inline void collect_missing_kernels(const graph& g, const op_registry& registry, std::vector<std::string>& missing,
                                     std::vector<std::size_t>& counts) {
@@ -277,9 +259,9 @@ inline execution_plan make_plan(const graph& g, const op_registry& registry, con
   for (std::size_t s = 0; s < order.size(); ++s) {
     const auto& op = g.op(order[s]);
     plan_step step{order[s], registry.find(op.domain, op.type)->kernel, false};
-    const bool view = detail::is_view_op(op.domain, op.type);
+    const bool view = ipu::is_view(g, op);
     if (options.in_place && !op.outputs.empty() && p.tensors[op.outputs[0]].where == storage::arena &&
-        (view || detail::is_elementwise_op(op.domain, op.type))) {
+        (view || flags_of(op.domain, op.type).in_place)) {
       const auto out = op.outputs[0];
       const auto& out_info = g.tensor(out).info;
       // Only the first two inputs: variadic kernels (Sum, Max, ...) fold inputs 2.. into the

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ipu/onnx/proto_edit.hpp"
+#include "ipu/ops/flags.hpp"
 #include "ipu/onnx/tensor.hpp"
 
 namespace ipu::onnx {
@@ -245,7 +246,24 @@ class folder {
     if (xs.empty() || !xs[0]) return std::nullopt;
     const auto& x = *xs[0];
 
-    if (op == "Identity") return x;
+    // A view keeps its input's values in order (ipu/ops/flags.hpp): Identity and Dropout (in
+    // inference) keep the shape too, Flatten makes it 2-D; Reshape, Squeeze and Unsqueeze read
+    // their shape operands below.
+    if (flags_of("", op).view && op != "Reshape" && op != "Squeeze" && op != "Unsqueeze") {
+      if (op == "Dropout" && xs.size() > 2 && xs[2] && std::any_of(xs[2]->values.begin(), xs[2]->values.end(),
+                                                                   [](std::int64_t v) { return v != 0; }))
+        return std::nullopt;  // training: a random mask
+      if (op != "Flatten") return x;
+      const auto rank = static_cast<std::int64_t>(x.dims.size());
+      auto axis = attr_int(n, "axis", 1);
+      if (axis < 0) axis += rank;
+      if (axis < 0 || axis > rank) return std::nullopt;
+      int_tensor r = x;
+      std::int64_t outer = 1, inner = 1;
+      for (std::int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= x.dims[static_cast<std::size_t>(i)];
+      r.dims = {outer, inner};
+      return r;
+    }
     if (op == "Cast") {
       const auto to = static_cast<std::int32_t>(attr_int(n, "to", 0));
       if (!is_int_type(to)) return std::nullopt;

@@ -352,8 +352,10 @@ constexpr std::vector<tensor_info> softmax(const infer_context& c) {
   return {same_as_input(c)};
 }
 
+/// The output is the input's shape whatever the axis; a known axis is checked, an unknown one is
+/// left to run time (as ONNX does).
 constexpr std::vector<tensor_info> cumsum(const infer_context& c) {
-  (void)c.axis(c.int_values(1, "axis").at(0), c.in_shape(0).rank());
+  if (c.has_value(1)) (void)c.axis(c.int_values(1, "axis").at(0), c.in_shape(0).rank());
   return {same_as_input(c)};
 }
 
@@ -955,6 +957,118 @@ constexpr std::vector<tensor_info> top_k(const infer_context& c) {
   return {tensor_info{x.type, shape(out)}, tensor_info{data_type::S64, shape(out)}};
 }
 
+// --- rearrangements, indexing, recurrent ops and losses ----------------------------------------
+constexpr std::int64_t block_size(const infer_context& c) {
+  const auto b = c.attr_int("blocksize", 0);
+  if (b < 1) throw c.fail("attribute blocksize is missing or not positive", "give the block size");
+  return b;
+}
+
+constexpr void need_exact_rank(const infer_context& c, std::size_t i, std::size_t rank, std::string_view what) {
+  if (c.in_shape(i).rank() != rank)
+    throw c.fail(std::string(what) + " must have rank " + std::to_string(rank) + ", got " + to_string(c.input(i)));
+}
+
+constexpr std::vector<tensor_info> depth_to_space(const infer_context& c) {
+  need_exact_rank(c, 0, 4, "input [N, C, H, W]");
+  const auto& x = c.input(0);
+  const auto b = block_size(c);
+  if (x.shape[1] % (b * b) != 0)
+    throw c.fail("channels " + std::to_string(x.shape[1]) + " are not a multiple of blocksize^2 = " +
+                 std::to_string(b * b));
+  return {tensor_info{x.type, shape{x.shape[0], x.shape[1] / (b * b), x.shape[2] * b, x.shape[3] * b}}};
+}
+
+constexpr std::vector<tensor_info> space_to_depth(const infer_context& c) {
+  need_exact_rank(c, 0, 4, "input [N, C, H, W]");
+  const auto& x = c.input(0);
+  const auto b = block_size(c);
+  if (x.shape[2] % b != 0 || x.shape[3] % b != 0)
+    throw c.fail("height and width of " + to_string(x) + " are not multiples of blocksize " + std::to_string(b));
+  return {tensor_info{x.type, shape{x.shape[0], x.shape[1] * b * b, x.shape[2] / b, x.shape[3] / b}}};
+}
+
+constexpr std::vector<tensor_info> eye_like(const infer_context& c) {
+  need_exact_rank(c, 0, 2, "input");
+  const auto& x = c.input(0);
+  auto type = x.type;
+  if (c.has_attr("dtype")) {
+    const auto t = from_onnx_code(c.attr_int("dtype", 0));
+    if (!t) throw c.fail("attribute dtype " + std::to_string(c.attr_int("dtype", 0)) + " is not a supported type");
+    type = *t;
+  }
+  return {tensor_info{type, x.shape}};
+}
+
+constexpr std::vector<tensor_info> gather_elements(const infer_context& c) {
+  const auto& x = c.input(0);
+  const auto& idx = c.input(1);
+  if (x.shape.rank() != idx.shape.rank())
+    throw c.fail("data and indices ranks differ (" + c.describe_inputs() + ")", "give indices of the data's rank");
+  return {tensor_info{x.type, idx.shape}};
+}
+
+constexpr std::vector<tensor_info> gather_nd(const infer_context& c) {
+  const auto& x = c.input(0);
+  const auto& idx = c.input(1);
+  const auto b = static_cast<std::size_t>(std::max<std::int64_t>(c.attr_int("batch_dims", 0), 0));
+  const auto q = idx.shape.rank(), r = x.shape.rank();
+  if (q < 1 || r < 1 || b >= std::min(q, r)) throw c.fail("batch_dims must be below both ranks (" + c.describe_inputs() + ")");
+  const auto last = idx.shape[q - 1];
+  if (last < 1 || static_cast<std::size_t>(last) > r - b)
+    throw c.fail("indices' last dimension " + std::to_string(last) + " must be in [1, data rank - batch_dims]");
+  dims out(idx.shape.dims().begin(), idx.shape.dims().end() - 1);
+  for (auto i = b + static_cast<std::size_t>(last); i < r; ++i) out.push_back(x.shape[i]);
+  return {tensor_info{x.type, shape(std::move(out))}};
+}
+
+constexpr std::vector<tensor_info> one_hot(const infer_context& c) {
+  const auto& idx = c.input(0);
+  const auto depth = c.int_values(1, "depth");
+  if (depth.size() != 1 || depth[0] < 1) throw c.fail("depth must be one positive value");
+  const auto& values = c.input(2);
+  const auto r = static_cast<std::int64_t>(idx.shape.rank());
+  auto a = c.attr_int("axis", -1);
+  if (a < -r - 1 || a > r) throw c.fail("axis " + std::to_string(a) + " is out of range for rank " + std::to_string(r + 1));
+  if (a < 0) a += r + 1;
+  dims out = idx.shape.dims();
+  out.insert(out.begin() + a, depth[0]);
+  return {tensor_info{values.type, shape(std::move(out))}};
+}
+
+/// LSTM / GRU / RNN: X [seq, batch, input] (layout 1: [batch, seq, input]); Y [seq, dirs, batch,
+/// hidden], Y_h (and LSTM's Y_c) [dirs, batch, hidden] (layout 1: batch first).
+constexpr std::vector<tensor_info> recurrent(const infer_context& c) {
+  need_exact_rank(c, 0, 3, "X");
+  need_exact_rank(c, 1, 3, "W");
+  const auto& x = c.input(0);
+  const auto hidden = c.attr_int("hidden_size", 0);
+  if (hidden < 1) throw c.fail("attribute hidden_size is missing or not positive");
+  const auto dirs = c.attr_string("direction", "forward") == "bidirectional" ? 2 : 1;
+  const bool batch_first = c.attr_int("layout", 0) != 0;
+  const auto seq = x.shape[batch_first ? 1 : 0], batch = x.shape[batch_first ? 0 : 1];
+  const tensor_info y{x.type, batch_first ? shape{batch, seq, dirs, hidden} : shape{seq, dirs, batch, hidden}};
+  const tensor_info h{x.type, batch_first ? shape{batch, dirs, hidden} : shape{dirs, batch, hidden}};
+  if (c.op().type == "LSTM") return {y, h, h};
+  return {y, h};
+}
+
+constexpr std::vector<tensor_info> nll_loss(const infer_context& c) {
+  need_rank(c, 0, 2, "input [N, C, ...]");
+  const auto& x = c.input(0);
+  const auto& t = c.input(1);
+  if (t.shape.rank() + 1 != x.shape.rank())
+    throw c.fail("target rank must be the input's minus one (" + c.describe_inputs() + ")");
+  const bool none = c.attr_string("reduction", "mean") == "none";
+  return {tensor_info{x.type, none ? t.shape : shape{}}};
+}
+
+constexpr std::vector<tensor_info> softmax_cross_entropy(const infer_context& c) {
+  auto out = nll_loss(c);
+  out.push_back(c.input(0));  // log_prob
+  return out;
+}
+
 struct entry {
   std::string_view domain;
   std::string_view type;
@@ -1001,7 +1115,20 @@ inline constexpr entry table[] = {
     // reductions
     {"", "ReduceSum", reduce}, {"", "ReduceMean", reduce}, {"", "ReduceMax", reduce}, {"", "ReduceMin", reduce},
     {"", "ReduceProd", reduce}, {"", "ReduceL1", reduce}, {"", "ReduceL2", reduce}, {"", "ReduceLogSumExp", reduce},
-    {"", "ReduceSumSquare", reduce}, {"", "ArgMax", arg_reduce}, {"", "ArgMin", arg_reduce}, {"", "TopK", top_k},
+    {"", "ReduceSumSquare", reduce}, {"", "ReduceLogSum", reduce}, {"", "ArgMax", arg_reduce},
+    {"", "ArgMin", arg_reduce}, {"", "TopK", top_k},
+    // bitwise
+    {"", "BitwiseNot", unary}, {"", "BitwiseAnd", broadcast_same_type}, {"", "BitwiseOr", broadcast_same_type},
+    {"", "BitwiseXor", broadcast_same_type},
+    // rearrangements and indexing
+    {"", "DepthToSpace", depth_to_space}, {"", "SpaceToDepth", space_to_depth}, {"", "ReverseSequence", unary},
+    {"", "Trilu", unary}, {"", "EyeLike", eye_like}, {"", "GatherElements", gather_elements},
+    {"", "GatherND", gather_nd}, {"", "ScatterElements", unary}, {"", "ScatterND", unary},
+    {"", "OneHot", one_hot},
+    // normalisation, recurrent ops, losses
+    {"", "MeanVarianceNormalization", unary_float}, {"", "LSTM", recurrent}, {"", "GRU", recurrent},
+    {"", "RNN", recurrent}, {"", "NegativeLogLikelihoodLoss", nll_loss},
+    {"", "SoftmaxCrossEntropyLoss", softmax_cross_entropy},
 };
 
 }  // namespace detail::infer

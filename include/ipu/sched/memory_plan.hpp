@@ -4,7 +4,7 @@
 // Placement: every tensor is mapped linearly (whole vectors per tile, Poplar's mapTensorLinearly).
 // A tensor too small to cover all tiles starts where the previous small tensor on its IPU ended,
 // so small tensors spread over the IPU instead of piling up on tile 0. Views (Reshape, Flatten,
-// Squeeze, Unsqueeze, Identity, Dropout) share their input's storage.
+// Squeeze, Unsqueeze, Identity, Dropout in inference: ipu/ops/flags.hpp) share their input's storage.
 //
 // What an IPU holds, per scope (the whole program for sharded and pipelined execution, each phase
 // for phased execution):
@@ -29,6 +29,7 @@
 #include "ipu/device/tile_mapping.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/ops/flags.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/op_cost.hpp"
 #include "ipu/sched/program_builder.hpp"
@@ -59,14 +60,6 @@ constexpr std::string tensor_label(const tensor_node& t, std::string_view suffix
   return s;
 }
 
-constexpr bool is_view(const op_node& op) {
-  if (!op.domain.empty() && op.domain != "ai.onnx") return false;
-  constexpr std::string_view views[] = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
-  for (auto v : views)
-    if (op.type == v) return op.outputs.size() >= 1 && !op.inputs.empty() && op.inputs[0] != no_tensor;
-  return false;
-}
-
 /// Whether input `i` of `op` is a shape or index parameter (Reshape's shape, Slice's starts...): with a
 /// constant there, Poplar folds the value into the program, so it takes no tile memory.
 constexpr bool is_shape_operand(const graph& g, const op_node& op, std::size_t i) {
@@ -87,7 +80,7 @@ constexpr std::vector<tensor_id> storage_roots(const graph& g, const std::vector
   for (std::size_t t = 0; t < root.size(); ++t) root[t] = static_cast<tensor_id>(t);
   for (auto id : order) {
     const auto& op = g.op(id);
-    if (is_view(op)) root[op.outputs[0]] = root[op.inputs[0]];
+    if (ipu::is_view(g, op)) root[op.outputs[0]] = root[op.inputs[0]];
   }
   return root;
 }
@@ -255,7 +248,7 @@ constexpr memory_plan plan_memory(const memory_context& mc) {
       const auto& op = g.op(ops[k]);
       for (auto t : op.inputs)
         if (t != no_tensor && is_activation(roots[t])) touch(roots[t], k, false);
-      if (!is_view(op))
+      if (!ipu::is_view(g, op))
         for (auto t : op.outputs) touch(roots[t], k, true);
     }
     for (auto& iv : live) {

@@ -13,7 +13,8 @@
 //  - pooling: one vector op per kernel element per output, plus the exchange of input windows;
 //  - data movement (Transpose, Concat, Slice, Gather, Pad...): every tile receives its share of the
 //    output through the exchange;
-//  - views (Reshape, Flatten, Squeeze, Identity...): free.
+//  - views (Reshape, Flatten, Squeeze, Identity, Dropout in inference: ipu/ops/flags.hpp): free;
+//  - ConvTranspose, Einsum, LRN, losses and control flow: see docs/cost-model.md, "Per-op costs".
 // Choices the spec has no figure for, and which the model therefore states rather than fits:
 //  - transcendental functions (Exp, Tanh, Erf...) run at the scalar rate, one instruction per
 //    element (the spec gives no vector rate for them);
@@ -36,6 +37,7 @@
 #include "ipu/device/tile_mapping.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/ops/flags.hpp"
 
 namespace ipu {
 
@@ -263,6 +265,13 @@ constexpr op_cost cast(const op_cost_context& c) {
 /// Views and shape queries: no work on the device.
 constexpr op_cost free_op(const op_cost_context&) { return {}; }
 
+/// Dropout is a view in inference (ipu/ops/flags.hpp); in training, or with its mask wanted, a
+/// random draw, a compare and a scale per element.
+constexpr op_cost dropout(const op_cost_context& c) {
+  if (is_view(*c.model, *c.op)) return {};
+  return elementwise(c, scalar_rate_ops(c, c.type(c.output())) + 2);
+}
+
 /// Data movement: every tile receives its share of the output through the exchange.
 constexpr op_cost data_movement(const op_cost_context& c) {
   op_cost r;
@@ -329,7 +338,7 @@ constexpr op_cost batch_norm(const op_cost_context& c) {
   return vector_pass(c, c.type(c.output()), out, 1, 2, 2 * std::min(channels, share) * size_of(c.type(c.output())));
 }
 
-/// Layer / instance / group normalisation: mean and variance reductions, then normalise (subtract,
+/// Layer / instance normalisation: mean and variance reductions, then normalise (subtract,
 /// scale by the reciprocal square root, affine: 3 instructions per vector).
 constexpr op_cost normalisation(const op_cost_context& c, std::uint64_t groups) {
   const auto t = c.type(c.input(0));
@@ -347,9 +356,6 @@ constexpr op_cost layer_norm(const op_cost_context& c) {
   return normalisation(c, product(x, 0, std::clamp<std::int64_t>(axis, 0, r)));
 }
 constexpr op_cost instance_norm(const op_cost_context& c) { return normalisation(c, product(c.input(0), 0, 2)); }
-constexpr op_cost group_norm(const op_cost_context& c) {
-  return normalisation(c, mul_sat(dim(c.input(0), 0), static_cast<std::uint64_t>(std::max<std::int64_t>(c.int_attr("num_groups", 1), 1))));
-}
 
 /// The AMP precision of inputs of type `t` under the options, or nullopt for types the AMP does not
 /// take (integers run on the vector units).
@@ -461,27 +467,6 @@ constexpr conv_shape conv_shape_of(const op_cost_context& c) {
   return s;
 }
 
-constexpr op_cost conv(const op_cost_context& c) {
-  const auto s = conv_shape_of(c);
-  const auto t = c.type(c.input(0));
-  op_cost r;
-  if (const auto p = amp_precision(c, t)) {
-    amp_plan_options o;
-    o.tiles = c.options.tiles;
-    o.available_memory_proportion = c.options.available_memory_proportion;
-    r = from_amp_plan(plan_conv(*c.device, s, *p, o));
-  } else {
-    const auto out = c.output_elements();
-    r = vector_pass(c, t, out, 2, static_cast<std::uint32_t>(std::min<std::uint64_t>(ceil_div(s.macs(), std::max<std::uint64_t>(out, 1)), 1u << 20)));
-    r.macs = s.macs();
-  }
-  if (c.has_input(2)) {
-    const auto out = c.output_elements();
-    r += vector_pass(c, c.type(c.output()), out, 2, 1, operand_exchange_bytes(c, 2, out));
-  }
-  return r;
-}
-
 /// Max / average pooling: per output, one instruction per kernel element, reading the window; the
 /// input windows are exchanged to the tiles computing the outputs (they are not mapped alike when
 /// the stride differs from 1 or windows overlap).
@@ -522,6 +507,274 @@ constexpr op_cost generic(const op_cost_context& c) {
   return r;
 }
 
+/// ConvTranspose is the data gradient of the forward convolution from its output Y to its input X:
+/// that convolution (Y's channels in, X's out, the same kernel, strides and dilations, the pads that
+/// bring Y back to X's size) does the same multiply-accumulates, so the AMP plans it alike.
+constexpr conv_shape conv_transpose_shape_of(const op_cost_context& c) {
+  const auto& x = c.input(0);
+  const auto& w = c.input(1);  // [C_in, C_out / group, k...]
+  const auto& y = c.output();
+  const auto rank = x.shape.rank() >= 2 ? x.shape.rank() - 2 : 0;
+  conv_shape s;
+  s.batch = dim(x, 0);
+  s.groups = static_cast<std::uint64_t>(std::max<std::int64_t>(c.int_attr("group", 1), 1));
+  s.in_channels = mul_sat(dim(w, 1), s.groups);
+  s.out_channels = dim(x, 1);
+  const auto strides = c.ints_attr("strides"), dilations = c.ints_attr("dilations"), pads = c.ints_attr("pads");
+  for (std::size_t i = 0; i < rank; ++i) {
+    const auto at = [&](const std::vector<std::int64_t>& v, std::uint64_t dflt) {
+      return i < v.size() && v[i] > 0 ? static_cast<std::uint64_t>(v[i]) : dflt;
+    };
+    const auto in = dim(y, static_cast<std::int64_t>(i + 2)), out = dim(x, static_cast<std::int64_t>(i + 2));
+    const auto k = std::max<std::uint64_t>(dim(w, static_cast<std::int64_t>(i + 2)), 1);
+    const auto st = at(strides, 1), dl = at(dilations, 1);
+    s.input.push_back(in);
+    s.kernel.push_back(k);
+    s.strides.push_back(st);
+    s.dilations.push_back(dl);
+    // Total padding for `out` windows over `in`; split as the pads attribute says when it adds up.
+    const auto need = (out > 0 ? (out - 1) * st : 0) + (k - 1) * dl + 1;
+    const auto total = need > in ? need - in : 0;
+    std::uint64_t begin = total / 2;
+    if (pads.size() == 2 * rank && pads[i] >= 0 && static_cast<std::uint64_t>(pads[i]) <= total) begin = static_cast<std::uint64_t>(pads[i]);
+    s.pads_begin.push_back(begin);
+    s.pads_end.push_back(total - begin);
+  }
+  return s;
+}
+
+/// A convolution of shape `s` (on the AMP, or on the vector units for integer types) plus the bias
+/// of input `bias_input`, added over the output.
+constexpr op_cost conv_of(const op_cost_context& c, const conv_shape& s, std::size_t bias_input) {
+  const auto t = c.type(c.input(0));
+  op_cost r;
+  if (const auto p = amp_precision(c, t)) {
+    amp_plan_options o;
+    o.tiles = c.options.tiles;
+    o.available_memory_proportion = c.options.available_memory_proportion;
+    r = from_amp_plan(plan_conv(*c.device, s, *p, o));
+  } else {
+    const auto out = c.output_elements();
+    r = vector_pass(c, t, out, 2, static_cast<std::uint32_t>(std::min<std::uint64_t>(ceil_div(s.macs(), std::max<std::uint64_t>(out, 1)), 1u << 20)));
+    r.macs = s.macs();
+  }
+  if (c.has_input(bias_input)) {
+    const auto out = c.output_elements();
+    r += vector_pass(c, c.type(c.output()), out, 2, 1, operand_exchange_bytes(c, bias_input, out));
+  }
+  return r;
+}
+
+constexpr op_cost conv(const op_cost_context& c) { return conv_of(c, conv_shape_of(c), 2); }
+constexpr op_cost conv_transpose(const op_cost_context& c) { return conv_of(c, conv_transpose_shape_of(c), 2); }
+
+/// The labels of an Einsum equation, as bit sets over 64 labels: letters a-z, A-Z (0..51) and the
+/// ellipsis dimensions, right-aligned (52..63), with each label's size (the largest over the
+/// operands: a broadcast dimension is 1).
+struct einsum_labels {
+  std::vector<std::uint64_t> operands;  // the labels of each operand
+  std::uint64_t output = 0;
+  std::uint64_t size[64]{};
+  bool valid = true;  // false: an equation the cost model cannot read (costed generically)
+};
+
+constexpr einsum_labels parse_einsum_labels(const op_cost_context& c) {
+  einsum_labels e;
+  for (auto& s : e.size) s = 1;
+  std::string eq;
+  for (char ch : c.string_attr("equation"))
+    if (ch != ' ') eq += ch;
+  const auto arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  auto label = [](char ch) -> int {
+    if (ch >= 'a' && ch <= 'z') return ch - 'a';
+    if (ch >= 'A' && ch <= 'Z') return 26 + (ch - 'A');
+    return -1;
+  };
+  // Reads one term; `rank` is the operand's rank (ellipsis dimensions = rank - letters), or -1 for
+  // the output, whose ellipsis stands for every ellipsis dimension seen.
+  std::uint64_t ellipsis_all = 0;
+  auto term = [&](const std::string& t, std::int64_t op_index) {
+    std::uint64_t set = 0;
+    const auto dots = t.find("...");
+    std::size_t letters = 0;
+    for (char ch : t) letters += label(ch) >= 0 ? 1 : 0;
+    const tensor_info* info = op_index >= 0 ? &c.input(static_cast<std::size_t>(op_index)) : nullptr;
+    const auto rank = info ? info->shape.rank() : 0;
+    const auto ell = dots == std::string::npos || !info ? 0 : (rank >= letters ? rank - letters : 0);
+    if (ell > 12) e.valid = false;
+    std::size_t axis = 0;
+    for (std::size_t i = 0; i < t.size() && e.valid;) {
+      if (t.compare(i, 3, "...") == 0) {
+        if (!info) set |= ellipsis_all;
+        for (std::size_t k = 0; k < ell && k < 12; ++k) {
+          const auto l = 52 + (ell - 1 - k);  // right-aligned
+          set |= std::uint64_t{1} << l;
+          e.size[l] = std::max(e.size[l], dim(*info, static_cast<std::int64_t>(axis++)));
+        }
+        i += 3;
+        continue;
+      }
+      const int l = label(t[i]);
+      if (l < 0) { e.valid = false; break; }
+      set |= std::uint64_t{1} << l;
+      if (info) e.size[l] = std::max(e.size[l], dim(*info, static_cast<std::int64_t>(axis++)));
+      ++i;
+    }
+    if (info) ellipsis_all |= set & ~((std::uint64_t{1} << 52) - 1);
+    return set;
+  };
+  std::size_t start = 0;
+  for (std::int64_t i = 0;; ++i) {
+    const auto comma = lhs.find(',', start);
+    if (!c.has_input(static_cast<std::size_t>(i))) { e.valid = false; return e; }
+    e.operands.push_back(term(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start), i));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (arrow != std::string::npos) {
+    e.output = term(eq.substr(arrow + 2), -1);
+  } else {
+    // Implicit output: the ellipsis and every letter that occurs once.
+    std::uint64_t once = 0, twice = 0;
+    for (const auto& o : e.operands) {
+      twice |= once & o;
+      once |= o;
+    }
+    std::uint64_t repeated_in_term = 0;
+    for (char ch : lhs)
+      if (label(ch) >= 0 && std::count(lhs.begin(), lhs.end(), ch) > 1) repeated_in_term |= std::uint64_t{1} << label(ch);
+    e.output = ((once & ~twice & ~repeated_in_term) & ((std::uint64_t{1} << 52) - 1)) | ellipsis_all;
+  }
+  return e;
+}
+
+/// Product of the sizes of the labels in `set`.
+constexpr std::uint64_t label_product(const einsum_labels& e, std::uint64_t set) {
+  std::uint64_t p = 1;
+  for (int l = 0; l < 64; ++l)
+    if (set >> l & 1) p = mul_sat(p, e.size[l]);
+  return p;
+}
+
+/// Einsum as the pairwise contractions it stands for, left to right: with the running result R and
+/// the next operand B, labels wanted later (by a later operand or the output) and in both are the
+/// batch, those in one only are the rows (R) or columns (B), and those in both but not wanted later
+/// are contracted: a matmul of [batch, rows, contracted] x [contracted, columns]. Labels only one
+/// operand has and nothing later wants are summed out of it first (a reduction). A single operand
+/// is a reduction, or a transposition when nothing is summed.
+constexpr op_cost einsum(const op_cost_context& c) {
+  const auto e = parse_einsum_labels(c);
+  if (!e.valid || e.operands.empty()) return generic(c);
+  const auto t = c.type(c.output());
+  auto wanted_after = [&](std::size_t i) {
+    std::uint64_t w = e.output;
+    for (std::size_t j = i + 1; j < e.operands.size(); ++j) w |= e.operands[j];
+    return w;
+  };
+  op_cost r;
+  // Sums labels of `set` nobody else wants; returns what is left.
+  auto pre_reduce = [&](std::uint64_t set, std::uint64_t others) {
+    const auto kept = set & others;
+    if (kept != set) r += reduction(c, t, label_product(e, set), label_product(e, kept));
+    return kept;
+  };
+  std::uint64_t running = e.operands[0];
+  if (e.operands.size() == 1) {
+    if (running == e.output) return data_movement(c);
+    pre_reduce(running, e.output);
+    return r;
+  }
+  running = pre_reduce(running, wanted_after(0));
+  for (std::size_t i = 1; i < e.operands.size(); ++i) {
+    const auto later = wanted_after(i);
+    const auto b = pre_reduce(e.operands[i], later | running);
+    const auto shared = running & b;
+    matmul_shape s;
+    s.batch = label_product(e, shared & later);
+    s.k = label_product(e, shared & ~later);
+    s.m = label_product(e, running & ~b);
+    s.n = label_product(e, b & ~running);
+    r += matmul_of(c, t, s);
+    running = (running | b) & later;
+  }
+  // The final result's labels are the output's (a transposition is free: the contraction writes
+  // its result in any order).
+  return r;
+}
+
+/// LRN: per element, the sum of squares over `size` neighbouring channels (a multiply-add per
+/// channel of the window), then (bias + alpha / size * sum)^beta at the scalar rate and a divide.
+/// Neighbouring channels live on other tiles: each tile receives its share of the input again.
+constexpr op_cost lrn(const op_cost_context& c) {
+  const auto t = c.type(c.input(0));
+  const auto size = static_cast<std::uint32_t>(std::clamp<std::int64_t>(c.int_attr("size", 1), 1, 1 << 16));
+  return vector_pass(c, t, c.output_elements(), 1, size + scalar_rate_ops(c, t) + 2,
+                     ceil_div(costed_bytes(c.input(0), c.options), c.tiles()));
+}
+
+/// MeanVarianceNormalization: layer normalisation over `axes` (default N, H, W: one group per channel).
+constexpr op_cost mean_variance_norm(const op_cost_context& c) {
+  const auto& x = c.input(0);
+  const auto r = static_cast<std::int64_t>(x.shape.rank());
+  auto axes = c.ints_attr("axes");
+  if (!c.op->find_attribute("axes")) axes = {0, 2, 3};
+  std::uint64_t reduced = 1;
+  for (std::int64_t a = 0; a < r; ++a)
+    if (std::find(axes.begin(), axes.end(), a) != axes.end() || std::find(axes.begin(), axes.end(), a - r) != axes.end())
+      reduced = mul_sat(reduced, dim(x, a));
+  return normalisation(c, ceil_div(c.input_elements(0), std::max<std::uint64_t>(reduced, 1)));
+}
+
+/// NegativeLogLikelihoodLoss: one gathered (and weighted) value per target, summed or averaged into
+/// the output (no reduction when the output has one element per target).
+constexpr op_cost nll_loss(const op_cost_context& c) {
+  const auto targets = c.input_elements(1);
+  const auto t = c.type(c.input(0));
+  op_cost r = vector_pass(c, t, targets, c.has_input(2) ? 2 : 1, c.has_input(2) ? 2 : 1);
+  if (c.output_elements() < targets) r += reduction(c, t, targets, c.output_elements());
+  return r;
+}
+
+/// SoftmaxCrossEntropyLoss: a log-softmax over the class axis (1), then the NLL loss.
+constexpr op_cost softmax_cross_entropy(const op_cost_context& c) {
+  const auto t = c.type(c.input(0));
+  const auto n = c.input_elements(0);
+  const auto rows = ceil_div(n, std::max<std::uint64_t>(dim(c.input(0), 1), 1));
+  op_cost r = reduction(c, t, n, rows);
+  r += reduction(c, t, n, rows, 1 + scalar_rate_ops(c, t));
+  r += vector_pass(c, t, n, 2, 1 + scalar_rate_ops(c, t));  // x - max - log(sum)
+  r += nll_loss(c);
+  return r;
+}
+
+/// Estimated in constant expressions too; declared here, defined below the table.
+constexpr op_cost subgraph_cost(const op_cost_context& c, const graph& body);
+
+/// If: the costlier branch (which one runs is known only at run time). Loop: one iteration of the
+/// body (the trip count is a run-time value). Scan: the body once per element of the first scan
+/// input's leading axis.
+constexpr op_cost control_flow(const op_cost_context& c) {
+  op_cost r;
+  if (c.op->type == "If") {
+    for (const char* branch : {"then_branch", "else_branch"})
+      if (const auto* a = c.op->find_attribute(branch))
+        if (const auto* s = std::get_if<subgraph>(&a->value)) {
+          const auto b = subgraph_cost(c, *s->body);
+          if (b.cycles() > r.cycles()) r = b;
+        }
+    return r;
+  }
+  if (const auto* a = c.op->find_attribute("body"))
+    if (const auto* s = std::get_if<subgraph>(&a->value)) r = subgraph_cost(c, *s->body);
+  if (c.op->type == "Scan") {
+    const auto scans = static_cast<std::size_t>(std::max<std::int64_t>(c.int_attr("num_scan_inputs", 1), 1));
+    const auto first_scan = c.num_inputs() >= scans ? c.num_inputs() - scans : 0;
+    if (c.has_input(first_scan)) r = r.times(dim(c.input(first_scan), 0));
+  }
+  return r;
+}
+
 }  // namespace detail::sched
 
 /// The built-in cost of every ai.onnx op the library implements, by type.
@@ -530,6 +783,8 @@ inline constexpr op_cost_entry builtin_op_costs[] = {
     {"", "MatMul", detail::sched::matmul},
     {"", "Gemm", detail::sched::gemm},
     {"", "Conv", detail::sched::conv},
+    {"", "ConvTranspose", detail::sched::conv_transpose},
+    {"", "Einsum", detail::sched::einsum},
     {"", "LSTM", detail::sched::recurrent},
     {"", "GRU", detail::sched::recurrent},
     {"", "RNN", detail::sched::recurrent},
@@ -571,6 +826,10 @@ inline constexpr op_cost_entry builtin_op_costs[] = {
     {"", "Shrink", detail::sched::two_op_elementwise},
     {"", "ThresholdedRelu", detail::sched::two_op_elementwise},
     {"", "BitShift", detail::sched::simple_elementwise},
+    {"", "BitwiseAnd", detail::sched::simple_elementwise},
+    {"", "BitwiseOr", detail::sched::simple_elementwise},
+    {"", "BitwiseXor", detail::sched::simple_elementwise},
+    {"", "BitwiseNot", detail::sched::simple_elementwise},
     {"", "Cast", detail::sched::cast},
     {"", "CastLike", detail::sched::cast},
     // transcendentals, at the scalar rate
@@ -599,6 +858,8 @@ inline constexpr op_cost_entry builtin_op_costs[] = {
     {"", "Softsign", detail::sched::two_op_elementwise},
     {"", "Mish", detail::sched::transcendental_plus},
     {"", "Gelu", detail::sched::transcendental_plus},
+    {"com.microsoft", "Gelu", detail::sched::transcendental_plus},
+    {"ai.graphcore", "Gelu", detail::sched::transcendental_plus},
     // reductions and row-wise ops
     {"", "ReduceSum", detail::sched::reduce},
     {"", "ReduceMean", detail::sched::reduce},
@@ -620,7 +881,10 @@ inline constexpr op_cost_entry builtin_op_costs[] = {
     {"", "BatchNormalization", detail::sched::batch_norm},
     {"", "LayerNormalization", detail::sched::layer_norm},
     {"", "InstanceNormalization", detail::sched::instance_norm},
-    {"", "GroupNormalization", detail::sched::group_norm},
+    {"", "MeanVarianceNormalization", detail::sched::mean_variance_norm},
+    {"", "LRN", detail::sched::lrn},
+    {"", "NegativeLogLikelihoodLoss", detail::sched::nll_loss},
+    {"", "SoftmaxCrossEntropyLoss", detail::sched::softmax_cross_entropy},
     {"", "MaxPool", detail::sched::pooling},
     {"", "AveragePool", detail::sched::pooling},
     {"", "LpPool", detail::sched::pooling},
@@ -633,6 +897,7 @@ inline constexpr op_cost_entry builtin_op_costs[] = {
     {"", "Split", detail::sched::data_movement},
     {"", "Slice", detail::sched::data_movement},
     {"", "Gather", detail::sched::data_movement},
+    {"", "Compress", detail::sched::data_movement},
     {"", "GatherElements", detail::sched::data_movement},
     {"", "GatherND", detail::sched::data_movement},
     {"", "ScatterElements", detail::sched::data_movement},
@@ -641,7 +906,6 @@ inline constexpr op_cost_entry builtin_op_costs[] = {
     {"", "Expand", detail::sched::data_movement},
     {"", "Tile", detail::sched::data_movement},
     {"", "Resize", detail::sched::data_movement},
-    {"", "Upsample", detail::sched::data_movement},
     {"", "DepthToSpace", detail::sched::data_movement},
     {"", "SpaceToDepth", detail::sched::data_movement},
     {"", "ReverseSequence", detail::sched::data_movement},
@@ -656,10 +920,14 @@ inline constexpr op_cost_entry builtin_op_costs[] = {
     {"", "Squeeze", detail::sched::free_op},
     {"", "Unsqueeze", detail::sched::free_op},
     {"", "Identity", detail::sched::free_op},
-    {"", "Dropout", detail::sched::free_op},
+    {"", "Dropout", detail::sched::dropout},
     {"", "Shape", detail::sched::free_op},
     {"", "Size", detail::sched::free_op},
     {"", "Constant", detail::sched::free_op},
+    // control flow: the cost of the bodies
+    {"", "If", detail::sched::control_flow},
+    {"", "Loop", detail::sched::control_flow},
+    {"", "Scan", detail::sched::control_flow},
 };
 
 /// The cost function registered for (domain, type), or nullptr.
@@ -687,5 +955,14 @@ constexpr op_cost estimate_op_cost(const graph& g, op_id id, const device_descri
     if (e.domain == domain && e.type == c.op->type) return e.cost(c);
   return detail::sched::generic(c);
 }
+
+namespace detail::sched {
+constexpr op_cost subgraph_cost(const op_cost_context& c, const graph& body) {
+  op_cost r;
+  for (std::size_t id = 0; id < body.num_ops(); ++id)
+    r += estimate_op_cost(body, static_cast<op_id>(id), *c.device, c.options);
+  return r;
+}
+}  // namespace detail::sched
 
 }  // namespace ipu

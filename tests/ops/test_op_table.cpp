@@ -1,0 +1,171 @@
+// What the library knows about each op, checked for consistency: every op with a kernel has a
+// shape rule and a cost rule, the flags (view, element-wise) say one thing everywhere, no table lists
+// an op twice, and the shape rules agree with ONNX's own shape inference on ONNX's node tests.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ipu/builder/builder.hpp"
+#include "ipu/onnx/import.hpp"
+#include "ipu/ops/all.hpp"
+#include "ipu/ops/flags.hpp"
+#include "ipu/ops/infer.hpp"
+#include "ipu/sched/memory_plan.hpp"
+#include "ipu/sched/op_cost.hpp"
+
+namespace {
+
+std::string key(std::string_view domain, std::string_view type) {
+  return (domain.empty() ? std::string() : std::string(domain) + ":") + std::string(type);
+}
+
+// Kernel ops without a shape rule: their output shapes are values known only at run time (Range's
+// bounds, Compress's condition, Resize's scales or sizes) or come from subgraphs (If, Loop, Scan);
+// Einsum's rule is still to be written. Adding a rule means removing the op here.
+const std::set<std::string> no_shape_rule_yet = {"Range", "Compress", "Resize", "Einsum", "If", "Loop", "Scan"};
+
+}  // namespace
+
+TEST_CASE("every op with a kernel has a cost rule, and every cost rule is for an op with a kernel") {
+  const auto& registry = ipu::default_op_registry();
+  for (const auto& e : registry.entries()) {
+    CAPTURE(key(e.domain, e.type));
+    CHECK((ipu::find_op_cost(e.domain, e.type) != nullptr));
+  }
+  for (const auto& e : ipu::builtin_op_costs) {
+    CAPTURE(key(e.domain, e.type));
+    CHECK(registry.find(e.domain, e.type) != nullptr);
+  }
+}
+
+TEST_CASE("every op with a kernel has a shape rule, but for those whose shapes are run-time values") {
+  const auto& registry = ipu::default_op_registry();
+  std::set<std::string> missing;
+  for (const auto& e : registry.entries())
+    if (!ipu::has_shape_inference(e.domain, e.type)) missing.insert(key(e.domain, e.type));
+  CHECK(missing == no_shape_rule_yet);
+  for (const auto& e : ipu::detail::infer::table) {
+    CAPTURE(key(e.domain, e.type));
+    CHECK(registry.find(e.domain, e.type) != nullptr);
+  }
+}
+
+TEST_CASE("no table lists an op twice") {
+  auto unique = [](const auto& entries) {
+    std::set<std::string> seen;
+    std::vector<std::string> twice;
+    for (const auto& e : entries)
+      if (!seen.insert(key(e.domain, e.type)).second) twice.push_back(key(e.domain, e.type));
+    return twice;
+  };
+  CHECK(unique(ipu::default_op_registry().entries()).empty());
+  CHECK(unique(ipu::builtin_op_costs).empty());
+  CHECK(unique(ipu::detail::infer::table).empty());
+  CHECK(unique(ipu::builtin_op_flags).empty());
+}
+
+TEST_CASE("one notion of view and element-wise: flagged ops have kernels, shape rules and matching costs") {
+  const auto& registry = ipu::default_op_registry();
+  std::size_t views = 0;
+  for (const auto& e : ipu::builtin_op_flags) {
+    CAPTURE(key(e.domain, e.type));
+    CHECK(registry.find(e.domain, e.type) != nullptr);
+    CHECK(ipu::has_shape_inference(e.domain, e.type));
+    CHECK(e.flags.view != e.flags.elementwise);  // a view computes nothing
+    CHECK(e.flags.in_place);                     // both kinds may take a dying input's bytes
+    if (e.flags.view) ++views;
+    // A view costs nothing on the IPU; Dropout only in inference (its own rule asks is_view).
+    if (e.flags.view && e.type != "Dropout") CHECK((ipu::find_op_cost(e.domain, e.type) == ipu::detail::sched::free_op));
+    if (e.flags.elementwise) CHECK((ipu::find_op_cost(e.domain, e.type) != ipu::detail::sched::free_op));
+  }
+  CHECK(views == 6);
+  CHECK(ipu::flags_of("ai.onnx", "Reshape").view);
+  CHECK(ipu::flags_of("", "Add").elementwise);
+  CHECK(ipu::flags_of("com.example", "Add") == ipu::op_flags{});
+  CHECK(ipu::flags_of("", "MatMul") == ipu::op_flags{});
+}
+
+TEST_CASE("Dropout is a view in inference only, for the IPU's memory plan and its cost alike") {
+  const auto mk2 = ipu::ipu_model<ipu::mk2, 1>::description();
+  // mode 0: no training_mode; 1: a constant false; 2: a constant true.
+  for (int mode = 0; mode < 3; ++mode) {
+    CAPTURE(mode);
+    ipu::builder b("dropout");
+    auto x = b.add_input_tensor({ipu::data_type::F32, {64, 1000}}, "x");
+    std::vector<ipu::tensor_id> in{x};
+    if (mode > 0) {
+      in.push_back(b.add_constant(ipu::make_constant<float>(ipu::shape{}, {0.5f}), "ratio"));
+      in.push_back(b.add_constant(ipu::make_constant<bool>(ipu::shape{}, {mode == 2}), "training"));
+    }
+    auto y = b.op("Dropout", in).front();
+    b.add_output(y);
+    const auto g = std::move(b).build();
+    const auto& op = g.op(g.tensor(y).producer);
+    const bool inference = mode < 2;
+    CHECK(ipu::is_view(g, op) == inference);
+    std::vector<ipu::op_id> order{g.tensor(y).producer};
+    const auto roots = ipu::detail::sched::storage_roots(g, order);
+    CHECK((roots[y] == x) == inference);
+    CHECK((ipu::estimate_op_cost(g, g.tensor(y).producer, mk2).cycles() == 0) == inference);
+  }
+}
+
+TEST_CASE("shape rules agree with ONNX's shape inference on ONNX's node tests") {
+  const auto dir = std::filesystem::temp_directory_path() / ("ipu_op_table_" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  const auto json_path = dir / "shapes.json";
+  const std::string cmd = std::string(IPU_PYTHON) + " " + IPU_SOURCE_DIR + "/tests/ops/node_test_shapes.py " +
+                          (dir / "tests").string() + " " + json_path.string();
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  nlohmann::json ref;
+  std::ifstream(json_path) >> ref;
+  const std::filesystem::path node_dir = ref["dir"].get<std::string>();
+  std::size_t compared = 0;
+  std::vector<std::string> mismatches;
+  for (const auto& [test, outputs] : ref["tests"].items()) {
+    if (outputs.empty()) continue;
+    ipu::graph g;
+    try {
+      ipu::onnx::import_options o;
+      o.check_supported = false;
+      g = ipu::onnx::load_model(node_dir / test / "model.onnx", o);
+    } catch (const ipu::error&) {
+      continue;  // a model the importer declines says nothing about the shape rules
+    }
+    for (const auto& [name, want] : outputs.items()) {
+      const auto found = g.find_tensor(name);
+      if (!found) continue;
+      const auto t = *found;
+      const auto producer = g.tensor(t).producer;
+      if (producer == ipu::no_op) continue;
+      const auto& op = g.op(producer);
+      if (!ipu::has_shape_inference(op.domain, op.type)) continue;
+      const auto index = static_cast<std::size_t>(std::find(op.outputs.begin(), op.outputs.end(), t) - op.outputs.begin());
+      std::string got;
+      try {
+        const auto infos = ipu::infer_outputs(g, op);
+        got = std::to_string(ipu::detail::infer::to_onnx_code(infos.at(index).type)) + " " + ipu::to_string(infos.at(index).shape);
+      } catch (const ipu::error& e) {
+        got = std::string("error: ") + e.what();
+      }
+      const auto expected = std::to_string(want["type"].get<int>()) + " " +
+                            ipu::to_string(ipu::shape(want["shape"].get<std::vector<std::int64_t>>()));
+      ++compared;
+      if (got != expected) mismatches.push_back(test + " " + op.type + " " + name + ": ours " + got + ", ONNX " + expected);
+    }
+  }
+  std::filesystem::remove_all(dir);
+  std::string all;
+  for (const auto& m : mismatches) all += m + "\n";
+  INFO(mismatches.size() << " of " << compared << " outputs differ:\n" << all);
+  CHECK(compared > 300);
+  CHECK(mismatches.empty());
+}
