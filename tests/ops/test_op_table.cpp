@@ -19,7 +19,7 @@
 #include "ipu/ops/flags.hpp"
 #include "ipu/ops/infer.hpp"
 #include "ipu/sched/memory_plan.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 
 namespace {
 

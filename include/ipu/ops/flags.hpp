@@ -3,7 +3,7 @@
 // runs, the output shares the input's bytes), is it element-wise (out[i] depends on the inputs' [i]
 // alone, after broadcasting), and may its output overwrite a dying input (in place). The memory
 // plan of the IPU (sched/memory_plan.hpp), the CPU device's plan (cpu/plan.hpp), the cost model
-// (sched/op_cost.hpp) and the ONNX constant folder (onnx/fold.hpp) all read this table.
+// (ops/op_cost.hpp) and the ONNX constant folder (onnx/fold.hpp) all read this table.
 //
 // Dropout is a view only in inference: with training_mode absent or a constant false it is the
 // identity (ONNX), and without its mask output nothing needs computing. In training, or when the

@@ -6,7 +6,7 @@
 //   auto p = ipu::propose_stages(model, ipu::ipu_model<ipu::mk2, 4>::description(), 4);
 //   auto e = ipu::pipelined_execution{}.plan(p.annotated, device, options);
 //
-// Method: the op costs come from the cost model (op_cost.hpp), plus the host streams of the graph
+// Method: the op costs come from the cost model (ops/op_cost.hpp), plus the host streams of the graph
 // inputs and outputs where they are read and produced; cutting before position i of the order adds
 // the IPU-Link copy of every tensor crossing the cut, over the route between the two stages' IPUs,
 // to the next stage. A dynamic
@@ -29,7 +29,7 @@
 #include "ipu/graph/topological_order.hpp"
 #include "ipu/sched/annotation_rules.hpp"
 #include "ipu/sched/execution_strategy.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 
 namespace ipu {
 

@@ -22,7 +22,7 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/sched/executable.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 
 namespace ipu {
 
@@ -45,7 +45,7 @@ struct plan_options {
   std::optional<data_type> precision;
   /// Type of matmul / convolution partial sums.
   data_type partials_type = data_type::F32;
-  /// Asked for each op's cost before the built-in table (op_cost.hpp); nullptr: the table only.
+  /// Asked for each op's cost before the built-in table (ops/op_cost.hpp); nullptr: the table only.
   op_cost_hook cost_hook = nullptr;
   friend constexpr bool operator==(const plan_options&, const plan_options&) = default;
 };

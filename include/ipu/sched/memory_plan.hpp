@@ -31,7 +31,7 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/flags.hpp"
 #include "ipu/sched/executable.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 #include "ipu/sched/program_builder.hpp"
 #include "ipu/sched/stage_builder.hpp"
 

@@ -14,7 +14,7 @@
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/execution_strategy.hpp"
 #include "ipu/sched/memory_plan.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 #include "ipu/sched/predict.hpp"
 #include "ipu/sched/program_builder.hpp"
 #include "ipu/sched/stage_builder.hpp"

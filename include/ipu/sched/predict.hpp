@@ -32,7 +32,7 @@
 #include "ipu/poptorch/strategy.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/execution_strategy.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 
 namespace ipu::detail::sched {
 

@@ -4,7 +4,7 @@
 //   host_to_device / device_to_host   bytes / host link bytes/s             (transfer.hpp)
 //   ipu_copy                          bytes / (links of the route x link bytes/s)
 //   from_remote / to_remote           bytes / Streaming Memory bytes/s
-//   compute                           the op's estimate (op_cost.hpp)
+//   compute                           the op's estimate (ops/op_cost.hpp)
 //   sync                              one global sync (bsp.hpp)
 //
 // The main program follows one micro-batch stage by stage (see executable.hpp). A tensor is
@@ -27,7 +27,7 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/poptorch/strategy.hpp"
 #include "ipu/sched/executable.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 #include "ipu/sched/stage_builder.hpp"
 
 namespace ipu::detail::sched {

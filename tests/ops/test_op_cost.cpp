@@ -8,7 +8,7 @@
 
 #include "ipu/device/cost.hpp"
 #include "ipu/builder/builder.hpp"
-#include "ipu/sched/op_cost.hpp"
+#include "ipu/ops/op_cost.hpp"
 
 namespace {
 
