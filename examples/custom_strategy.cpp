@@ -37,6 +37,8 @@ struct serial_pipeline {
     return std::max<std::size_t>(e.steps().pipeline.size(), 1);
   }
 
+  [[nodiscard]] std::size_t num_threads(const ipu::exec::engine_base&) const { return 1; }
+
   /// One job: every replica's micro-batches through the chain.
   void add_jobs(ipu::exec::engine_base& e, ipu::exec::job_list& jobs) {
     jobs.emplace_back([&e] {

@@ -538,6 +538,7 @@ struct interleaved_schedule {
   static constexpr std::string_view name = "interleaved";
   static constexpr ipu::schedule_kind kind = ipu::schedule_kind::sequential;
   [[nodiscard]] std::size_t workers_per_replica(const ipu::exec::engine_base&) const { return 1; }
+  [[nodiscard]] std::size_t num_threads(const ipu::exec::engine_base&) const { return 1; }
   void add_jobs(ipu::exec::engine_base& e, ipu::exec::job_list& jobs) {
     jobs.emplace_back([&e] {
       std::size_t r = 0;
@@ -583,7 +584,7 @@ TEST_CASE("executor: a user's own schedule runs the step loop, matching the CPU 
   po.replication_factor = 2;
   ipu::executor<interleaved_sharding, mk2x4> ex(mlp(), flow_all(3), po);
   CHECK(ex.num_workers() == 2);
-  CHECK(ex.num_threads() == 2);  // the schedule does not say: one per worker
+  CHECK(ex.num_threads() == 1);  // the schedule says so
   const auto r = harness::check_against_cpu(ex, 1, 2);
   // One thread ran both replicas: the timeline's host times interleave replica 0 and 1 per
   // micro-batch, each replica still on its own lane and simulated clock.
@@ -615,6 +616,14 @@ TEST_CASE("host_engine: a plan's schedule is picked once from the executable's k
     CHECK(&e.plan() == exe.get());
     CHECK(e.base().workers_per_replica() == (want == ipu::schedule_kind::sequential ? 1u : want == ipu::schedule_kind::pipelined ? 3u : 2u));
   }
+  // A schedule that does not count its threads (sequential) runs one per worker: one per replica.
+  po.replication_factor = 2;
+  ipu::host_engine sharded(std::make_shared<const ipu::executable>(hand_split{layout::sharded, 3}.plan(mlp(), mk2x4::description(), po)),
+                           flow_all(3));
+  CHECK(sharded.num_workers() == 2);
+  CHECK(sharded.num_threads() == 2);
+  po.replication_factor = 1;
+
   // A damaged or newer plan: a schedule kind this build does not know.
   auto exe = hand_split{layout::sharded, 2}.plan(mlp(), mk2x4::description(), po);
   exe.schedule = static_cast<ipu::schedule_kind>(7);

@@ -26,6 +26,9 @@
 //     std::size_t workers_per_replica(const ipu::exec::engine_base&) const;
 //     // Appends the step's jobs, each run on its own host thread (one job runs on the caller's).
 //     void add_jobs(ipu::exec::engine_base&, ipu::exec::job_list&);
+//     // Optional: the jobs add_jobs adds (what executor::num_threads reports); without it, one
+//     // per worker.
+//     std::size_t num_threads(const ipu::exec::engine_base&) const;
 //   };
 //
 // A job runs micro-batches through the engine's public steps (start_micro_batch, run_item,
