@@ -80,6 +80,7 @@ ipu::graph chain() {
 /// One op per stage, stage k on IPU k, pipelined.
 struct one_op_per_stage {
   using strategy_concept = ipu::execution_strategy_tag;
+  using schedule = ipu::pipelined_schedule;
   static constexpr std::string_view name = "one-op-per-stage";
   ipu::executable plan(const ipu::graph& g, const ipu::device_description& d, const ipu::plan_options& o) const {
     ipu::executable exe;

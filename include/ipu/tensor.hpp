@@ -57,6 +57,22 @@ concept tensor = enable_tensor<std::remove_cvref_t<T>> && requires(const T& t) {
 };
 
 namespace detail {
+/// The concept's requirements one by one, each failing with a message saying how to fix it (a
+/// plain concept failure lists the requirements, not the fix).
+template <class T>
+consteval bool check_tensor() {
+  using U = std::remove_cvref_t<T>;
+  static_assert(enable_tensor<U>,
+                "ipu: this type is not a tensor; declare `using tensor_concept = ipu::tensor_tag;` or specialise "
+                "ipu::enable_tensor");
+  static_assert(requires(const U& t) { { t.info() } -> std::convertible_to<tensor_info>; },
+                "ipu: a tensor needs `info() const` returning its ipu::tensor_info (element type and shape)");
+  static_assert(requires(const U& t) { { t.bytes() } -> std::convertible_to<std::span<const std::byte>>; },
+                "ipu: a tensor needs `bytes() const` returning its contiguous row-major bytes as a "
+                "std::span<const std::byte>");
+  return tensor<U>;
+}
+
 template <class T>
 constexpr void check_element_type(const tensor_info& info) {
   if (info.type != data_type_of_v<T>)
@@ -151,8 +167,9 @@ class host_tensor {
     return from<T>(std::move(s), std::span<const T>(values.begin(), values.size()));
   }
   /// A tensor holding a copy of any tensor's bytes.
-  template <tensor Src>
+  template <class Src>
   static host_tensor copy_of(const Src& src) {
+    static_assert(detail::check_tensor<Src>(), "ipu: host_tensor::copy_of takes an ipu::tensor");
     host_tensor t(tensor_info(src.info()));
     auto b = std::span<const std::byte>(src.bytes());
     if (!b.empty()) std::memcpy(t.storage_.get(), b.data(), b.size());

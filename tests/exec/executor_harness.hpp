@@ -33,6 +33,7 @@ enum class layout : std::uint8_t { sharded, pipelined, serial_phased, parallel_p
 /// host streams 50.
 struct hand_split {
   using strategy_concept = ipu::execution_strategy_tag;
+  using schedule = ipu::any_schedule;  // the layout picks it per plan
   static constexpr std::string_view name = "hand-split";
 
   layout kind = layout::pipelined;

@@ -342,9 +342,14 @@ TEST_CASE("executor: plans that cannot run are refused with the stage and tensor
   orphan.op_stage.clear();
   CHECK(contains(message_of([&] { hand_executor ex(orphan, flow); }), "op Sigmoid 'y' is in no stage"));
 
+  // Identity is the schedule the executable records, not its strategy's name.
   auto other = hand_split{layout::sharded, 2}.plan(g, desc, po);
   other.strategy = "pipelined";
-  CHECK(contains(message_of([&] { hand_executor ex(other, flow); }), "planned by strategy 'pipelined', not 'hand-split'"));
+  using pipelined_executor = ipu::executor<ipu::pipelined_execution, mk2x4>;
+  CHECK(contains(message_of([&] { pipelined_executor ex(other, flow); }),
+                 "the executable runs a sequential schedule, not the pipelined schedule of strategy 'pipelined'"));
+  other.schedule = ipu::schedule_kind::pipelined;
+  CHECK_NOTHROW(pipelined_executor(other, flow));
   auto small = hand_split{layout::sharded, 2}.plan(g, ipu::ipu_model<ipu::mk2, 2>::description(), po);
   CHECK(contains(message_of([&] { hand_executor ex(small, flow); }), "planned for 2 x mk2 (GC200), not 4 x mk2 (GC200)"));
   CHECK(contains(message_of([&] { hand_executor ex(hand_split{layout::sharded, 2}.plan(g, desc, po), flow_all(4)); }),
@@ -522,3 +527,108 @@ void check_model(const model_case& mc) {
 TEST_CASE("executor models: AlexNet") { check_model({"alexnet", 4}); }
 TEST_CASE("executor models: MobileNetV2") { check_model({"mobilenet_v2", 4}); }
 TEST_CASE("executor models: transformer encoder") { check_model({"transformer_encoder", 4}); }
+
+// --- schedules as types ---------------------------------------------------------------------------
+namespace {
+
+/// A user's own schedule: the sequential layout, but every replica's micro-batches on one thread,
+/// interleaved (replica 0's m, replica 1's m, ...), so replicas cost no extra threads.
+struct interleaved_schedule {
+  using schedule_concept = ipu::schedule_tag;
+  static constexpr std::string_view name = "interleaved";
+  static constexpr ipu::schedule_kind kind = ipu::schedule_kind::sequential;
+  [[nodiscard]] std::size_t workers_per_replica(const ipu::exec::engine_base&) const { return 1; }
+  [[nodiscard]] std::size_t num_threads(const ipu::exec::engine_base&) const { return 1; }
+  void add_jobs(ipu::exec::engine_base& e, ipu::exec::job_list& jobs) {
+    jobs.emplace_back([&e] {
+      std::size_t r = 0;
+      try {
+        for (std::uint64_t m = 0; m < e.micro_batches(); ++m)
+          for (r = 0; r < e.replicas(); ++r) {
+            auto& rec = e.recorder_of(r, 0);
+            e.start_micro_batch(r, m, 0, rec);
+            for (const auto& it : e.steps().items) e.run_item(r, it, m, rec);
+          }
+      } catch (...) {
+        e.fail(r);
+      }
+    });
+  }
+};
+static_assert(ipu::schedule<interleaved_schedule>);
+
+/// The test's sharded split, run with the user's schedule.
+struct interleaved_sharding {
+  using strategy_concept = ipu::execution_strategy_tag;
+  using schedule = interleaved_schedule;
+  static constexpr std::string_view name = "interleaved-sharding";
+  [[nodiscard]] ipu::executable plan(const ipu::graph& g, const ipu::device_description& d, const ipu::plan_options& o) const {
+    return hand_split{layout::sharded, 3}.plan(g, d, o);
+  }
+};
+
+// Each strategy's schedule picks its engine at compile time.
+static_assert(std::is_same_v<ipu::executor<ipu::pipelined_execution, mk2x4>::engine_type, ipu::exec::engine<ipu::pipelined_schedule>>);
+static_assert(std::is_same_v<ipu::executor<ipu::sharded_execution, mk2x4>::engine_type, ipu::exec::engine<ipu::sequential_schedule>>);
+static_assert(std::is_same_v<ipu::executor<ipu::serial_phased_execution, mk2x4>::engine_type, ipu::exec::engine<ipu::phased_schedule>>);
+static_assert(std::is_same_v<ipu::replicated_execution<ipu::pipelined_execution>::schedule, ipu::replicated<ipu::pipelined_schedule>>);
+static_assert(std::is_same_v<ipu::executor<ipu::replicated_execution<ipu::pipelined_execution>, mk2x4>::engine_type,
+                             ipu::exec::engine<ipu::replicated<ipu::pipelined_schedule>>>);
+static_assert(std::is_same_v<hand_executor::engine_type, ipu::host_engine>);  // any_schedule: chosen per plan
+static_assert(std::is_same_v<ipu::executor<interleaved_sharding, mk2x4>::engine_type, ipu::exec::engine<interleaved_schedule>>);
+
+}  // namespace
+
+TEST_CASE("executor: a user's own schedule runs the step loop, matching the CPU device") {
+  ipu::plan_options po;
+  po.replication_factor = 2;
+  ipu::executor<interleaved_sharding, mk2x4> ex(mlp(), flow_all(3), po);
+  CHECK(ex.num_workers() == 2);
+  CHECK(ex.num_threads() == 1);  // the schedule says so
+  const auto r = harness::check_against_cpu(ex, 1, 2);
+  // One thread ran both replicas: the timeline's host times interleave replica 0 and 1 per
+  // micro-batch, each replica still on its own lane and simulated clock.
+  std::vector<std::pair<std::int64_t, std::uint32_t>> host;  // (host start, replica) of op 0's runs
+  for (const auto& e : r.timeline.events())
+    if (e.kind == ipu::step_kind::compute && e.op == 0) host.emplace_back(e.host_begin_ns, e.replica);
+  CHECK(host.size() == 3 * 2);
+  std::stable_sort(host.begin(), host.end());
+  for (std::size_t i = 0; i < host.size(); ++i) CHECK(host[i].second == i % 2);
+
+  // A plan of another schedule kind is refused by the engine of a schedule type.
+  auto piped = hand_split{layout::pipelined, 2}.plan(mlp(), mk2x4::description(), {});
+  piped.batches_per_step = 3;
+  CHECK(contains(message_of([&] { ipu::executor<interleaved_sharding, mk2x4> bad(piped, flow_all(3)); }),
+                 "the executable runs a pipelined schedule, not the sequential schedule of strategy 'interleaved-sharding'"));
+  CHECK(contains(message_of([&] { ipu::exec::engine<ipu::phased_schedule> bad(std::make_shared<const ipu::executable>(piped), flow_all(3)); }),
+                 "the executable's schedule is pipelined, not phased"));
+}
+
+TEST_CASE("host_engine: a plan's schedule is picked once from the executable's kind") {
+  ipu::plan_options po;
+  po.batches_per_step = 3;
+  for (auto [kind, want] : {std::pair{layout::sharded, ipu::schedule_kind::sequential},
+                            std::pair{layout::pipelined, ipu::schedule_kind::pipelined},
+                            std::pair{layout::parallel_phased, ipu::schedule_kind::phased}}) {
+    auto exe = std::make_shared<const ipu::executable>(hand_split{kind, 3, kind == layout::parallel_phased}.plan(mlp(), mk2x4::description(), po));
+    ipu::host_engine e(exe, flow_all(3));
+    CHECK(e.kind() == want);
+    CHECK(&e.plan() == exe.get());
+    CHECK(e.base().workers_per_replica() == (want == ipu::schedule_kind::sequential ? 1u : want == ipu::schedule_kind::pipelined ? 3u : 2u));
+  }
+  // A schedule that does not count its threads (sequential) runs one per worker: one per replica.
+  po.replication_factor = 2;
+  ipu::host_engine sharded(std::make_shared<const ipu::executable>(hand_split{layout::sharded, 3}.plan(mlp(), mk2x4::description(), po)),
+                           flow_all(3));
+  CHECK(sharded.num_workers() == 2);
+  CHECK(sharded.num_threads() == 2);
+  po.replication_factor = 1;
+
+  // A damaged or newer plan: a schedule kind this build does not know.
+  auto exe = hand_split{layout::sharded, 2}.plan(mlp(), mk2x4::description(), po);
+  exe.schedule = static_cast<ipu::schedule_kind>(7);
+  const auto msg = message_of([&] { ipu::host_engine e(std::make_shared<const ipu::executable>(exe), flow_all(3)); });
+  CHECK(contains(msg, "unknown schedule kind 7"));
+  CHECK_THROWS_AS(ipu::schedule_for(static_cast<ipu::schedule_kind>(3)), ipu::error);
+  CHECK(ipu::schedule_for(ipu::schedule_kind::phased).index() == 2);
+}

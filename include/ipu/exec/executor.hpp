@@ -9,14 +9,17 @@
 //   ex.run(io);                                       // anchors["output"]: F32[8, ...]
 //   ipu::write_chrome_trace(file, ex.last_timeline(), ex.plan().model);
 //
-// The schedule comes from the executable (see run_plan.hpp for what is read): sharded stages run
-// one after another, pipeline stages on a thread each with micro-batches overlapping, phases one
-// after another with their Streaming Memory transfers, replicas concurrently. Every stage runs
-// through ipu::cpu::device with `threads_per_worker` kernel threads, so the anchors are bitwise
-// what ipu::cpu::device with that thread count computes. `run` calls take turns.
+// The step loop is the strategy's schedule (Strategy::schedule, see schedule.hpp), instantiated at
+// compile time: sharded stages one after another, pipeline stages on a pool of threads with
+// micro-batches overlapping, phases one after another with their Streaming Memory transfers,
+// replicas concurrently. A strategy whose schedule is ipu::any_schedule gets the executable's
+// schedule, chosen once at construction (ipu::host_engine). Every stage runs through
+// ipu::cpu::device with `threads_per_worker` kernel threads, so the anchors are bitwise what
+// ipu::cpu::device with that thread count computes. `run` calls take turns.
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "ipu/device/device_model.hpp"
@@ -26,17 +29,26 @@
 #include "ipu/exec/engine.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/execution_strategy.hpp"
+#include "ipu/sched/schedule.hpp"
 #include "ipu/exec/step_io.hpp"
 #include "ipu/exec/timeline.hpp"
 #include "ipu/tensor.hpp"
 
 namespace ipu {
 
-template <execution_strategy Strategy, device_model Device>
+template <class Strategy, device_model Device>
 class executor {
+  static_assert(detail::check_execution_strategy<Strategy>(),
+                "ipu: executor<Strategy, Device> needs an execution strategy; see ipu/sched/execution_strategy.hpp");
+
  public:
   using strategy_type = Strategy;
   using device_type = Device;
+  using schedule_type = typename Strategy::schedule;
+  /// The engine the step loop runs in: exec::engine<schedule_type>, or host_engine when the
+  /// strategy's schedule is chosen per plan.
+  using engine_type =
+      std::conditional_t<std::is_same_v<schedule_type, any_schedule>, host_engine, exec::engine<schedule_type>>;
 
   /// Plans `model` for Device with `strategy`; the data flow sets the batches per step. Throws
   /// what the strategy throws (schedule, memory errors), and ipu::error (usage) when `options`
@@ -45,10 +57,11 @@ class executor {
            const Strategy& strategy = Strategy{})
       : engine_(make_engine(make_plan(model, flow, options, strategy), flow, run_options)) {}
 
-  /// Runs an executable planned earlier (or loaded). Throws ipu::error when it was planned by
-  /// another strategy or for another device, or its batches per step differ from the data flow's.
+  /// Runs an executable planned earlier (or loaded). Throws ipu::error when its schedule is not
+  /// the strategy's, it was planned for another device, or its batches per step differ from the
+  /// data flow's.
   executor(executable exe, const data_flow& flow, executor_options run_options = {})
-      : engine_((check_strategy(exe), make_engine(std::move(exe), flow, run_options))) {}
+      : engine_((check_schedule(exe), make_engine(std::move(exe), flow, run_options))) {}
 
   /// Runs one step: batches_per_step x accumulation micro-batches per replica, reading the input
   /// arrays of `io` and filling its anchor arrays. Throws ipu::error for arrays of the wrong type
@@ -83,20 +96,24 @@ class executor {
     return strategy.plan(model, Device::description(), options);
   }
 
-  static std::unique_ptr<detail::exec::engine> make_engine(executable exe, const data_flow& flow,
-                                                           const executor_options& run_options) {
+  static std::unique_ptr<engine_type> make_engine(executable exe, const data_flow& flow, const executor_options& run_options) {
     check(exe, flow);
-    return std::make_unique<detail::exec::engine>(std::make_shared<const executable>(std::move(exe)), flow, run_options);
+    return std::make_unique<engine_type>(std::make_shared<const executable>(std::move(exe)), flow, run_options);
   }
 
-  /// The strategy's name, or a composed one starting with it ("replicated pipelined").
-  static void check_strategy(const executable& exe) {
-    const std::string_view want = Strategy::name, got = exe.strategy;
-    if (got.empty() || got == want || (got.size() > want.size() && got.substr(0, want.size()) == want && got[want.size()] == ' '))
-      return;
-    throw error(error_category::usage,
-                "the executable was planned by strategy '" + exe.strategy + "', not '" + std::string(want) + "'",
-                "executor for graph '" + exe.model.name() + "'", "run it with an executor of the strategy that planned it");
+  /// A plan is the strategy's when it runs the strategy's schedule (the kind the executable
+  /// records, typed: no names compared).
+  static void check_schedule(const executable& exe) {
+    if constexpr (!std::is_same_v<schedule_type, any_schedule>) {
+      if (exe.schedule == schedule_type::kind) return;
+      throw error(error_category::usage,
+                  "the executable runs a " + std::string(to_string(exe.schedule)) + " schedule, not the " +
+                      std::string(to_string(schedule_type::kind)) + " schedule of strategy '" +
+                      std::string(Strategy::name) + "'",
+                  "executor for graph '" + exe.model.name() + "'",
+                  "run it with an executor of a strategy with a " + std::string(to_string(exe.schedule)) +
+                      " schedule, or with ipu::host_engine");
+    }
   }
 
   static void check(const executable& exe, const data_flow& flow) {
@@ -115,7 +132,7 @@ class executor {
                   where, "plan with the data flow's batches per step");
   }
 
-  std::unique_ptr<detail::exec::engine> engine_;
+  std::unique_ptr<engine_type> engine_;
 };
 
 }  // namespace ipu

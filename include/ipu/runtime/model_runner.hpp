@@ -10,7 +10,7 @@
 // memory and to freshly allocated output tensors on the queue manager's rings (zero copy), all of
 // a request's entries at once under one client lock, so position k of every queue belongs to the
 // same request. One session worker takes a step's worth of requests (batches per step x
-// replicas), gathers them into the step arrays the executor engine reads, runs the executable's
+// replicas), gathers them into the step arrays ipu::host_engine reads, runs the executable's
 // schedule (sharded, pipelined, phased, replicated) and scatters each micro-batch's anchors into
 // its request's output memory before completing it. When fewer requests arrive within the input
 // timeout, the step runs padded and the padding's results are dropped.
@@ -196,15 +196,15 @@ class model_runner {
  private:
   using queue_type = queue_manager::queue_type;
 
-  static std::unique_ptr<ipu::detail::exec::engine> make_engine(executable exe, const model_runner_config& c) {
+  static std::unique_ptr<host_engine> make_engine(executable exe, const model_runner_config& c) {
     std::vector<std::string> names;
     for (auto t : exe.model.outputs()) names.push_back(exe.model.tensor(t).name);
     const data_flow flow(exe.batches_per_step, names, anchor_return_type::all());
     executor_options o;
     o.threads_per_worker = c.threads_per_worker;
-    return std::make_unique<ipu::detail::exec::engine>(std::make_shared<const executable>(std::move(exe)), flow, o);
+    return std::make_unique<host_engine>(std::make_shared<const executable>(std::move(exe)), flow, o);
   }
-  static std::size_t depth(const ipu::detail::exec::engine& e, const model_runner_config& c) {
+  static std::size_t depth(const host_engine& e, const model_runner_config& c) {
     if (c.ring_buffer_size_multiplier == 0)
       throw error(error_category::usage, "ring_buffer_size_multiplier is 0", "model runner config", "use at least 1");
     const auto per_step = e.layout().inputs.empty() ? 1 : e.layout().inputs.front().slices;
@@ -362,7 +362,7 @@ class model_runner {
   }
 
   model_runner_config config_;
-  std::unique_ptr<ipu::detail::exec::engine> engine_;
+  std::unique_ptr<host_engine> engine_;
   queue_manager queues_;
   std::vector<queue_type*> in_queues_, out_queues_;
   std::vector<host_tensor> staged_in_, staged_out_;

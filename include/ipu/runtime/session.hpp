@@ -15,7 +15,7 @@
 //   and main-program inputs a file carries data for), unless one of the config's exclusion
 //   predicates matches it; set_tensor binds any input anchor to the caller's data instead.
 // - The load programs upload the bound weights (every weight must be bound); the main programs
-//   run one step (batches per step x replicas micro-batches) through the executor engine, feeding
+//   run one step (batches per step x replicas micro-batches) through ipu::host_engine, feeding
 //   each input from the step io or, when absent there, its bound value to every micro-batch (as a
 //   stream callback connected to fixed memory does); the save programs read weights back.
 // Member functions take turns (one mutex), so a session may be shared by several threads.
@@ -358,7 +358,7 @@ class session {
     o.threads_per_worker = config_.threads_per_worker;
     engine_.reset();
     loaded_ = exe;
-    engine_ = std::make_unique<ipu::detail::exec::engine>(std::move(exe), flow_, o);
+    engine_ = std::make_unique<host_engine>(std::move(exe), flow_, o);
     stale_weights_.clear();
   }
 
@@ -591,7 +591,7 @@ class session {
   std::map<std::string, host_tensor, std::less<>> staged_;
   std::vector<std::string> stale_weights_;
   std::shared_ptr<const executable> loaded_;  // what the load programs uploaded
-  std::unique_ptr<ipu::detail::exec::engine> engine_;
+  std::unique_ptr<host_engine> engine_;
   mutable std::mutex mutex_;
 };
 

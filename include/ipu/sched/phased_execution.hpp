@@ -30,6 +30,7 @@ namespace detail::sched {
 template <bool Parallel>
 struct phased_execution {
   using strategy_concept = execution_strategy_tag;
+  using schedule = phased_schedule;
   static constexpr std::string_view name = Parallel ? "parallel-phased" : "serial-phased";
 
   /// The phases in order (phase id = index); empty: the ops' execution-phase annotations.

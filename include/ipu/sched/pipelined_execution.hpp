@@ -28,6 +28,7 @@ namespace ipu {
 
 struct pipelined_execution {
   using strategy_concept = execution_strategy_tag;
+  using schedule = pipelined_schedule;
   static constexpr std::string_view name = "pipelined";
 
   /// Explicit stages in order (stage id = index); empty: AutoStage or the ops' annotations.

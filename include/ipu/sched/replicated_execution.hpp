@@ -19,12 +19,26 @@
 #include "ipu/sched/annotation_rules.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/execution_strategy.hpp"
+#include "ipu/sched/schedule.hpp"
 
 namespace ipu {
 
-template <execution_strategy Inner>
+namespace detail::sched {
+template <class S>
+struct replicated_schedule_of {
+  using type = replicated<S>;
+};
+template <>
+struct replicated_schedule_of<any_schedule> {
+  using type = any_schedule;
+};
+}  // namespace detail::sched
+
+template <class Inner>
 struct replicated_execution {
+  static_assert(detail::check_execution_strategy<Inner>(), "ipu: replicated_execution<Inner> needs an execution strategy");
   using strategy_concept = execution_strategy_tag;
+  using schedule = typename detail::sched::replicated_schedule_of<typename Inner::schedule>::type;
   static constexpr std::string_view name = "replicated";
 
   Inner inner{};

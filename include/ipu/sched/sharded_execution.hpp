@@ -22,6 +22,7 @@ namespace ipu {
 
 struct sharded_execution {
   using strategy_concept = execution_strategy_tag;
+  using schedule = sequential_schedule;  // stages one after another
   static constexpr std::string_view name = "sharded";
 
   /// Explicit stages (blocks and IPUs); empty: AutoStage over blocks, or the ops' IPU annotations.
