@@ -5,6 +5,10 @@
 //   auto opts = ipu::options().device_iterations(16).execution_strategy(ipu::strategy_settings::pipelined());
 //   auto m = ipu::popef::compile_and_export(graph, opts, ipu::device_from_name("mk2", 4), "model.popef");
 //
+// compile() goes through the executable cache when the options or the environment name one
+// (cache.hpp): a compile done before with the same model and settings is loaded instead of redone,
+// and gives the same executable. compile_uncached() never looks.
+//
 // Steps: validate the options; convert precision when the options ask (precision.hpp); split a
 // model without annotations over the IPUs when the strategy needs more than one (auto_split.hpp);
 // put the graph in its canonical numbering (model_proto.hpp: the numbering a loaded file gets);
@@ -20,7 +24,10 @@
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/options.hpp"
+#include "ipu/log.hpp"
 #include "ipu/popef/auto_split.hpp"
+#include "ipu/popef/cache.hpp"
+#include "ipu/popef/compile_options.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popef/model_proto.hpp"
 #include "ipu/popef/precision.hpp"
@@ -29,21 +36,6 @@
 #include "ipu/sched/strategies.hpp"
 
 namespace ipu::popef {
-
-struct compile_options {
-  /// The executable's name; empty: the graph's name, or "model" when it has none.
-  std::string name;
-  /// Pipelined and sharded strategies without explicit stages: split a model without placement
-  /// annotations over every IPU of a replica (auto_split.hpp). (Phased strategies list their
-  /// phases; auto_split() makes a model and phases that fit each other.)
-  bool auto_split = true;
-  /// zlib-compress the Executable blob when exporting.
-  bool compress = true;
-  /// Plan with this strategy from the ops' own annotations (PopART's virtual graphs, pipeline
-  /// stages, execution phases) instead of the options' strategy settings — the only way to run a
-  /// phased strategy without listing its phases, which the options require.
-  std::optional<execution_mode> from_annotations;
-};
 
 namespace detail {
 
@@ -104,7 +96,7 @@ inline metadata make_metadata(const std::string& name, const executable& e, cons
   m.device_iterations = e.batches_per_step * e.gradient_accumulation;
   m.engine_options = {{"ipu.strategy", e.strategy},
                       {"ipu.version", std::string(library_version)},
-                      {"ipu.options", o.to_config()}};
+                      {"ipu.options", executable_cache::without_cache(o).to_config()}};
   if (o.random_seed()) m.engine_options.emplace("ipu.random_seed", std::to_string(*o.random_seed()));
   m.device_options = {{"device", std::string(e.device.arch.name)},
                       {"kind", std::string(to_string(e.device.kind))},
@@ -126,9 +118,10 @@ inline std::pair<graph, std::string> canonical_graph(const graph& g) {
   return {graph_from_model_proto(std::move(proto), weights, "graph '" + g.name() + "'"), std::move(bytes)};
 }
 
-/// Plans `g` for `device` as the options say, without attaching to a device. Throws what
-/// validation and planning throw (options, schedule, memory errors).
-inline compiled_model compile(const graph& g, const ipu::options& options, const device_description& device,
+/// Plans `g` for `device` as the options say, without attaching to a device and without looking
+/// in the executable cache. Throws what validation and planning throw (options, schedule, memory
+/// errors).
+inline compiled_model compile_uncached(const graph& g, const ipu::options& options, const device_description& device,
                               const compile_options& co = {}) {
   options.validate(false);
   const graph* source = &g;
@@ -155,6 +148,40 @@ inline compiled_model compile(const graph& g, const ipu::options& options, const
   out.plan = detail::plan_with(canonical, options, device, co.from_annotations);
   out.metadata = detail::make_metadata(out.name, out.plan, options);
   return out;
+}
+
+/// compile_uncached() served from the executable cache when the options, else IPU_CACHE_DIR or
+/// POPTORCH_CACHE_DIR, name one; r.hit says it was. The model returned is the same either way (the
+/// entry's own `ipu.cache_key` is not part of it), so exporting it gives the same file. Throws
+/// what compiling throws, and ipu::error (usage) for a cache path that is empty or not a directory;
+/// a damaged entry or a cache that cannot be written is only logged.
+inline cache_result compile_cached(const graph& g, const ipu::options& options, const device_description& device,
+                                   const compile_options& co = {}) {
+  const auto dir = executable_cache::directory_for(options);
+  if (!dir) return {compile_uncached(g, options, device, co), false, false, {}};
+  const executable_cache cache(*dir, executable_cache::source_of(options));
+  const auto key = executable_cache::key(g, options, device, co);
+  cache_result r;
+  r.file = cache.entry(key);
+  if (auto m = cache.find(key)) {
+    r.model = std::move(*m);
+    r.hit = true;
+    log::info("popef: executable cache hit: ", r.file.string());
+  } else {
+    r.model = compile_uncached(g, options, device, co);
+    r.model.metadata.engine_options["ipu.cache_key"] = key;
+    r.stored = cache.store(key, r.model, co.compress);
+    if (r.stored) log::info("popef: executable cache miss: stored ", r.file.string());
+  }
+  r.model.metadata.engine_options.erase("ipu.cache_key");
+  return r;
+}
+
+/// Plans `g` for `device` as the options say, without attaching to a device: compile_cached()'s
+/// model. Throws what validation and planning throw (options, schedule, memory errors).
+inline compiled_model compile(const graph& g, const ipu::options& options, const device_description& device,
+                              const compile_options& co = {}) {
+  return compile_cached(g, options, device, co).model;
 }
 
 /// Writes a compiled model to a new PopEF file.
