@@ -23,8 +23,8 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
-#include "ipu/options.hpp"
 #include "ipu/log.hpp"
+#include "ipu/options.hpp"
 #include "ipu/popef/auto_split.hpp"
 #include "ipu/popef/cache.hpp"
 #include "ipu/popef/compile_options.hpp"
@@ -122,7 +122,7 @@ inline std::pair<graph, std::string> canonical_graph(const graph& g) {
 /// in the executable cache. Throws what validation and planning throw (options, schedule, memory
 /// errors).
 inline compiled_model compile_uncached(const graph& g, const ipu::options& options, const device_description& device,
-                              const compile_options& co = {}) {
+                                       const compile_options& co = {}) {
   options.validate(false);
   const graph* source = &g;
   graph converted;
