@@ -1,14 +1,20 @@
 #pragma once
 // `ipu compile MODEL.onnx -o OUT.popef [--device mk2] [--ipus N] [--strategy S] [--batch N]
 //  [--batches-per-step N] [--precision fp16|fp32] [--input-shape NAME=D0,D1,...]... [--phases N]
-//  [--replicas N] [--name NAME] [--no-compress]`
+//  [--replicas N] [--name NAME] [--no-compress] [--cache-dir DIR]`
 //
 // Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
 // `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets every
 // input's dynamic leading dimension) and converts precision (--precision fp16 stores F16 weights;
 // the model's inputs and outputs keep their types). The automatic planner places a model without
 // annotations over the IPUs: pipelined / sharded over every IPU of a replica, phased strategies into
-// at least --phases phases (more when a phase would not fit an IPU). Prints what was written and the cost model's prediction.
+// at least --phases phases (more when a phase would not fit an IPU). Prints what was written and the
+// cost model's prediction.
+//
+// --cache-dir DIR (else IPU_CACHE_DIR / POPTORCH_CACHE_DIR) compiles through the executable cache
+// (compile/cache.hpp): a model compiled before with the same options is loaded from DIR instead, and
+// one stderr line says whether the compile was a hit or stored a new entry. OUT is the same file
+// either way, and the same as without a cache.
 #include <CLI/CLI.hpp>
 #include <onnx/onnx_pb.h>
 
@@ -18,6 +24,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +35,7 @@
 #include "ipu/onnx/proto.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/sched/auto_planner.hpp"
+#include "ipu/compile/cache.hpp"
 #include "ipu/compile/compile.hpp"
 
 namespace ipu_cli {
@@ -46,6 +54,7 @@ struct compile_args {
   std::int64_t replicas = 1;
   std::string name;
   bool no_compress = false;
+  std::optional<std::string> cache_dir;  // set, even empty, when --cache-dir is given
 };
 
 namespace compile_detail {
@@ -102,6 +111,12 @@ inline void run_compile(const compile_args& a) {
   namespace fs = std::filesystem;
   const fs::path path = a.model;
   const auto mode = compile_detail::parse_strategy(a.strategy);
+  if (a.cache_dir) {  // checked before the slow part; the cache checks it again when compiling
+    if (a.cache_dir->empty())
+      throw ipu::error(ipu::error_category::usage, "--cache-dir is empty", "--cache-dir",
+                       "give the executable cache directory, or leave the option out");
+    (void)ipu::popef::executable_cache(*a.cache_dir, "--cache-dir");
+  }
   if (a.batches_per_step < 1)
     throw ipu::error(ipu::error_category::usage, "--batches-per-step must be at least 1", "--batches-per-step",
                      "give the device iterations per step, e.g. 8");
@@ -120,6 +135,7 @@ inline void run_compile(const compile_args& a) {
 
   ipu::options opts;
   opts.device_iterations(a.batches_per_step).replication_factor(a.replicas);
+  if (a.cache_dir) opts.enable_executable_caching(*a.cache_dir);
   if (a.precision == "fp16") opts.precision(ipu::data_type::F16);
   else if (a.precision == "fp32") opts.precision(ipu::data_type::F32);
   else if (!a.precision.empty())
@@ -152,7 +168,11 @@ inline void run_compile(const compile_args& a) {
   }
 
   const fs::path out = a.output.empty() ? fs::path(path.stem().string() + ".popef") : fs::path(a.output);
-  const auto m = ipu::popef::compile_and_export(g, opts, device, out, co);
+  const auto r = ipu::popef::compile_cached(g, opts, device, co);
+  if (r.hit) std::fprintf(stderr, "ipu: executable cache hit: %s\n", r.file.string().c_str());
+  else if (r.stored) std::fprintf(stderr, "ipu: executable cache miss: stored %s\n", r.file.string().c_str());
+  const auto& m = r.model;
+  ipu::popef::export_model(m, out, co.compress);
   const auto& p = m.plan;
   std::printf("wrote %s (%ju bytes): executable '%s'\n", out.string().c_str(),
               static_cast<std::uintmax_t>(fs::file_size(out)), m.name.c_str());
@@ -182,6 +202,9 @@ inline void add_compile_command(CLI::App& app) {
   cmd->add_option("--replicas", a->replicas, "replication factor")->capture_default_str();
   cmd->add_option("--name", a->name, "the executable's name (default: the graph's)");
   cmd->add_flag("--no-compress", a->no_compress, "store the executable uncompressed");
+  cmd->add_option("--cache-dir", a->cache_dir,
+                  "executable cache directory: a compile done before is loaded from it (default: IPU_CACHE_DIR, "
+                  "else POPTORCH_CACHE_DIR)");
   cmd->callback([a] { run_compile(*a); });  // errors reach main, which prints one line
 }
 

@@ -3,16 +3,21 @@
 // of the model (its weightless graph and every weight byte), the options, the device, the compile
 // options, the library version and the format version.
 //
-//   auto r = ipu::popef::compile_cached(graph, opts, device);  // r.hit: served from the cache
+//   auto opts = ipu::options().enable_executable_caching("cache");
+//   auto m = ipu::popef::compile(graph, opts, device);         // compile.hpp: through the cache
+//   auto r = ipu::popef::compile_cached(graph, opts, device);  // the same, r.hit: served from it
 //
-// The directory is the options' executable cache path (PopTorch's enableExecutableCaching), else the
-// environment variable IPU_CACHE_DIR; with neither, compile_cached just compiles. Entries are written
-// to a temporary file in the directory and renamed into place (writer.hpp), so a reader never sees
-// half a file and concurrent writers of one key leave one whole entry. An entry that fails to load (damaged,
-// truncated) or records another key or library version is logged, rebuilt and replaced — never an
-// error. Failing to write an entry (read-only directory, full disk) is logged and otherwise ignored.
+// The directory is the options' executable cache path (PopTorch's enableExecutableCaching), else
+// the environment's IPU_CACHE_DIR or POPTORCH_CACHE_DIR; with none, compiles are not cached. The
+// cache directory itself is no part of the key or of the executable: moving the cache, or compiling
+// without it, gives the same file. Entries are written to a temporary file in the directory
+// (unique per process and thread) and renamed into place (writer.hpp), so a reader never sees half
+// a file and concurrent writers of one key leave one whole entry. An entry that fails to load
+// (damaged, truncated) or records another key or library version is logged and replaced by a
+// rebuilt one — never an error. Failing to write an entry (read-only directory, full disk) is
+// logged and otherwise ignored. A cache path that is empty or names something other than a
+// directory is an ipu::error: that is a mistake, not a passing condition.
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -23,29 +28,59 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/log.hpp"
 #include "ipu/poptorch/options.hpp"
-#include "ipu/compile/compile.hpp"
+#include "ipu/compile/compile_options.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popef/format.hpp"
 #include "ipu/popef/graph_codec.hpp"
 #include "ipu/popef/plan_codec.hpp"
+#include "ipu/popef/writer.hpp"
 
 namespace ipu::popef {
 
 struct cache_result {
   compiled_model model;
   bool hit = false;            // loaded from the cache
+  bool stored = false;         // a miss whose entry was written
   std::filesystem::path file;  // the entry; empty when caching is off
 };
 
 class executable_cache {
  public:
-  explicit executable_cache(std::filesystem::path dir) : dir_(std::move(dir)) {}
+  /// Throws ipu::error (usage) when `dir` is empty or names something other than a directory,
+  /// naming `where` the path came from. A directory that does not exist yet is made by the first
+  /// store().
+  explicit executable_cache(std::filesystem::path dir, const std::string& where = "executable cache")
+      : dir_(std::move(dir)) {
+    if (dir_.empty())
+      throw error(error_category::usage, "the executable cache directory is empty", where,
+                  "name a directory (it is made when missing), or turn caching off");
+    std::error_code ec;
+    const auto st = std::filesystem::status(dir_, ec);
+    if (std::filesystem::exists(st) && !std::filesystem::is_directory(st))
+      throw error(error_category::usage,
+                  "the executable cache directory '" + dir_.string() + "' is " +
+                      (std::filesystem::is_regular_file(st) ? "a regular file" : "not a directory"),
+                  where, "name a directory (it is made when missing), not a file");
+  }
 
-  /// The options' cache directory, else IPU_CACHE_DIR; nullopt when neither is set.
+  /// Where directory_for() found the directory, for errors: the options or the environment.
+  static std::string source_of(const ipu::options& o) {
+    return o.executable_cache_dir() ? "enable_executable_caching" : "IPU_CACHE_DIR / POPTORCH_CACHE_DIR";
+  }
+
+  /// The options' cache directory, else IPU_CACHE_DIR or POPTORCH_CACHE_DIR (as
+  /// options::apply_environment reads them); nullopt when none is set.
   static std::optional<std::filesystem::path> directory_for(const ipu::options& o) {
     if (o.executable_cache_dir()) return std::filesystem::path(*o.executable_cache_dir());
-    if (const char* env = std::getenv("IPU_CACHE_DIR"); env && *env) return std::filesystem::path(env);
+    if (const auto env = ipu::options::cache_dir_from_environment()) return std::filesystem::path(*env);
     return std::nullopt;
+  }
+
+  /// The options without the cache directory: where executables are cached changes neither the
+  /// key nor the executable.
+  [[nodiscard]] static ipu::options without_cache(ipu::options o) {
+    o.disable_executable_caching();
+    return o;
   }
 
   /// The key of compiling `g` with these settings: 32 hex digits.
@@ -66,7 +101,7 @@ class executable_cache {
         add(t.name);
         add(std::string_view(reinterpret_cast<const char*>(t.data.data()), t.data.size()));
       }
-    add(o.to_config());
+    add(without_cache(o).to_config());
     pb::Device dev;
     detail::to_proto(d, dev);
     add(detail::serialize_message(dev, "the device"));
@@ -87,8 +122,9 @@ class executable_cache {
   [[nodiscard]] std::filesystem::path entry(const std::string& key) const { return dir_ / (key + ".popef"); }
   [[nodiscard]] const std::filesystem::path& directory() const noexcept { return dir_; }
 
-  /// The cached model for `key`, or nullopt when there is no usable entry (a damaged or stale one
-  /// is removed).
+  /// The cached model for `key`, or nullopt when there is no usable entry. A damaged or stale
+  /// entry is logged and left for store() to replace (atomically: removing it here could remove a
+  /// good entry another process has just renamed into place).
   [[nodiscard]] std::optional<compiled_model> find(const std::string& key) const {
     const auto file = entry(key);
     std::error_code ec;
@@ -98,20 +134,18 @@ class executable_cache {
       const auto& eo = m.metadata.engine_options;
       const auto k = eo.find("ipu.cache_key");
       const auto v = eo.find("ipu.version");
-      if (k == eo.end() || k->second != key || v == eo.end() || v->second != library_version) {
-        log::warn("popef: cache entry ", file.string(), " was made by another version or for another model; rebuilding it");
-      } else {
-        return m;
-      }
+      if (k != eo.end() && k->second == key && v != eo.end() && v->second == library_version) return m;
+      log::warn("popef: executable cache entry ", file.string(),
+                " was made by another version or for another model; rebuilding it");
     } catch (const std::exception& e) {
-      log::warn("popef: cache entry ", file.string(), " is unusable and will be rebuilt: ", e.what());
+      log::warn("popef: executable cache entry ", file.string(), " is unusable and will be rebuilt: ", e.what());
     }
-    std::filesystem::remove(file, ec);
     return std::nullopt;
   }
 
   /// Writes `m` as the entry for `key` (the writer writes a temporary file and renames it into
-  /// place). Returns false, having logged why, when it cannot.
+  /// place, replacing any entry there). `m` records the key (engine option `ipu.cache_key`), or
+  /// find() will not accept the entry. Returns false, having logged why, when it cannot.
   bool store(const std::string& key, const compiled_model& m, bool compress = true) const {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
@@ -129,19 +163,5 @@ class executable_cache {
  private:
   std::filesystem::path dir_;
 };
-
-/// compile() served from the executable cache when the options (or IPU_CACHE_DIR) name one.
-inline cache_result compile_cached(const graph& g, const ipu::options& options, const device_description& device,
-                                   const compile_options& co = {}) {
-  const auto dir = executable_cache::directory_for(options);
-  if (!dir) return {compile(g, options, device, co), false, {}};
-  const executable_cache cache(*dir);
-  const auto key = executable_cache::key(g, options, device, co);
-  if (auto m = cache.find(key)) return {std::move(*m), true, cache.entry(key)};
-  auto m = compile(g, options, device, co);
-  m.metadata.engine_options["ipu.cache_key"] = key;
-  cache.store(key, m, co.compress);
-  return {std::move(m), false, cache.entry(key)};
-}
 
 }  // namespace ipu::popef

@@ -5,12 +5,15 @@
 //   auto opts = ipu::options().device_iterations(16).execution_strategy(ipu::strategy_settings::pipelined());
 //   auto m = ipu::popef::compile_and_export(graph, opts, ipu::device_from_name("mk2", 4), "model.popef");
 //
+// compile() goes through the executable cache when the options or the environment name one
+// (cache.hpp): a compile done before with the same model and settings is loaded instead of redone,
+// and gives the same executable. compile_uncached() never looks.
+//
 // Steps: validate the options; convert precision when the options ask (precision.hpp); place a
 // model without annotations over the IPUs when the strategy needs more than one (the automatic
-// planner, sched/auto_planner.hpp);
-// plan it with the options' strategy; describe the anchors in metadata. The graph is planned as it
-// is: the file stores its tensors and ops by the same ids (graph_codec.hpp), so a loaded plan and
-// the compiled one agree without renumbering.
+// planner, sched/auto_planner.hpp); plan it with the options' strategy; describe the anchors in
+// metadata. The graph is planned as it is: the file stores its tensors and ops by the same ids
+// (graph_codec.hpp), so a loaded plan and the compiled one agree without renumbering.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -20,7 +23,10 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/log.hpp"
 #include "ipu/poptorch/options.hpp"
+#include "ipu/compile/cache.hpp"
+#include "ipu/compile/compile_options.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/compile/precision.hpp"
 #include "ipu/popef/writer.hpp"
@@ -29,21 +35,6 @@
 #include "ipu/compile/strategies.hpp"
 
 namespace ipu::popef {
-
-struct compile_options {
-  /// The executable's name; empty: the graph's name, or "model" when it has none.
-  std::string name;
-  /// Pipelined and sharded strategies without explicit stages: place a model without placement
-  /// annotations over every IPU of a replica with the automatic planner (ipu::propose_stages).
-  /// (Phased strategies list their phases, or run from annotations that ipu::propose_phases makes.)
-  bool auto_plan = true;
-  /// zlib-compress the Executable blob when exporting.
-  bool compress = true;
-  /// Plan with this strategy from the ops' own annotations (PopART's virtual graphs, pipeline
-  /// stages, execution phases) instead of the options' strategy settings — the only way to run a
-  /// phased strategy without listing its phases, which the options require.
-  std::optional<execution_mode> from_annotations;
-};
 
 namespace detail {
 
@@ -104,7 +95,7 @@ inline metadata make_metadata(const std::string& name, const executable& e, cons
   m.device_iterations = e.batches_per_step * e.gradient_accumulation;
   m.engine_options = {{"ipu.strategy", e.strategy},
                       {"ipu.version", std::string(library_version)},
-                      {"ipu.options", o.to_config()}};
+                      {"ipu.options", executable_cache::without_cache(o).to_config()}};
   if (o.random_seed()) m.engine_options.emplace("ipu.random_seed", std::to_string(*o.random_seed()));
   m.device_options = {{"device", std::string(e.device.arch.name)},
                       {"kind", std::string(to_string(e.device.kind))},
@@ -114,10 +105,11 @@ inline metadata make_metadata(const std::string& name, const executable& e, cons
 
 }  // namespace detail
 
-/// Plans `g` for `device` as the options say, without attaching to a device. Throws what
-/// validation and planning throw (options, schedule, memory errors).
-inline compiled_model compile(const graph& g, const ipu::options& options, const device_description& device,
-                              const compile_options& co = {}) {
+/// Plans `g` for `device` as the options say, without attaching to a device and without looking
+/// in the executable cache. Throws what validation and planning throw (options, schedule, memory
+/// errors).
+inline compiled_model compile_uncached(const graph& g, const ipu::options& options, const device_description& device,
+                                       const compile_options& co = {}) {
   options.validate(false);
   const graph* source = &g;
   graph converted;
@@ -149,6 +141,40 @@ inline compiled_model compile(const graph& g, const ipu::options& options, const
   out.plan = detail::plan_with(*source, options, device, co.from_annotations);
   out.metadata = detail::make_metadata(out.name, out.plan, options);
   return out;
+}
+
+/// compile_uncached() served from the executable cache when the options, else IPU_CACHE_DIR or
+/// POPTORCH_CACHE_DIR, name one; r.hit says it was. The model returned is the same either way (the
+/// entry's own `ipu.cache_key` is not part of it), so exporting it gives the same file. Throws
+/// what compiling throws, and ipu::error (usage) for a cache path that is empty or not a directory;
+/// a damaged entry or a cache that cannot be written is only logged.
+inline cache_result compile_cached(const graph& g, const ipu::options& options, const device_description& device,
+                                   const compile_options& co = {}) {
+  const auto dir = executable_cache::directory_for(options);
+  if (!dir) return {compile_uncached(g, options, device, co), false, false, {}};
+  const executable_cache cache(*dir, executable_cache::source_of(options));
+  const auto key = executable_cache::key(g, options, device, co);
+  cache_result r;
+  r.file = cache.entry(key);
+  if (auto m = cache.find(key)) {
+    r.model = std::move(*m);
+    r.hit = true;
+    log::info("popef: executable cache hit: ", r.file.string());
+  } else {
+    r.model = compile_uncached(g, options, device, co);
+    r.model.metadata.engine_options["ipu.cache_key"] = key;
+    r.stored = cache.store(key, r.model, co.compress);
+    if (r.stored) log::info("popef: executable cache miss: stored ", r.file.string());
+  }
+  r.model.metadata.engine_options.erase("ipu.cache_key");
+  return r;
+}
+
+/// Plans `g` for `device` as the options say, without attaching to a device: compile_cached()'s
+/// model. Throws what validation and planning throw (options, schedule, memory errors).
+inline compiled_model compile(const graph& g, const ipu::options& options, const device_description& device,
+                              const compile_options& co = {}) {
+  return compile_cached(g, options, device, co).model;
 }
 
 /// Writes a compiled model to a new PopEF file.

@@ -11,8 +11,10 @@
 //   s.run(io);
 //   s.compile_and_export("model.popef");         // later: s2.load_executable("model.popef")
 //
-// Compiling goes through popef::compile (the same plan a PopEF export holds); running goes through
-// runtime::session (device checks, weights upload, the executor engine).
+// Compiling goes through popef::compile_cached (the same plan a PopEF export holds; options that
+// enable executable caching, or IPU_CACHE_DIR / POPTORCH_CACHE_DIR, make a second session on the
+// same model load it from the cache); running goes through runtime::session (device checks,
+// weights upload, the executor engine).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -27,6 +29,7 @@
 #include "ipu/log.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/poptorch/options.hpp"
+#include "ipu/compile/cache.hpp"
 #include "ipu/compile/compile.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/runtime/session.hpp"
@@ -101,7 +104,7 @@ class inference_session {
   /// (options, schedule, memory errors) and ipu::error (device) for a device the executable does
   /// not fit.
   void prepare_device() {
-    if (!compiled_) compiled_ = popef::compile(model_, options_, device_.description(), compile_);
+    if (!compiled_) compile_model();
     session_config c;
     c.flow = flow_;
     auto s = std::make_unique<session>(*compiled_, device_, std::move(c));
@@ -123,7 +126,7 @@ class inference_session {
   /// Compiles the model (unless compiled or loaded already) and writes it as a PopEF file; needs
   /// no device attached (PopART's compileAndExport).
   void compile_and_export(const std::filesystem::path& popef_file) {
-    if (!compiled_) compiled_ = popef::compile(model_, options_, device_.description(), compile_);
+    if (!compiled_) compile_model();
     popef::export_model(*compiled_, popef_file, compile_.compress);
   }
 
@@ -136,6 +139,8 @@ class inference_session {
   /// True when the executable came from a PopEF file (load_executable, from_executable).
   [[nodiscard]] bool is_loaded_from_file() const noexcept { return !loaded_from_.empty(); }
   [[nodiscard]] const std::filesystem::path& loaded_from() const noexcept { return loaded_from_; }
+  /// True when compiling was served from the executable cache (popef/cache.hpp).
+  [[nodiscard]] bool is_from_cache() const noexcept { return from_cache_; }
   [[nodiscard]] const graph& model() const noexcept { return model_; }
   [[nodiscard]] const data_flow& flow() const noexcept { return flow_; }
   [[nodiscard]] const ipu::options& options() const noexcept { return options_; }
@@ -157,6 +162,12 @@ class inference_session {
 
  private:
   [[nodiscard]] std::string where() const { return "inference session for '" + model_.name() + "'"; }
+
+  void compile_model() {
+    auto r = popef::compile_cached(model_, options_, device_.description(), compile_);
+    compiled_ = std::move(r.model);
+    from_cache_ = r.hit;
+  }
 
   void set_batches_per_step() {
     const auto bps = static_cast<std::int64_t>(flow_.batches_per_step());
@@ -200,6 +211,7 @@ class inference_session {
   popef::compile_options compile_;
   std::optional<popef::compiled_model> compiled_;
   std::filesystem::path loaded_from_;
+  bool from_cache_ = false;
   std::unique_ptr<session> session_;
 };
 

@@ -72,15 +72,21 @@ class sink {
 class file_sink final : public sink {
  public:
   file_sink(const std::filesystem::path& path, open_mode mode) : name_("file '" + path.string() + "'") {
+    // The temporary name is unique per process (pid) and per writer within it (a process-wide
+    // counter, so threads differ too); O_EXCL never shares a file, and a name taken anyway (a
+    // crashed process's leftover with a reused pid, another pid namespace) moves to the next one.
     static std::atomic<unsigned> counter{0};
-    if (mode == open_mode::truncate) {
-      final_ = path;
-      temp_ = path;
-      temp_ += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    if (mode == open_mode::truncate) final_ = path;
+    for (int attempt = 0;; ++attempt) {
+      if (mode == open_mode::truncate) {
+        temp_ = path;
+        temp_ += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+      }
+      const auto& target = mode == open_mode::truncate ? temp_ : path;
+      const int flags = O_RDWR | O_CLOEXEC | O_CREAT | (mode == open_mode::truncate ? O_TRUNC | O_EXCL : 0);
+      fd_ = ::open(target.c_str(), flags, 0644);
+      if (fd_ >= 0 || errno != EEXIST || mode != open_mode::truncate || attempt == 100) break;
     }
-    const auto& target = mode == open_mode::truncate ? temp_ : path;
-    const int flags = O_RDWR | O_CLOEXEC | O_CREAT | (mode == open_mode::truncate ? O_TRUNC | O_EXCL : 0);
-    fd_ = ::open(target.c_str(), flags, 0644);
     if (fd_ < 0) {
       const int e = errno;
       throw error(error_category::io, std::string("cannot open the PopEF file for writing: ") + std::strerror(e), name_,

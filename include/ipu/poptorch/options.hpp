@@ -136,6 +136,11 @@ class options {
     return *this;
   }
   [[nodiscard]] const std::optional<std::string>& executable_cache_dir() const noexcept { return cache_dir_; }
+  /// The cache directory the environment names: IPU_CACHE_DIR, else PopTorch's POPTORCH_CACHE_DIR
+  /// (empty values count as unset). apply_environment() and the executable cache both read it here.
+  [[nodiscard]] static std::optional<std::string> cache_dir_from_environment() {
+    return env("IPU_CACHE_DIR", "POPTORCH_CACHE_DIR");
+  }
 
   /// Run on the IPU Model (a simulated IPU with the hardware's semantics) instead of hardware.
   options& use_ipu_model(bool on) {
@@ -409,7 +414,7 @@ class options {
                     "accepted: " + std::string(log::accepted_levels));
       log_level_ = *l;
     }
-    if (const auto v = env("IPU_CACHE_DIR", "POPTORCH_CACHE_DIR")) cache_dir_ = *v;
+    if (const auto v = cache_dir_from_environment()) cache_dir_ = *v;
     if (const auto v = env_flag("IPU_USE_MODEL", "POPTORCH_IPU_MODEL")) use_ipu_model_ = *v;
     if (const auto v = env_flag("IPU_WAIT_FOR_DEVICE", "POPTORCH_WAIT_FOR_IPU")) wait_for_device_ = *v;
     return *this;
