@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "ipu/ops/blas_tuning.hpp"
+
 namespace ipu::bench {
 
 struct ratio_spec {
@@ -62,6 +64,7 @@ class collecting_reporter : public benchmark::ConsoleReporter {
 };
 
 inline int run_main(int argc, char** argv) {
+  ipu::tune_openblas_for_host_device();  // this program owns its process
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   collecting_reporter reporter;

@@ -300,6 +300,7 @@ BENCHMARK(pipelines)->Name("pipeline/executor_tbb_ideal")->ArgName("spins")->Arg
 }  // namespace
 
 int main(int argc, char** argv) {
+  ipu::tune_openblas_for_host_device();  // before the first GEMM of check_same_results
   check_same_results();
   return ipu::bench::run_main(argc, argv);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
+#include "ipu/ops/blas_tuning.hpp"
 #include "ipu/builder/builder.hpp"
 #include "ipu/sched/auto_planner.hpp"
 #include "ipu/exec/executor.hpp"
@@ -152,6 +153,7 @@ std::uint64_t run_and_check(const ipu::graph& g, const std::vector<float>& input
 }
 
 int main() {
+  ipu::tune_openblas_for_host_device();  // this program owns its process
   const auto g = model();
   using mk2x4 = ipu::ipu_model<ipu::mk2, 4>;
   ipu::plan_options o;

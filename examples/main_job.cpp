@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
+#include "ipu/ops/blas_tuning.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
@@ -199,6 +200,7 @@ int run(const arguments& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ipu::tune_openblas_for_host_device();  // this program owns its process
   try {
     return run(parse(argc, argv));
   } catch (const std::exception& e) {

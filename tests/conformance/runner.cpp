@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
+#include "ipu/ops/blas_tuning.hpp"
 #include "ipu/half.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/tensor.hpp"
@@ -266,6 +267,7 @@ int usage(const char* argv0) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ipu::tune_openblas_for_host_device();  // this program owns its process
   options o;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -1,5 +1,6 @@
 // The GEMM layer: OpenBLAS configuration and every transpose combination against a direct loop.
 #include "ipu/ops/kernels/blas.hpp"
+#include "ipu/ops/blas_tuning.hpp"
 
 #include <doctest/doctest.h>
 
@@ -10,15 +11,14 @@
 
 using namespace ipu::detail::math_ops;
 
-TEST_CASE("OpenBLAS runs single-threaded per call with the best kernels the CPU allows") {
-  blas_setup();
+TEST_CASE("tuned for the host device (tests/main.cpp opts in): one thread per call, the best kernels the CPU allows") {
   CHECK(openblas_get_num_threads() == 1);
-  CHECK(openblas_core_rank("SkylakeX") == 3);
-  CHECK(openblas_core_rank("haswell") == 2);
-  CHECK(openblas_core_rank("Prescott") == 0);
+  CHECK(ipu::openblas_core_rank("SkylakeX") == 3);
+  CHECK(ipu::openblas_core_rank("haswell") == 2);
+  CHECK(ipu::openblas_core_rank("Prescott") == 0);
 #if defined(__x86_64__)
   if (!std::getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    CHECK(openblas_core_rank(openblas_get_corename()) >= 2);
+    CHECK(ipu::openblas_core_rank(openblas_get_corename()) >= 2);
 #endif
 }
 

@@ -10,6 +10,7 @@
 #include "info.hpp"
 #include "inspect.hpp"
 #include "ipu/error.hpp"
+#include "ipu/ops/blas_tuning.hpp"
 #include "plan.hpp"
 #include "run.hpp"
 #include "version.hpp"
@@ -26,6 +27,7 @@ void print_error(std::string_view prefix, std::string_view what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  ipu::tune_openblas_for_host_device();  // this program owns its process
   CLI::App app{"ipu: import, plan, compile and run models on a simulated Graphcore IPU"};
   app.require_subcommand(1);
   ipu_cli::add_version_command(app);

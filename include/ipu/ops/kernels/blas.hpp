@@ -1,75 +1,20 @@
 #pragma once
-// Matrix multiplication for the numeric kernels: OpenBLAS for F32 / F64 (single-threaded per call,
-// so the device's thread pool alone decides the parallelism), a plain loop for integer types, and
-// a splitter that spreads one product over the context's parallel_for.
+// Matrix multiplication for the numeric kernels: OpenBLAS for F32 / F64, a plain loop for integer
+// types, and a splitter that spreads one product over the context's parallel_for. OpenBLAS is
+// used as the process configured it; programs that own the process opt into the host device's
+// settings with ipu/ops/blas_tuning.hpp.
 #include <cblas.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <string>
-#include <string_view>
 #include <type_traits>
 
 #include "ipu/ops/kernels/numeric.hpp"
 
-// Present in OpenBLAS builds with DYNAMIC_ARCH (Debian's); weak so other builds still link.
-extern "C" {
-void gotoblas_dynamic_init(void) __attribute__((weak));
-void gotoblas_dynamic_quit(void) __attribute__((weak));
-}
-
 namespace ipu::detail::math_ops {
-
-/// 3: AVX-512 kernels, 2: AVX2+FMA kernels, 0: older.
-inline int openblas_core_rank(std::string_view core) noexcept {
-  std::string c(core);
-  for (auto& ch : c) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  if (c == "skylakex" || c == "cooperlake" || c == "sapphirerapids") return 3;
-  if (c == "haswell" || c == "zen" || c == "excavator") return 2;
-  return 0;
-}
-
-/// OpenBLAS 0.3.21 (Debian 12) does not know recent Xeon models and falls back to its SSE3
-/// "Prescott" kernels, 4-5x slower than the AVX-512 ones the CPU runs. Unless the user chose a
-/// core with OPENBLAS_CORETYPE, re-run OpenBLAS's own core selection forced to the best kernel set
-/// the CPU supports.
-inline void select_openblas_core() noexcept {
-  if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit || std::getenv("OPENBLAS_CORETYPE")) return;
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  const char* want = nullptr;
-  int want_rank = 0;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512cd")) {
-    want = "SkylakeX";
-    want_rank = 3;
-  } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    want = "Haswell";
-    want_rank = 2;
-  }
-  if (!want || openblas_core_rank(openblas_get_corename()) >= want_rank) return;
-  // gotoblas_dynamic_init reads the core type from the environment: set it just for this call.
-  if (setenv("OPENBLAS_CORETYPE", want, 0) != 0) return;
-  gotoblas_dynamic_quit();
-  gotoblas_dynamic_init();
-  unsetenv("OPENBLAS_CORETYPE");
-#endif
-}
-
-/// One-time OpenBLAS configuration: best kernels, one thread per call.
-inline void blas_setup() noexcept {
-  static const bool done = [] {
-    select_openblas_core();
-    openblas_set_num_threads(1);
-    return true;
-  }();
-  (void)done;
-}
 
 inline blasint blas_dim(std::int64_t v) {
   if (v < 0 || v > std::numeric_limits<blasint>::max())
@@ -90,7 +35,6 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
         for (std::int64_t j = 0; j < n; ++j) c[i * ldc + j] = beta == T{0} ? T{0} : beta * c[i * ldc + j];
       return;
     }
-    blas_setup();
     const auto ta = trans_a ? CblasTrans : CblasNoTrans;
     const auto tb = trans_b ? CblasTrans : CblasNoTrans;
     if constexpr (std::is_same_v<T, float>)

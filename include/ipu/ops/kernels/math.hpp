@@ -14,8 +14,6 @@
 namespace ipu {
 
 inline void register_math_kernels(op_registry& registry) {
-  // Configure OpenBLAS here, once and single-threaded, rather than inside the first GEMM.
-  detail::math_ops::blas_setup();
   detail::math_ops::register_elementwise_kernels(registry);
   detail::math_ops::register_activation_kernels(registry);
   detail::math_ops::register_softmax_kernels(registry);
