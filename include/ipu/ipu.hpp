@@ -36,7 +36,10 @@
 
 // Ops: shape inference and host kernels
 #include "ipu/ops/all.hpp"
+#include "ipu/ops/blas_tuning.hpp"
 #include "ipu/ops/infer.hpp"
+#include "ipu/ops/op_cost.hpp"
+#include "ipu/ops/op_table.hpp"
 
 // Building graphs in C++
 #include "ipu/builder/builder.hpp"

@@ -29,3 +29,13 @@ TEST_CASE("format_bytes gives exact bytes and one binary unit") {
   CHECK(ipu::format_bytes(3u * 1024 * 1024 / 2) == "1572864 B (1.5 MiB)");
   CHECK(ipu::format_bytes(std::uint64_t{900} * 1024 * 1024 * 1024) == "966367641600 B (900.0 GiB)");
 }
+
+static_assert(ipu::format_grouped(61100840) == "61,100,840");
+
+TEST_CASE("format_grouped puts a comma between groups of three digits, none before the first") {
+  CHECK(ipu::format_grouped(0) == "0");
+  CHECK(ipu::format_grouped(999) == "999");
+  CHECK(ipu::format_grouped(1000) == "1,000");
+  CHECK(ipu::format_grouped(123456) == "123,456");
+  CHECK(ipu::format_grouped(std::numeric_limits<std::uint64_t>::max()) == "18,446,744,073,709,551,615");
+}

@@ -418,6 +418,32 @@ TEST_CASE("Gelu (opset 20 and the Graphcore / Microsoft domains) keeps its input
   CHECK_THROWS_AS(ours({"Gelu", 20, {in(data_type::S32, {3})}}), ipu::error);
 }
 
+TEST_CASE("Einsum: explicit and implicit outputs, ellipsis broadcasting, diagonals, as NumPy's einsum gives them") {
+  // ONNX 1.12's inference gives Einsum's rank only; the shapes here are numpy.einsum's.
+  auto einsum = [](const char* eq, std::vector<ipu::shape> shapes) {
+    infer_case c{"Einsum", 12};
+    for (auto& sh : shapes) c.inputs.push_back(f32(std::move(sh)));
+    c.attrs.push_back(attr("equation", eq));
+    return ours(c).at(0);
+  };
+  CHECK(einsum("ij,jk->ik", {{2, 3}, {3, 4}}) == ipu::tensor_info{data_type::F32, {2, 4}});
+  CHECK(einsum("ij,jk", {{2, 3}, {3, 4}}).shape == ipu::shape{2, 4});
+  CHECK(einsum("bij,bjk", {{2, 3, 4}, {2, 4, 5}}).shape == ipu::shape{3, 5});  // b is summed: it occurs twice
+  CHECK(einsum("...ij,...jk->...ik", {{5, 2, 3}, {3, 4}}).shape == ipu::shape{5, 2, 4});
+  CHECK(einsum("...ij, ...jk", {{5, 1, 2, 3}, {7, 3, 4}}).shape == ipu::shape{5, 7, 2, 4});  // broadcast, implicit
+  CHECK(einsum("ii->i", {{3, 3}}).shape == ipu::shape{3});
+  CHECK(einsum("Ba,aB", {{2, 3}, {3, 2}}).shape == ipu::shape{});
+  CHECK(einsum("ba,c", {{2, 3}, {4}}).shape == ipu::shape{3, 2, 4});  // implicit: letters in character order
+  CHECK(einsum("ab,cd", {{2, 3}, {4, 5}}).shape == ipu::shape{2, 3, 4, 5});
+  CHECK(einsum("i,i->", {{4}, {4}}).shape == ipu::shape{});
+  CHECK_THROWS_WITH_AS(einsum("ij,jk->ik", {{2, 3}, {4, 5}}), doctest::Contains("einsum dimension mismatch: 3 vs 4"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS(einsum("ij->ik", {{2, 3}}), doctest::Contains("output label 'k' does not appear"), ipu::error);
+  CHECK_THROWS_WITH_AS(einsum("ij,jk->ik", {{2, 3}}), doctest::Contains("2 terms for 1 inputs"), ipu::error);
+  CHECK_THROWS_WITH_AS(einsum("ijk->i", {{2, 3}}), doctest::Contains("3 labels for a rank-2 input"), ipu::error);
+  CHECK_THROWS_WITH_AS(einsum("i1->i", {{2, 3}}), doctest::Contains("invalid character '1'"), ipu::error);
+}
+
 TEST_CASE("Split into uneven parts from opset 18") {
   // ONNX 18: the last chunk is smaller; before 18 this is an error.
   const auto parts = ours({"Split", 18, {f32({7, 2})}, {attr("num_outputs", std::int64_t{3})}, 3});

@@ -16,6 +16,7 @@
 
 #include "input_shapes.hpp"
 #include "ipu/error.hpp"
+#include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
@@ -29,13 +30,6 @@ struct info_args {
   std::vector<std::string> input_shapes;
   bool allow_unsupported = false;
 };
-
-/// 61100840 -> "61,100,840"
-inline std::string with_commas(std::uint64_t n) {
-  auto s = std::to_string(n);
-  for (auto i = static_cast<std::ptrdiff_t>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
-  return s;
-}
 
 struct graph_totals {
   std::map<std::string, std::uint64_t> ops;  // "Conv" or "com.example.Frobnicate"
@@ -119,15 +113,15 @@ inline void run_info(const info_args& args, std::ostream& out) {
   for (auto id : g.inputs()) tensor_row(id);
   row("outputs", std::to_string(g.outputs().size()));
   for (auto id : g.outputs()) tensor_row(id);
-  row("ops", with_commas(t.num_ops) + " (" + std::to_string(t.ops.size()) + " types)");
+  row("ops", ipu::format_grouped(t.num_ops) + " (" + std::to_string(t.ops.size()) + " types)");
   std::vector<std::pair<std::string, std::uint64_t>> hist(t.ops.begin(), t.ops.end());
   std::stable_sort(hist.begin(), hist.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
   std::size_t op_width = 0;
   for (const auto& [name, n] : hist) op_width = std::max(op_width, name.size());
   for (const auto& [name, n] : hist) out << "  " << name << std::string(op_width - name.size() + 2, ' ') << n << '\n';
-  row("parameters", with_commas(t.params) + " in " + with_commas(t.variables) + " weights (" +
-                        with_commas(t.param_bytes) + " bytes)");
-  row("constants", with_commas(t.constants) + " (" + with_commas(t.constant_bytes) + " bytes)");
+  row("parameters", ipu::format_grouped(t.params) + " in " + ipu::format_grouped(t.variables) + " weights (" +
+                        ipu::format_grouped(t.param_bytes) + " bytes)");
+  row("constants", ipu::format_grouped(t.constants) + " (" + ipu::format_grouped(t.constant_bytes) + " bytes)");
   row("unsupported", unsupported.empty() ? std::string("none")
                                          : ipu::onnx::describe_unsupported(unsupported, g.name()));
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/format.hpp"
 #include "ipu/popef/model.hpp"
 #include "ipu/popef/reader.hpp"
 
@@ -23,12 +24,6 @@ struct inspect_args {
 
 namespace inspect_detail {
 
-inline std::string grouped(std::uint64_t n) {
-  auto s = std::to_string(n);
-  for (auto i = static_cast<std::ptrdiff_t>(s.size()) - 3; i > 0; i -= 3) s.insert(static_cast<std::size_t>(i), ",");
-  return s;
-}
-
 template <class T>
 std::string list(const std::vector<T>& v) {
   std::string s = "[";
@@ -39,26 +34,25 @@ std::string list(const std::vector<T>& v) {
 }  // namespace inspect_detail
 
 inline void run_inspect(const inspect_args& a) {
-  using inspect_detail::grouped;
   using inspect_detail::list;
   ipu::popef::reader r;
   for (const auto& f : a.files) r.parse_file(f);
 
   for (std::size_t s = 0; s < r.sources().size(); ++s) {
     const auto& src = r.sources()[s];
-    std::printf("%s: %s bytes\n", src.name.c_str(), grouped(src.size).c_str());
+    std::printf("%s: %s bytes\n", src.name.c_str(), ipu::format_grouped(src.size).c_str());
     std::printf("  %-5s %14s %14s  %-10s %-24s %s\n", "blob", "offset", "size", "type", "name", "payload");
     for (const auto& b : r.blobs()) {
       if (b.source != s) continue;
       const std::string type = b.known() ? std::string(ipu::popef::to_string(b.type())) : "type " + std::to_string(b.header.type);
       std::string payload;
       if (b.known() && b.type() != ipu::popef::blob_type::metadata) {
-        payload = grouped(b.payload_size) + " bytes at " + grouped(b.payload_offset);
-        if (b.header.compressed()) payload += ", zlib from " + grouped(b.header.payload_raw_size);
+        payload = ipu::format_grouped(b.payload_size) + " bytes at " + ipu::format_grouped(b.payload_offset);
+        if (b.header.compressed()) payload += ", zlib from " + ipu::format_grouped(b.header.payload_raw_size);
       }
       if (!b.known()) payload = "skipped (unknown type)";
-      std::printf("  %-5zu %14s %14s  %-10s %-24s %s\n", b.index, grouped(b.offset).c_str(),
-                  grouped(b.header.total_size).c_str(), type.c_str(), b.name.c_str(), payload.c_str());
+      std::printf("  %-5zu %14s %14s  %-10s %-24s %s\n", b.index, ipu::format_grouped(b.offset).c_str(),
+                  ipu::format_grouped(b.header.total_size).c_str(), type.c_str(), b.name.c_str(), payload.c_str());
     }
   }
   for (const auto& n : r.notes()) std::printf("note: %s\n", n.c_str());
@@ -82,16 +76,16 @@ inline void run_inspect(const inspect_args& a) {
     for (const auto& an : md.anchors) {
       std::string data;
       if (const auto* t = m.find_tensor(an.name)) {
-        data = "  TensorData " + grouped(t->data.size()) + " bytes";
+        data = "  TensorData " + ipu::format_grouped(t->data.size()) + " bytes";
         tensor_bytes += t->data.size();
       } else if (const auto* f = m.find_feed(an.name)) {
-        data = "  FeedData " + grouped(f->data.size()) + " bytes";
+        data = "  FeedData " + ipu::format_grouped(f->data.size()) + " bytes";
       }
       std::printf("    %-7s %-28s %-22s handle %-20s programs %s%s%s\n", std::string(ipu::popef::to_string(an.type)).c_str(),
                   an.name.c_str(), ipu::to_string(an.info).c_str(), an.handle.c_str(), list(an.programs).c_str(),
                   an.is_per_replica ? " per-replica" : "", data.c_str());
     }
-    std::printf("  tensor data: %zu tensors, %s bytes\n", m.tensors.size(), grouped(tensor_bytes).c_str());
+    std::printf("  tensor data: %zu tensors, %s bytes\n", m.tensors.size(), ipu::format_grouped(tensor_bytes).c_str());
     for (const auto& [k, v] : md.engine_options) {
       std::string one_line = v;
       for (auto& c : one_line)
@@ -99,7 +93,7 @@ inline void run_inspect(const inspect_args& a) {
       std::printf("  engine option %s = %s\n", k.c_str(), one_line.c_str());
     }
     for (const auto& [k, v] : md.device_options) std::printf("  device option %s = %s\n", k.c_str(), v.c_str());
-    for (const auto& o : m.opaque) std::printf("  opaque '%s': %s bytes\n", o.name.c_str(), grouped(o.payload.size()).c_str());
+    for (const auto& o : m.opaque) std::printf("  opaque '%s': %s bytes\n", o.name.c_str(), ipu::format_grouped(o.payload.size()).c_str());
   }
 }
 

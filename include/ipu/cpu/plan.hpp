@@ -32,7 +32,7 @@
 #include "ipu/graph/captures.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/validate.hpp"
-#include "ipu/ops/flags.hpp"
+#include "ipu/ops/op_table.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::cpu {
@@ -258,7 +258,7 @@ inline execution_plan make_plan(const graph& g, const op_registry& registry, con
   p.steps.reserve(order.size());
   for (std::size_t s = 0; s < order.size(); ++s) {
     const auto& op = g.op(order[s]);
-    plan_step step{order[s], registry.find(op.domain, op.type)->kernel, false};
+    plan_step step{order[s], registry.kernel(op.domain, op.type), false};
     const bool view = ipu::is_view(g, op);
     if (options.in_place && !op.outputs.empty() && p.tensors[op.outputs[0]].where == storage::arena &&
         (view || flags_of(op.domain, op.type).in_place)) {

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "ipu/onnx/proto_edit.hpp"
-#include "ipu/ops/flags.hpp"
+#include "ipu/ops/op_table.hpp"
 #include "ipu/onnx/tensor.hpp"
 
 namespace ipu::onnx {

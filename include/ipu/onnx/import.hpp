@@ -320,18 +320,23 @@ class graph_builder {
     if (name == "value") {
       c = to_constant_tensor(a.t(), src, "Constant value");
     } else if (name == "value_float") {
+      // Info and data are set one at a time: a braced temporary whose data may throw while its
+      // shape is built makes GCC 12 report the shape as maybe-uninitialized at -O2 and above.
       const float f = a.f();
-      c = {{data_type::F32, {}}, byte_buffer::from_values(std::span(&f, 1))};
+      c.info = {data_type::F32, {}};
+      c.data = byte_buffer::from_values(std::span(&f, 1));
     } else if (name == "value_floats") {
       std::vector<float> v(a.floats().begin(), a.floats().end());
-      c = {{data_type::F32, shape{static_cast<std::int64_t>(v.size())}}, byte_buffer::from_values(std::span<const float>(v))};
+      c.info = {data_type::F32, shape{static_cast<std::int64_t>(v.size())}};
+      c.data = byte_buffer::from_values(std::span<const float>(v));
     } else if (name == "value_int") {
       const std::int64_t x = a.i();
-      c = {{data_type::S64, {}}, byte_buffer::from_values(std::span(&x, 1))};
+      c.info = {data_type::S64, {}};
+      c.data = byte_buffer::from_values(std::span(&x, 1));
     } else if (name == "value_ints") {
       std::vector<std::int64_t> v(a.ints().begin(), a.ints().end());
-      c = {{data_type::S64, shape{static_cast<std::int64_t>(v.size())}},
-           byte_buffer::from_values(std::span<const std::int64_t>(v))};
+      c.info = {data_type::S64, shape{static_cast<std::int64_t>(v.size())}};
+      c.data = byte_buffer::from_values(std::span<const std::int64_t>(v));
     } else {
       throw error(error_category::onnx, "Constant attribute '" + name + "' is not supported", label,
                   "string and sparse constants have no ipu equivalent");

@@ -1,6 +1,7 @@
 #pragma once
 // The op registry: one entry per (domain, op type) with its host kernel. Kernel headers add their
-// entries in `register_*` functions; `ipu::default_op_registry()` (ipu/ops/all.hpp) holds them all.
+// entries in `register_*` functions; `ipu::default_op_registry()` (ipu/ops/all.hpp) holds those of
+// every op-table row (ops/op_table.hpp). A user's registry may add kernels for ops of its own.
 #include <algorithm>
 #include <string>
 #include <string_view>
@@ -28,6 +29,17 @@ class op_registry {
     auto it = std::find_if(entries_.begin(), entries_.end(),
                            [&](const op_entry& e) { return e.domain == domain && e.type == type; });
     return it == entries_.end() ? nullptr : &*it;
+  }
+  /// The kernel for (domain, type); throws if there is none (find() says so without throwing).
+  [[nodiscard]] kernel_fn kernel(std::string_view domain, std::string_view type) const {
+    const op_entry* e = find(domain, type);
+    if (!e || !e->kernel) {
+      const std::string qualified = domain.empty() || domain == "ai.onnx" ? std::string(type)
+                                                                           : std::string(domain) + "::" + std::string(type);
+      throw error(error_category::runtime, "no host kernel for op " + qualified, "op registry",
+                  "register a kernel for it or rewrite the model to avoid the op");
+    }
+    return e->kernel;
   }
   [[nodiscard]] const std::vector<op_entry>& entries() const noexcept { return entries_; }
 

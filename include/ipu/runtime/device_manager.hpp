@@ -104,14 +104,19 @@ inline std::string format_ranges(const std::vector<std::uint32_t>& ids) {
     while (j + 1 < ids.size() && ids[j + 1] == ids[j] + 1) ++j;
     if (!s.empty()) s += ", ";
     s += format_uint(ids[i]);
-    if (j > i) s += "-" + format_uint(ids[j]);
+    if (j > i) {
+      s += '-';  // appended, not "-" + ...: GCC 12 -Wrestrict misfires on that at -O3
+      s += format_uint(ids[j]);
+    }
     i = j + 1;
   }
   return s;
 }
 
 inline std::string format_ipus(const std::vector<std::uint32_t>& ids) {
-  return (ids.size() == 1 ? "IPU " : "IPUs ") + format_ranges(ids);
+  std::string s = ids.size() == 1 ? "IPU " : "IPUs ";
+  s += format_ranges(ids);
+  return s;
 }
 
 /// "IPUs 0-3 held by process 123 (this process); IPU 8 held by process 456".

@@ -77,10 +77,11 @@ constexpr cut_problem make_cut_problem(const graph& g, const std::vector<op_id>&
   const op_cost_options o{po.precision, po.partials_type, po.available_memory_proportion, 0};
   const auto n = order.size();
   cut_problem p;
-  p.cycles.resize(n);
-  p.weight_bytes.resize(n);
-  p.working_bytes.resize(n);
-  p.code_bytes.resize(n);
+  // assign, not resize: GCC 12 at -O3 reads resize() of an empty vector as a null dereference.
+  p.cycles.assign(n, 0);
+  p.weight_bytes.assign(n, 0);
+  p.working_bytes.assign(n, 0);
+  p.code_bytes.assign(n, 0);
   p.cross_bytes.assign(n + 1, 0);
   p.host_cycles.assign(n, 0);
   std::vector<std::size_t> pos(g.num_ops(), 0);

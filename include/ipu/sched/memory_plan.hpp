@@ -29,7 +29,7 @@
 #include "ipu/device/tile_mapping.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
-#include "ipu/ops/flags.hpp"
+#include "ipu/ops/op_table.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/ops/op_cost.hpp"
 #include "ipu/sched/program_builder.hpp"

@@ -106,7 +106,7 @@ inline nd_plan plan_nd(const kernel_context& ctx, const shape& ds, const std::ve
   const std::int64_t batch_stride = batch_dims ? st[batch_dims - 1] : 0;
   const auto tuples = static_cast<std::int64_t>(indices.size() / m);
   const std::int64_t per_batch = batches ? tuples / batches : 0;
-  p.offsets.resize(static_cast<std::size_t>(tuples));
+  p.offsets.assign(static_cast<std::size_t>(tuples), 0);  // not resize: GCC 12 -O3 -Wnull-dereference
   for (std::int64_t t = 0; t < tuples; ++t) {
     std::int64_t off = per_batch ? (t / per_batch) * batch_stride : 0;
     for (std::size_t j = 0; j < m; ++j)

@@ -1,0 +1,34 @@
+#pragma once
+// The op table's activation family: activations: rectifiers, sigmoids, GELU and friends, clipping.
+// A row holds what the library knows about an op: shape rule (ops/shape_rules.hpp), cost rule
+// (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host kernels
+// sit beside it, in ipu/ops/kernels/activation.hpp.
+#include "ipu/ops/op_def.hpp"
+
+namespace ipu::op_families {
+
+inline constexpr op_def activation[] = {
+    // domain, type, shape rule, cost rule, flags
+    {"", "Relu", detail::infer::unary, detail::cost_rules::simple_elementwise, elementwise_op},
+    {"", "LeakyRelu", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},
+    {"", "ThresholdedRelu", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},
+    {"", "PRelu", detail::infer::prelu, detail::cost_rules::two_op_elementwise, elementwise_op},
+    {"", "Clip", detail::infer::clip, detail::cost_rules::two_op_elementwise, elementwise_op},
+    {"", "Elu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
+    {"", "Selu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
+    {"", "Celu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
+    {"", "Sigmoid", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op},
+    {"", "HardSigmoid", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},
+    {"", "HardSwish", detail::infer::unary_float, detail::cost_rules::three_op_elementwise, elementwise_op},
+    {"", "Tanh", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op},
+    {"", "Erf", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op},
+    {"", "Softplus", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
+    {"", "Softsign", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},
+    {"", "Mish", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
+    {"", "Gelu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, {}},
+    {"com.microsoft", "Gelu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, {}},
+    {"ai.graphcore", "Gelu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, {}},
+    {"", "Shrink", detail::infer::unary, detail::cost_rules::two_op_elementwise, {}},
+};
+
+}  // namespace ipu::op_families

@@ -1,0 +1,16 @@
+#pragma once
+// The op table's conv family: convolutions: Conv and ConvTranspose (groups, dilations, strides,
+// pads). A row holds what the library knows about an op: shape rule (ops/shape_rules.hpp), cost
+// rule (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host
+// kernels sit beside it, in ipu/ops/kernels/conv.hpp.
+#include "ipu/ops/op_def.hpp"
+
+namespace ipu::op_families {
+
+inline constexpr op_def conv[] = {
+    // domain, type, shape rule, cost rule, flags
+    {"", "Conv", detail::infer::conv, detail::cost_rules::conv, {}},
+    {"", "ConvTranspose", detail::infer::conv_transpose, detail::cost_rules::conv_transpose, {}},
+};
+
+}  // namespace ipu::op_families

@@ -1,0 +1,19 @@
+#pragma once
+// The op table's norm family: normalisations: batch, layer, instance, LRN, mean-variance. A row
+// holds what the library knows about an op: shape rule (ops/shape_rules.hpp), cost rule
+// (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host kernels
+// sit beside it, in ipu/ops/kernels/norm.hpp.
+#include "ipu/ops/op_def.hpp"
+
+namespace ipu::op_families {
+
+inline constexpr op_def norm[] = {
+    // domain, type, shape rule, cost rule, flags
+    {"", "BatchNormalization", detail::infer::batch_norm, detail::cost_rules::batch_norm, {}},
+    {"", "InstanceNormalization", detail::infer::channel_norm, detail::cost_rules::instance_norm, {}},
+    {"", "LayerNormalization", detail::infer::layer_norm, detail::cost_rules::layer_norm, {}},
+    {"", "LRN", detail::infer::unary_float, detail::cost_rules::lrn, {}},
+    {"", "MeanVarianceNormalization", detail::infer::unary_float, detail::cost_rules::mean_variance_norm, {}},
+};
+
+}  // namespace ipu::op_families

@@ -1,0 +1,27 @@
+#pragma once
+// The op table's reduce family: reductions, ArgMax / ArgMin and CumSum. A row holds what the
+// library knows about an op: shape rule (ops/shape_rules.hpp), cost rule (ops/cost_rules.hpp),
+// flags (ops/flags.hpp) and the slot for its gradient rule; the host kernels sit beside it, in
+// ipu/ops/kernels/reduce.hpp.
+#include "ipu/ops/op_def.hpp"
+
+namespace ipu::op_families {
+
+inline constexpr op_def reduce[] = {
+    // domain, type, shape rule, cost rule, flags
+    {"", "ReduceSum", detail::infer::reduce, detail::cost_rules::reduce, {}},
+    {"", "ReduceMean", detail::infer::reduce, detail::cost_rules::reduce, {}},
+    {"", "ReduceMax", detail::infer::reduce, detail::cost_rules::reduce, {}},
+    {"", "ReduceMin", detail::infer::reduce, detail::cost_rules::reduce, {}},
+    {"", "ReduceProd", detail::infer::reduce, detail::cost_rules::reduce, {}},
+    {"", "ReduceL1", detail::infer::reduce, detail::cost_rules::reduce_with_map, {}},
+    {"", "ReduceL2", detail::infer::reduce, detail::cost_rules::reduce_with_map, {}},
+    {"", "ReduceLogSum", detail::infer::reduce, detail::cost_rules::reduce_with_map, {}},
+    {"", "ReduceLogSumExp", detail::infer::reduce, detail::cost_rules::reduce_with_map, {}},
+    {"", "ReduceSumSquare", detail::infer::reduce, detail::cost_rules::reduce_with_map, {}},
+    {"", "ArgMax", detail::infer::arg_reduce, detail::cost_rules::select_reduction, {}},
+    {"", "ArgMin", detail::infer::arg_reduce, detail::cost_rules::select_reduction, {}},
+    {"", "CumSum", detail::infer::cumsum, detail::cost_rules::two_op_elementwise, {}},
+};
+
+}  // namespace ipu::op_families

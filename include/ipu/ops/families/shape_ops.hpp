@@ -1,0 +1,26 @@
+#pragma once
+// The op table's shape ops family: views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, and
+// Dropout in inference), Transpose, DepthToSpace / SpaceToDepth and the shape queries. A row holds
+// what the library knows about an op: shape rule (ops/shape_rules.hpp), cost rule
+// (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host kernels
+// sit beside it, in ipu/ops/kernels/shape_ops.hpp.
+#include "ipu/ops/op_def.hpp"
+
+namespace ipu::op_families {
+
+inline constexpr op_def shape_ops[] = {
+    // domain, type, shape rule, cost rule, flags
+    {"", "Dropout", detail::infer::dropout, detail::cost_rules::dropout, view_op},
+    {"", "Transpose", detail::infer::transpose, detail::cost_rules::data_movement, {}},
+    {"", "DepthToSpace", detail::infer::depth_to_space, detail::cost_rules::data_movement, {}},
+    {"", "SpaceToDepth", detail::infer::space_to_depth, detail::cost_rules::data_movement, {}},
+    {"", "Shape", detail::infer::shape_of, detail::cost_rules::free_op, {}},
+    {"", "Size", detail::infer::size_of_op, detail::cost_rules::free_op, {}},
+    {"", "Reshape", detail::infer::reshape, detail::cost_rules::free_op, view_op},
+    {"", "Flatten", detail::infer::flatten, detail::cost_rules::free_op, view_op},
+    {"", "Squeeze", detail::infer::squeeze, detail::cost_rules::free_op, view_op},
+    {"", "Unsqueeze", detail::infer::unsqueeze, detail::cost_rules::free_op, view_op},
+    {"", "Identity", detail::infer::unary, detail::cost_rules::free_op, view_op},
+};
+
+}  // namespace ipu::op_families

@@ -1,0 +1,93 @@
+#pragma once
+// The op table: one row per op the library implements (ops/op_def.hpp), kept by family in
+// ops/families/ beside the family's host kernels in ops/kernels/. Shape inference (ops/infer.hpp),
+// the cost model (ops/op_cost.hpp), the planners' view and in-place questions (flags_of, is_view)
+// and the host registry (ops/all.hpp, which takes only kernels that have a row) all read it.
+// Usable in constant expressions.
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string_view>
+
+#include "ipu/graph/graph.hpp"
+#include "ipu/ops/families/activation.hpp"
+#include "ipu/ops/families/control_flow.hpp"
+#include "ipu/ops/families/conv.hpp"
+#include "ipu/ops/families/einsum.hpp"
+#include "ipu/ops/families/elementwise.hpp"
+#include "ipu/ops/families/gemm.hpp"
+#include "ipu/ops/families/generators.hpp"
+#include "ipu/ops/families/indexing.hpp"
+#include "ipu/ops/families/loss.hpp"
+#include "ipu/ops/families/norm.hpp"
+#include "ipu/ops/families/pool.hpp"
+#include "ipu/ops/families/recurrent.hpp"
+#include "ipu/ops/families/reduce.hpp"
+#include "ipu/ops/families/resize.hpp"
+#include "ipu/ops/families/shape_ops.hpp"
+#include "ipu/ops/families/slice_ops.hpp"
+#include "ipu/ops/families/softmax.hpp"
+#include "ipu/ops/families/topk.hpp"
+#include "ipu/ops/flags.hpp"
+#include "ipu/ops/op_def.hpp"
+
+namespace ipu {
+
+namespace detail::op_table {
+template <std::size_t... N>
+constexpr auto join(const op_def (&... family)[N]) {
+  std::array<op_def, (N + ...)> all{};
+  std::size_t at = 0;
+  ((std::copy(family, family + N, all.begin() + static_cast<std::ptrdiff_t>(at)), at += N), ...);
+  return all;
+}
+
+inline constexpr auto rows = join(op_families::activation, op_families::elementwise, op_families::softmax, op_families::gemm, op_families::conv, op_families::pool, op_families::norm, op_families::shape_ops, op_families::slice_ops, op_families::generators, op_families::indexing, op_families::reduce, op_families::topk, op_families::einsum, op_families::resize, op_families::recurrent, op_families::loss, op_families::control_flow);
+
+constexpr bool unique_rows() {
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    for (std::size_t j = i + 1; j < rows.size(); ++j)
+      if (rows[i].domain == rows[j].domain && rows[i].type == rows[j].type) return false;
+  return true;
+}
+static_assert(unique_rows(), "ipu: an op has two rows in the op table; keep one, in its family's file");
+}  // namespace detail::op_table
+
+/// Every row of the op table, family by family.
+constexpr std::span<const op_def> op_table() noexcept { return detail::op_table::rows; }
+
+/// Returned by op_def_index for an op the table has no row for.
+inline constexpr std::size_t no_op_def = static_cast<std::size_t>(-1);
+
+/// The index in op_table() of (domain, type)'s row ("ai.onnx" is the default domain ""), or
+/// no_op_def. (Indices rather than pointers are compared in constant expressions.)
+constexpr std::size_t op_def_index(std::string_view domain, std::string_view type) noexcept {
+  if (domain == "ai.onnx") domain = "";
+  const auto rows = op_table();
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    if (rows[i].domain == domain && rows[i].type == type) return i;
+  return no_op_def;
+}
+
+/// The row of (domain, type), or nullptr.
+constexpr const op_def* find_op_def(std::string_view domain, std::string_view type) noexcept {
+  const auto i = op_def_index(domain, type);
+  return i == no_op_def ? nullptr : &op_table()[i];
+}
+
+/// The flags of (domain, type); none for an op the table does not list.
+constexpr op_flags flags_of(std::string_view domain, std::string_view type) noexcept {
+  const auto i = op_def_index(domain, type);
+  return i == no_op_def ? op_flags{} : op_table()[i].flags;
+}
+
+/// Whether `op` of `g` is a view: output 0 shares input 0's bytes and nothing runs. Dropout is one
+/// in inference only (training_mode absent or a constant false) and without its mask output.
+constexpr bool is_view(const graph& g, const op_node& op) {
+  if (!flags_of(op.domain, op.type).view) return false;
+  if (op.outputs.empty() || op.inputs.empty() || op.inputs[0] == no_tensor) return false;
+  return op.type != "Dropout" || dropout_is_identity(g, op);
+}
+
+}  // namespace ipu
