@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "ipu/ops/blas_tuning.hpp"
+#include "ipu/cpu/blas_tuning.hpp"
 
 namespace ipu::bench {
 

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
-#include "ipu/ops/blas_tuning.hpp"
+#include "ipu/cpu/blas_tuning.hpp"
 #include "ipu/builder/builder.hpp"
 #include "ipu/sched/auto_planner.hpp"
 #include "ipu/exec/executor.hpp"

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
-#include "ipu/ops/blas_tuning.hpp"
+#include "ipu/cpu/blas_tuning.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"

@@ -36,7 +36,7 @@
 
 // Ops: shape inference and host kernels
 #include "ipu/ops/all.hpp"
-#include "ipu/ops/blas_tuning.hpp"
+#include "ipu/ops/gradient_rules.hpp"
 #include "ipu/ops/infer.hpp"
 #include "ipu/ops/op_cost.hpp"
 #include "ipu/ops/op_table.hpp"
@@ -45,8 +45,14 @@
 #include "ipu/builder/builder.hpp"
 
 // Exact host execution
+#include "ipu/cpu/blas_tuning.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/cpu/thread_pool.hpp"
+#include "ipu/train/autodiff.hpp"
+#include "ipu/train/loss.hpp"
+#include "ipu/train/optimizer.hpp"
+#include "ipu/train/session.hpp"
+#include "ipu/train/training_graph.hpp"
 
 // ONNX files
 #include "ipu/onnx/export.hpp"

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
-#include "ipu/ops/blas_tuning.hpp"
+#include "ipu/cpu/blas_tuning.hpp"
 #include "ipu/half.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/tensor.hpp"

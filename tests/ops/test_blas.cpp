@@ -1,6 +1,5 @@
-// The GEMM layer: OpenBLAS configuration and every transpose combination against a direct loop.
+// The GEMM layer: every transpose combination against a direct loop.
 #include "ipu/ops/kernels/blas.hpp"
-#include "ipu/ops/blas_tuning.hpp"
 
 #include <doctest/doctest.h>
 
@@ -10,17 +9,6 @@
 #include "math_kernel_harness.hpp"
 
 using namespace ipu::detail::math_ops;
-
-TEST_CASE("tuned for the host device (tests/main.cpp opts in): one thread per call, the best kernels the CPU allows") {
-  CHECK(openblas_get_num_threads() == 1);
-  CHECK(ipu::openblas_core_rank("SkylakeX") == 3);
-  CHECK(ipu::openblas_core_rank("haswell") == 2);
-  CHECK(ipu::openblas_core_rank("Prescott") == 0);
-#if defined(__x86_64__)
-  if (!std::getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-    CHECK(ipu::openblas_core_rank(openblas_get_corename()) >= 2);
-#endif
-}
 
 TEST_CASE("gemm: all transpose combinations, leading dimensions and beta") {
   const std::int64_t m = 5, n = 7, k = 3;

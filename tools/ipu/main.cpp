@@ -10,9 +10,10 @@
 #include "info.hpp"
 #include "inspect.hpp"
 #include "ipu/error.hpp"
-#include "ipu/ops/blas_tuning.hpp"
+#include "ipu/cpu/blas_tuning.hpp"
 #include "plan.hpp"
 #include "run.hpp"
+#include "train.hpp"
 #include "version.hpp"
 
 namespace {
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   ipu_cli::add_run_command(app);
   ipu_cli::add_plan_command(app);
   ipu_cli::add_compile_command(app);
+  ipu_cli::add_train_command(app);
   ipu_cli::add_inspect_command(app);
   try {
     app.parse(argc, argv);

@@ -111,6 +111,16 @@ class builder {
     imports_.push_back(opset_import{"", opset});
   }
 
+  /// Continues `g` (imported or built before): its tensors and ops stay as they are, new names are
+  /// unique among its own, and new ops are built for its ai.onnx opset (13 when it records none).
+  constexpr explicit builder(graph g)
+      : g_(std::move(g)), opset_(g_.opset_version() > 0 ? g_.opset_version() : default_opset) {
+    imports_ = g_.opset_imports();
+    if (g_.opset_version() == 0) imports_.push_back(opset_import{"", opset_});
+    for (const auto& t : g_.tensors()) (void)claim(t.name);
+    for (const auto& o : g_.ops()) (void)claim(o.name);
+  }
+
   // --- what has been built so far ----------------------------------------------------------
   [[nodiscard]] constexpr std::int64_t opset() const noexcept { return opset_; }
   /// The graph under construction (not yet validated).

@@ -1,10 +1,12 @@
 #pragma once
 // One row of the op table: everything the library knows about an op except its host kernels
-// (which need OpenBLAS and live in ops/kernels/, beside each family's rows in ops/families/).
+// (which need OpenBLAS and live in ops/kernels/, beside each family's rows in ops/families/): its
+// shape rule, cost rule, flags and gradient rule.
 #include <string_view>
 
 #include "ipu/ops/cost_rules.hpp"
 #include "ipu/ops/flags.hpp"
+#include "ipu/ops/gradient_rules.hpp"
 #include "ipu/ops/shape_rules.hpp"
 
 namespace ipu {
@@ -20,18 +22,13 @@ struct op_rule {
   constexpr explicit operator bool() const noexcept { return present; }
 };
 
-/// What the training issue's autodiff hands a gradient rule: declared here so that every row has
-/// its slot; defined, and the slots filled, where the backward graph is built.
-struct gradient_context;
-using gradient_fn = void (*)(gradient_context&);
-
 struct op_def {
   std::string_view domain;  // "" for ai.onnx
   std::string_view type;
   op_rule<infer_fn> shape;   // none: the outputs' infos depend on values or subgraphs and are given
   op_rule<op_cost_fn> cost;  // every row has one
   op_flags flags{};
-  op_rule<gradient_fn> gradient{};  // none yet: an op without one on a weight's path cannot train
+  op_rule<gradient_fn> gradient{};  // none: an op on a weight's path to the loss cannot be trained through
 };
 
 }  // namespace ipu

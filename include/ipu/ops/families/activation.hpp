@@ -8,8 +8,9 @@
 namespace ipu::op_families {
 
 inline constexpr op_def activation[] = {
-    // domain, type, shape rule, cost rule, flags
-    {"", "Relu", detail::infer::unary, detail::cost_rules::simple_elementwise, elementwise_op},
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
+    {"", "Relu", detail::infer::unary, detail::cost_rules::simple_elementwise, elementwise_op,
+     detail::grad::relu},
     {"", "LeakyRelu", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},
     {"", "ThresholdedRelu", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},
     {"", "PRelu", detail::infer::prelu, detail::cost_rules::two_op_elementwise, elementwise_op},
@@ -17,10 +18,12 @@ inline constexpr op_def activation[] = {
     {"", "Elu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
     {"", "Selu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
     {"", "Celu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
-    {"", "Sigmoid", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op},
+    {"", "Sigmoid", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op,
+     detail::grad::sigmoid},
     {"", "HardSigmoid", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},
     {"", "HardSwish", detail::infer::unary_float, detail::cost_rules::three_op_elementwise, elementwise_op},
-    {"", "Tanh", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op},
+    {"", "Tanh", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op,
+     detail::grad::tanh},
     {"", "Erf", detail::infer::unary_float, detail::cost_rules::transcendental, elementwise_op},
     {"", "Softplus", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op},
     {"", "Softsign", detail::infer::unary_float, detail::cost_rules::two_op_elementwise, elementwise_op},

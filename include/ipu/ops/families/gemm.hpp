@@ -8,9 +8,9 @@
 namespace ipu::op_families {
 
 inline constexpr op_def gemm[] = {
-    // domain, type, shape rule, cost rule, flags
-    {"", "Gemm", detail::infer::gemm, detail::cost_rules::gemm, {}},
-    {"", "MatMul", detail::infer::matmul, detail::cost_rules::matmul, {}},
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
+    {"", "Gemm", detail::infer::gemm, detail::cost_rules::gemm, {}, detail::grad::gemm},
+    {"", "MatMul", detail::infer::matmul, detail::cost_rules::matmul, {}, detail::grad::matmul},
 };
 
 }  // namespace ipu::op_families

@@ -8,9 +8,9 @@
 namespace ipu::op_families {
 
 inline constexpr op_def reduce[] = {
-    // domain, type, shape rule, cost rule, flags
-    {"", "ReduceSum", detail::infer::reduce, detail::cost_rules::reduce, {}},
-    {"", "ReduceMean", detail::infer::reduce, detail::cost_rules::reduce, {}},
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
+    {"", "ReduceSum", detail::infer::reduce, detail::cost_rules::reduce, {}, detail::grad::reduce_sum},
+    {"", "ReduceMean", detail::infer::reduce, detail::cost_rules::reduce, {}, detail::grad::reduce_mean},
     {"", "ReduceMax", detail::infer::reduce, detail::cost_rules::reduce, {}},
     {"", "ReduceMin", detail::infer::reduce, detail::cost_rules::reduce, {}},
     {"", "ReduceProd", detail::infer::reduce, detail::cost_rules::reduce, {}},

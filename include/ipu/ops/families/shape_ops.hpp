@@ -9,18 +9,18 @@
 namespace ipu::op_families {
 
 inline constexpr op_def shape_ops[] = {
-    // domain, type, shape rule, cost rule, flags
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
     {"", "Dropout", detail::infer::dropout, detail::cost_rules::dropout, view_op},
-    {"", "Transpose", detail::infer::transpose, detail::cost_rules::data_movement, {}},
+    {"", "Transpose", detail::infer::transpose, detail::cost_rules::data_movement, {}, detail::grad::transpose},
     {"", "DepthToSpace", detail::infer::depth_to_space, detail::cost_rules::data_movement, {}},
     {"", "SpaceToDepth", detail::infer::space_to_depth, detail::cost_rules::data_movement, {}},
     {"", "Shape", detail::infer::shape_of, detail::cost_rules::free_op, {}},
     {"", "Size", detail::infer::size_of_op, detail::cost_rules::free_op, {}},
-    {"", "Reshape", detail::infer::reshape, detail::cost_rules::free_op, view_op},
-    {"", "Flatten", detail::infer::flatten, detail::cost_rules::free_op, view_op},
-    {"", "Squeeze", detail::infer::squeeze, detail::cost_rules::free_op, view_op},
-    {"", "Unsqueeze", detail::infer::unsqueeze, detail::cost_rules::free_op, view_op},
-    {"", "Identity", detail::infer::unary, detail::cost_rules::free_op, view_op},
+    {"", "Reshape", detail::infer::reshape, detail::cost_rules::free_op, view_op, detail::grad::reshape},
+    {"", "Flatten", detail::infer::flatten, detail::cost_rules::free_op, view_op, detail::grad::reshape},
+    {"", "Squeeze", detail::infer::squeeze, detail::cost_rules::free_op, view_op, detail::grad::reshape},
+    {"", "Unsqueeze", detail::infer::unsqueeze, detail::cost_rules::free_op, view_op, detail::grad::reshape},
+    {"", "Identity", detail::infer::unary, detail::cost_rules::free_op, view_op, detail::grad::identity},
 };
 
 }  // namespace ipu::op_families

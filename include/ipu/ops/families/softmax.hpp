@@ -8,9 +8,9 @@
 namespace ipu::op_families {
 
 inline constexpr op_def softmax[] = {
-    // domain, type, shape rule, cost rule, flags
-    {"", "Softmax", detail::infer::softmax, detail::cost_rules::softmax, {}},
-    {"", "LogSoftmax", detail::infer::softmax, detail::cost_rules::softmax, {}},
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
+    {"", "Softmax", detail::infer::softmax, detail::cost_rules::softmax, {}, detail::grad::softmax},
+    {"", "LogSoftmax", detail::infer::softmax, detail::cost_rules::softmax, {}, detail::grad::log_softmax},
     {"", "Hardmax", detail::infer::softmax, detail::cost_rules::softmax, {}},
 };
 

@@ -2,7 +2,7 @@
 // Matrix multiplication for the numeric kernels: OpenBLAS for F32 / F64, a plain loop for integer
 // types, and a splitter that spreads one product over the context's parallel_for. OpenBLAS is
 // used as the process configured it; programs that own the process opt into the host device's
-// settings with ipu/ops/blas_tuning.hpp.
+// settings with ipu/cpu/blas_tuning.hpp.
 #include <cblas.h>
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 #include "ipu/builder/builder.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/ops/all.hpp"
-#include "ipu/ops/blas_tuning.hpp"
+#include "ipu/cpu/blas_tuning.hpp"
 
 namespace {
 int failures = 0;

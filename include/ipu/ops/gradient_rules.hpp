@@ -1,0 +1,450 @@
+#pragma once
+// The gradient rules of the op table: how the backward pass of an op is written as ordinary ops of
+// the same graph, so that the planner costs, places and pipelines them like any other op.
+//
+// A rule reads the forward op (its inputs, outputs and attributes) and the gradients of its outputs,
+// adds the ops that compute the gradients of the inputs that need one, and hands those over with
+// set_input_grad. Which op uses which rule is said once, in the op families' rows (ops/families/);
+// autodiff (ipu/train/autodiff.hpp) calls them in reverse topological order. Every backward op is
+// shape-checked by the op table's shape rules as it is added.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "ipu/byte_buffer.hpp"
+#include "ipu/error.hpp"
+#include "ipu/format.hpp"
+#include "ipu/graph/graph.hpp"
+#include "ipu/ops/shape_rules.hpp"
+#include "ipu/tensor_info.hpp"
+
+namespace ipu {
+
+/// What a gradient rule sees and does.
+class gradient_context {
+ public:
+  /// A function giving the infos of a new op's outputs (the op table's shape inference; passed in
+  /// because the table itself holds the rules that use this context).
+  using infer_outputs_fn = std::vector<tensor_info> (*)(const graph&, const op_node&);
+
+  /// `prefix` starts the names of everything the rule adds; it must be unique to this op.
+  constexpr gradient_context(graph& g, op_id forward, std::vector<tensor_id> output_grads, std::vector<bool> wanted,
+                             infer_outputs_fn infer, std::string prefix)
+      : g_(&g), op_(g.op(forward)), output_grads_(std::move(output_grads)), wanted_(std::move(wanted)),
+        input_grads_(op_.inputs.size(), no_tensor), infer_(infer), prefix_(std::move(prefix)) {}
+
+  // --- the forward op -----------------------------------------------------------------------
+  [[nodiscard]] constexpr const op_node& op() const noexcept { return op_; }
+  [[nodiscard]] constexpr std::size_t num_inputs() const noexcept { return op_.inputs.size(); }
+  [[nodiscard]] constexpr bool has_input(std::size_t i) const noexcept {
+    return i < op_.inputs.size() && op_.inputs[i] != no_tensor;
+  }
+  [[nodiscard]] constexpr tensor_id input(std::size_t i) const {
+    if (!has_input(i)) throw fail("input #" + format_uint(i) + " is absent");
+    return op_.inputs[i];
+  }
+  [[nodiscard]] constexpr tensor_id output(std::size_t i = 0) const {
+    if (i >= op_.outputs.size() || op_.outputs[i] == no_tensor) throw fail("output #" + format_uint(i) + " is absent");
+    return op_.outputs[i];
+  }
+  // Copies, not references: adding ops moves the graph's tensors.
+  [[nodiscard]] constexpr tensor_info info(tensor_id t) const { return g_->tensor(t).info; }
+  [[nodiscard]] constexpr shape shape_of(tensor_id t) const { return g_->tensor(t).info.shape; }
+  /// Whether the gradient of input `i` is needed (it lies on a path from a trainable weight).
+  [[nodiscard]] constexpr bool wants(std::size_t i) const noexcept { return i < wanted_.size() && wanted_[i]; }
+  /// The gradient of output `i`, or no_tensor when nothing downstream depends on it.
+  [[nodiscard]] constexpr tensor_id output_grad(std::size_t i = 0) const noexcept {
+    return i < output_grads_.size() ? output_grads_[i] : no_tensor;
+  }
+  /// The gradient of output `i`, which the rule cannot do without.
+  [[nodiscard]] constexpr tensor_id required_output_grad(std::size_t i = 0) const {
+    const auto t = output_grad(i);
+    if (t == no_tensor)
+      throw fail("the gradient of output #" + format_uint(i) + " is needed but nothing flows into it");
+    return t;
+  }
+
+  [[nodiscard]] constexpr std::int64_t attr_int(std::string_view n, std::int64_t dflt) const {
+    if (const auto* a = op_.find_attribute(n))
+      if (const auto* v = std::get_if<std::int64_t>(&a->value)) return *v;
+    return dflt;
+  }
+  [[nodiscard]] constexpr float attr_float(std::string_view n, float dflt) const {
+    if (const auto* a = op_.find_attribute(n))
+      if (const auto* v = std::get_if<float>(&a->value)) return *v;
+    return dflt;
+  }
+  [[nodiscard]] constexpr std::vector<std::int64_t> attr_ints(std::string_view n) const {
+    if (const auto* a = op_.find_attribute(n))
+      if (const auto* v = std::get_if<std::vector<std::int64_t>>(&a->value)) return *v;
+    return {};
+  }
+  [[nodiscard]] constexpr bool has_attr(std::string_view n) const { return op_.find_attribute(n) != nullptr; }
+  /// The S64 contents of input `i` when it is a constant or weight (axes, shapes); nullopt otherwise.
+  [[nodiscard]] constexpr std::optional<std::vector<std::int64_t>> constant_ints(std::size_t i) const {
+    if (!has_input(i)) return std::nullopt;
+    const auto& n = g_->tensor(op_.inputs[i]);
+    const byte_buffer* data = nullptr;
+    if (n.kind == tensor_kind::constant) data = &n.data;
+    else if (n.producer != no_op) {
+      const auto& p = g_->op(n.producer);
+      if (p.type == "Constant" && (p.domain.empty() || p.domain == "ai.onnx"))
+        if (const auto* a = p.find_attribute("value"))
+          if (const auto* v = std::get_if<constant_tensor>(&a->value)) data = &v->data;
+    }
+    if (!data || n.info.type != data_type::S64) return std::nullopt;
+    std::vector<std::int64_t> v(data->size() / sizeof(std::int64_t));
+    for (std::size_t k = 0; k < v.size(); ++k) v[k] = data->load<std::int64_t>(k);
+    return v;
+  }
+
+  // --- building the backward ops ------------------------------------------------------------
+  /// Adds an op of the default domain and returns its outputs (shapes from the op table).
+  constexpr std::vector<tensor_id> add_n(std::string_view type, std::vector<tensor_id> inputs,
+                                         std::vector<attribute> attrs, std::size_t num_outputs) {
+    op_node n;
+    n.type = std::string(type);
+    n.name = prefix_ + std::string(type) + format_uint(next_++);
+    n.inputs = std::move(inputs);
+    n.attributes = std::move(attrs);
+    n.where = op_.where;  // the backward ops of an op start where the op is (the planner may move them)
+    n.outputs.assign(num_outputs, no_tensor);
+    // Infer with placeholder outputs: the rules read inputs and attributes only.
+    const auto infos = infer_(*g_, n);
+    if (infos.size() < num_outputs) throw fail("op " + std::string(type) + " gives fewer outputs than asked for");
+    for (std::size_t k = 0; k < num_outputs; ++k)
+      n.outputs[k] = g_->add_tensor(n.name + (num_outputs == 1 ? std::string() : ":" + format_uint(k)), infos[k]);
+    auto outs = n.outputs;
+    g_->add_op(std::move(n));
+    return outs;
+  }
+  constexpr tensor_id add(std::string_view type, std::vector<tensor_id> inputs, std::vector<attribute> attrs = {}) {
+    return add_n(type, std::move(inputs), std::move(attrs), 1).front();
+  }
+  /// A constant of type `t` (a float or integer type) holding `values`, with shape `s`.
+  constexpr tensor_id constant(data_type t, shape s, const std::vector<double>& values) {
+    byte_buffer data;
+    if (t == data_type::F32) {
+      std::vector<float> v(values.begin(), values.end());
+      data = byte_buffer::from_values(std::span<const float>(v));
+    } else if (t == data_type::F64) {
+      data = byte_buffer::from_values(std::span<const double>(values));
+    } else if (t == data_type::S64) {
+      std::vector<std::int64_t> v;
+      for (double x : values) v.push_back(static_cast<std::int64_t>(x));
+      data = byte_buffer::from_values(std::span<const std::int64_t>(v));
+    } else {
+      throw fail("a gradient constant of type " + std::string(to_string(t)) + " is not supported",
+                 "train in F32 (or F64)");
+    }
+    return g_->add_tensor(prefix_ + "const" + format_uint(next_++), tensor_info{t, std::move(s)},
+                          tensor_kind::constant, std::move(data));
+  }
+  /// A scalar of `like`'s element type.
+  constexpr tensor_id scalar(double v, tensor_id like) { return constant(info(like).type, shape{}, {v}); }
+  constexpr tensor_id ints(const std::vector<std::int64_t>& v) {
+    std::vector<double> d(v.begin(), v.end());
+    return constant(data_type::S64, shape{static_cast<std::int64_t>(v.size())}, d);
+  }
+  /// `t` reshaped to `s`.
+  constexpr tensor_id reshape(tensor_id t, const shape& s) {
+    if (shape_of(t) == s) return t;
+    return add("Reshape", {t, ints(s.dims())});
+  }
+  /// The sum of `t` over the axes along which a tensor of shape `target` was broadcast to t's shape
+  /// (numpy rules), reshaped to `target`: the gradient of a broadcast operand.
+  constexpr tensor_id sum_to(tensor_id t, const shape& target) {
+    const auto s = shape_of(t);
+    if (s == target) return t;
+    const auto r = s.rank(), tr = target.rank();
+    if (tr > r) throw fail("cannot sum a gradient of rank " + format_uint(r) + " down to rank " + format_uint(tr));
+    std::vector<std::int64_t> axes;
+    for (std::size_t i = 0; i < r; ++i) {
+      const bool leading = i < r - tr;
+      if (leading || (target[i - (r - tr)] == 1 && s[i] != 1)) axes.push_back(static_cast<std::int64_t>(i));
+    }
+    tensor_id summed = t;
+    if (!axes.empty()) summed = add("ReduceSum", {t, ints(axes)}, {{"keepdims", std::int64_t{0}}});
+    return reshape(summed, target);
+  }
+
+  /// Hands over the gradient of input `i` (ignored unless wanted).
+  constexpr void set_input_grad(std::size_t i, tensor_id grad) {
+    if (i >= input_grads_.size()) throw fail("no input #" + format_uint(i) + " to give a gradient to");
+    if (wants(i)) input_grads_[i] = grad;
+  }
+  [[nodiscard]] constexpr const std::vector<tensor_id>& input_grads() const noexcept { return input_grads_; }
+
+  [[nodiscard]] error fail(const std::string& what, const std::string& fix = {}) const {
+    return error(error_category::graph, "gradient: " + what, "op " + graph::describe(op_), fix);
+  }
+
+ private:
+  graph* g_;
+  op_node op_;  // a copy: adding ops may move the graph's op storage
+  std::vector<tensor_id> output_grads_;
+  std::vector<bool> wanted_;
+  std::vector<tensor_id> input_grads_;
+  infer_outputs_fn infer_;
+  std::string prefix_;
+  std::size_t next_ = 0;
+};
+
+/// A gradient rule of the op table.
+using gradient_fn = void (*)(gradient_context&);
+
+namespace detail::grad {
+
+inline constexpr attribute keepdims(bool k) { return {"keepdims", std::int64_t{k ? 1 : 0}}; }
+
+// --- element-wise ---------------------------------------------------------------------------------
+constexpr void add(gradient_context& c) {
+  const auto dy = c.required_output_grad();
+  for (std::size_t i = 0; i < 2; ++i)
+    if (c.wants(i)) c.set_input_grad(i, c.sum_to(dy, c.shape_of(c.input(i))));
+}
+constexpr void sub(gradient_context& c) {
+  const auto dy = c.required_output_grad();
+  if (c.wants(0)) c.set_input_grad(0, c.sum_to(dy, c.shape_of(c.input(0))));
+  if (c.wants(1)) c.set_input_grad(1, c.sum_to(c.add("Neg", {dy}), c.shape_of(c.input(1))));
+}
+constexpr void mul(gradient_context& c) {
+  const auto dy = c.required_output_grad();
+  if (c.wants(0)) c.set_input_grad(0, c.sum_to(c.add("Mul", {dy, c.input(1)}), c.shape_of(c.input(0))));
+  if (c.wants(1)) c.set_input_grad(1, c.sum_to(c.add("Mul", {dy, c.input(0)}), c.shape_of(c.input(1))));
+}
+/// y = a / b: da = dy / b, db = -dy * y / b.
+constexpr void div(gradient_context& c) {
+  const auto dy = c.required_output_grad();
+  const auto b = c.input(1);
+  if (c.wants(0)) c.set_input_grad(0, c.sum_to(c.add("Div", {dy, b}), c.shape_of(c.input(0))));
+  if (c.wants(1)) {
+    const auto t = c.add("Div", {c.add("Mul", {dy, c.output()}), b});
+    c.set_input_grad(1, c.sum_to(c.add("Neg", {t}), c.shape_of(b)));
+  }
+}
+constexpr void neg(gradient_context& c) { c.set_input_grad(0, c.add("Neg", {c.required_output_grad()})); }
+/// Identity, and Dropout in inference.
+constexpr void identity(gradient_context& c) { c.set_input_grad(0, c.required_output_grad()); }
+constexpr void relu(gradient_context& c) {
+  const auto x = c.input(0);
+  const auto zero = c.scalar(0, x);
+  c.set_input_grad(0, c.add("Where", {c.add("Greater", {x, zero}), c.required_output_grad(), zero}));
+}
+/// d|x| = sign(x) dy.
+constexpr void abs(gradient_context& c) {
+  c.set_input_grad(0, c.add("Mul", {c.required_output_grad(), c.add("Sign", {c.input(0)})}));
+}
+/// dy * y * (1 - y).
+constexpr void sigmoid(gradient_context& c) {
+  const auto y = c.output();
+  const auto one_minus = c.add("Sub", {c.scalar(1, y), y});
+  c.set_input_grad(0, c.add("Mul", {c.add("Mul", {c.required_output_grad(), y}), one_minus}));
+}
+/// dy * (1 - y^2).
+constexpr void tanh(gradient_context& c) {
+  const auto y = c.output();
+  const auto one_minus = c.add("Sub", {c.scalar(1, y), c.add("Mul", {y, y})});
+  c.set_input_grad(0, c.add("Mul", {c.required_output_grad(), one_minus}));
+}
+constexpr void exp(gradient_context& c) { c.set_input_grad(0, c.add("Mul", {c.required_output_grad(), c.output()})); }
+constexpr void log(gradient_context& c) { c.set_input_grad(0, c.add("Div", {c.required_output_grad(), c.input(0)})); }
+/// dy / (2 sqrt(x)).
+constexpr void sqrt(gradient_context& c) {
+  const auto y = c.output();
+  c.set_input_grad(0, c.add("Div", {c.required_output_grad(), c.add("Mul", {y, c.scalar(2, y)})}));
+}
+
+// --- shapes ---------------------------------------------------------------------------------------
+/// Reshape, Flatten, Squeeze, Unsqueeze: the gradient takes the input's shape back.
+constexpr void reshape(gradient_context& c) {
+  c.set_input_grad(0, c.reshape(c.required_output_grad(), c.shape_of(c.input(0))));
+}
+constexpr void transpose(gradient_context& c) {
+  const auto r = c.shape_of(c.input(0)).rank();
+  auto perm = c.attr_ints("perm");
+  if (perm.empty())
+    for (std::size_t i = 0; i < r; ++i) perm.push_back(static_cast<std::int64_t>(r - 1 - i));
+  std::vector<std::int64_t> inverse(perm.size());
+  for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
+  c.set_input_grad(0, c.add("Transpose", {c.required_output_grad()}, {{"perm", inverse}}));
+}
+
+// --- matrix products ------------------------------------------------------------------------------
+/// The last two axes of `t` swapped.
+constexpr tensor_id swap_last_two(gradient_context& c, tensor_id t) {
+  const auto r = c.shape_of(t).rank();
+  std::vector<std::int64_t> perm;
+  for (std::size_t i = 0; i < r; ++i) perm.push_back(static_cast<std::int64_t>(i));
+  std::swap(perm[r - 2], perm[r - 1]);
+  return c.add("Transpose", {t}, {{"perm", perm}});
+}
+/// Y = A @ B (numpy matmul: 1-D operands promoted, batch axes broadcast): dA = dY @ B^T and
+/// dB = A^T @ dY, each summed over the batch axes its operand was broadcast along.
+constexpr void matmul(gradient_context& c) {
+  const auto a = c.input(0), b = c.input(1);
+  const auto sa = c.shape_of(a), sb = c.shape_of(b);
+  if (sa.rank() == 0 || sb.rank() == 0) throw c.fail("MatMul of a scalar has no gradient rule");
+  // Promote 1-D operands as numpy does, and dY to the promoted product's shape.
+  auto a2 = a, b2 = b, dy = c.required_output_grad();
+  std::vector<std::int64_t> out = c.shape_of(dy).dims();
+  if (sa.rank() == 1) {
+    a2 = c.reshape(a, shape{1, sa[0]});
+    out.insert(out.end() - (sb.rank() == 1 ? 0 : 1), 1);
+  }
+  if (sb.rank() == 1) {
+    b2 = c.reshape(b, shape{sb[0], 1});
+    out.push_back(1);
+  }
+  dy = c.reshape(dy, shape(out));
+  if (c.wants(0)) {
+    const auto g = c.add("MatMul", {dy, swap_last_two(c, b2)});
+    c.set_input_grad(0, c.reshape(c.sum_to(g, sa.rank() == 1 ? shape{1, sa[0]} : sa), sa));
+  }
+  if (c.wants(1)) {
+    const auto g = c.add("MatMul", {swap_last_two(c, a2), dy});
+    c.set_input_grad(1, c.reshape(c.sum_to(g, sb.rank() == 1 ? shape{sb[0], 1} : sb), sb));
+  }
+}
+/// Y = alpha op(A) op(B) + beta C, with op() an optional transpose (A' = op(A), B' = op(B)):
+/// dA' = alpha dY B'^T, dB' = alpha A'^T dY, dC = beta dY summed to C's shape; each Gemm below
+/// writes dA or dB directly in its stored orientation.
+constexpr void gemm(gradient_context& c) {
+  const auto dy = c.required_output_grad();
+  const auto ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
+  const float alpha = c.attr_float("alpha", 1.0f), beta = c.attr_float("beta", 1.0f);
+  auto gemm_of = [&](tensor_id x, bool tx, tensor_id y, bool ty) {
+    return c.add("Gemm", {x, y},
+                 {{"alpha", alpha}, {"transA", std::int64_t{tx ? 1 : 0}}, {"transB", std::int64_t{ty ? 1 : 0}}});
+  };
+  const auto a = c.input(0), b = c.input(1);
+  if (c.wants(0)) c.set_input_grad(0, ta ? gemm_of(b, tb, dy, true) : gemm_of(dy, false, b, !tb));
+  if (c.wants(1)) c.set_input_grad(1, tb ? gemm_of(dy, true, a, ta) : gemm_of(a, !ta, dy, false));
+  if (c.has_input(2) && c.wants(2)) {
+    auto g = c.sum_to(dy, c.shape_of(c.input(2)));
+    if (beta != 1.0f) g = c.add("Mul", {g, c.scalar(beta, dy)});
+    c.set_input_grad(2, g);
+  }
+}
+
+// --- reductions and softmax -----------------------------------------------------------------------
+/// The reduced axes of a Reduce* op (attribute before opset 13 / 18, input after), normalised;
+/// every axis when none are given (and noop_with_empty_axes is not set).
+constexpr std::vector<std::int64_t> reduced_axes(const gradient_context& c) {
+  const auto r = static_cast<std::int64_t>(c.shape_of(c.input(0)).rank());
+  std::vector<std::int64_t> axes = c.attr_ints("axes");
+  if (!c.has_attr("axes") && c.has_input(1)) {
+    const auto v = c.constant_ints(1);
+    if (!v) throw c.fail("the axes are computed at run time", "give the axes as a constant");
+    axes = *v;
+  }
+  if (axes.empty()) {
+    if (c.attr_int("noop_with_empty_axes", 0) != 0) return {};
+    for (std::int64_t i = 0; i < r; ++i) axes.push_back(i);
+  }
+  for (auto& a : axes) {
+    if (a < -r || a >= r) throw c.fail("a reduced axis is out of range for rank " + format_uint(static_cast<std::uint64_t>(r)));
+    if (a < 0) a += r;
+  }
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+/// dY brought back to X's shape: reshaped to the kept-dims shape, then expanded.
+constexpr tensor_id expand_reduced(gradient_context& c, tensor_id dy, const std::vector<std::int64_t>& axes) {
+  const auto sx = c.shape_of(c.input(0));
+  auto kept = sx.dims();
+  for (auto a : axes) kept[static_cast<std::size_t>(a)] = 1;
+  const auto r = c.reshape(dy, shape(kept));
+  if (shape(kept) == sx) return r;
+  return c.add("Expand", {r, c.ints(sx.dims())});
+}
+constexpr void reduce_sum(gradient_context& c) {
+  c.set_input_grad(0, expand_reduced(c, c.required_output_grad(), reduced_axes(c)));
+}
+constexpr void reduce_mean(gradient_context& c) {
+  const auto axes = reduced_axes(c);
+  std::int64_t n = 1;
+  for (auto a : axes) n *= c.shape_of(c.input(0))[static_cast<std::size_t>(a)];
+  const auto dy = c.required_output_grad();
+  const auto scaled = c.add("Div", {dy, c.scalar(static_cast<double>(n), dy)});
+  c.set_input_grad(0, expand_reduced(c, scaled, axes));
+}
+/// The one axis Softmax / LogSoftmax normalise over (opset 13 and later, or the last axis before).
+constexpr std::int64_t softmax_axis(const gradient_context& c) {
+  const auto r = static_cast<std::int64_t>(c.shape_of(c.input(0)).rank());
+  const bool new_form = c.op().opset == 0 || c.op().opset >= 13;
+  auto axis = c.attr_int("axis", new_form ? -1 : 1);
+  if (axis < 0) axis += r;
+  if (!new_form && axis != r - 1)
+    throw c.fail("before opset 13 the op normalises a flattened 2-D view; only its last-axis form has a gradient",
+                 "export with opset 13 or later");
+  return axis;
+}
+/// dX = Y * (dY - sum(dY * Y, axis)).
+constexpr void softmax(gradient_context& c) {
+  const auto axis = softmax_axis(c);
+  const auto y = c.output(), dy = c.required_output_grad();
+  const auto s = c.add("ReduceSum", {c.add("Mul", {dy, y}), c.ints({axis})}, {keepdims(true)});
+  c.set_input_grad(0, c.add("Mul", {y, c.add("Sub", {dy, s})}));
+}
+/// dX = dY - exp(Y) * sum(dY, axis).
+constexpr void log_softmax(gradient_context& c) {
+  const auto axis = softmax_axis(c);
+  const auto y = c.output(), dy = c.required_output_grad();
+  const auto s = c.add("ReduceSum", {dy, c.ints({axis})}, {keepdims(true)});
+  c.set_input_grad(0, c.add("Sub", {dy, c.add("Mul", {c.add("Exp", {y}), s})}));
+}
+
+// --- losses ---------------------------------------------------------------------------------------
+/// NegativeLogLikelihoodLoss(input [N, C, ...], target [N, ...]) without class weights: the gradient
+/// is -dL at each target's class (0 for ignored targets), divided by the number of counted targets
+/// for the mean.
+constexpr void nll_loss(gradient_context& c) {
+  if (c.has_input(2)) throw c.fail("class weights have no gradient rule yet", "train without the weight input");
+  const auto x = c.input(0), t = c.input(1);
+  const auto classes = c.shape_of(x)[1];
+  const auto reduction = [&] {
+    if (const auto* a = c.op().find_attribute("reduction"))
+      if (const auto* v = std::get_if<std::string>(&a->value)) return *v;
+    return std::string("mean");
+  }();
+  tensor_id target = t;
+  tensor_id counted = no_tensor;  // bool: targets that are not ignored
+  if (c.has_attr("ignore_index")) {
+    const auto ignore = c.constant(data_type::S64, shape{}, {static_cast<double>(c.attr_int("ignore_index", 0))});
+    const auto ignored = c.add("Equal", {t, ignore});
+    // An index outside [-C, C) one-hot encodes as all zeros.
+    target = c.add("Where", {ignored, c.constant(data_type::S64, shape{}, {static_cast<double>(classes)}), t});
+    counted = c.add("Not", {ignored});
+  }
+  const auto values = c.constant(c.info(x).type, shape{2}, {0.0, -1.0});
+  auto g = c.add("OneHot", {target, c.constant(data_type::S64, shape{}, {static_cast<double>(classes)}), values},
+                 {{"axis", std::int64_t{1}}});
+  auto dy = c.required_output_grad();
+  if (reduction == "mean") {
+    tensor_id count;
+    if (counted != no_tensor) {
+      count = c.add("ReduceSum", {c.add("Cast", {counted}, {{"to", onnx_code_of(c.info(x).type)}})}, {keepdims(false)});
+    } else {
+      const auto targets = c.shape_of(t);  // named: a range-for over a temporary's dims() dangles
+      const std::int64_t n = targets.num_elements();
+      count = c.scalar(static_cast<double>(n), x);
+    }
+    dy = c.add("Div", {dy, count});
+  }
+  if (reduction == "none") {
+    // dY has the target's shape [N, d1...]: insert the class axis to broadcast over it.
+    dy = c.add("Unsqueeze", {dy, c.ints({1})});
+  }
+  c.set_input_grad(0, c.add("Mul", {g, dy}));
+}
+
+}  // namespace detail::grad
+
+}  // namespace ipu

@@ -1,0 +1,109 @@
+#pragma once
+// Losses, added to a model as ordinary ops: the scalar autodiff starts from.
+//   mse            mean (or sum) of (prediction - labels)^2          labels: the prediction's info
+//   l1             mean (or sum) of |prediction - labels|            labels: the prediction's info
+//   nll            NegativeLogLikelihoodLoss of log-probabilities    labels: S64 class indices [N, ...]
+//                  [N, C, ...] (PopART's nllloss on log-probabilities, with ignore_index)
+//   cross_entropy  LogSoftmax over axis 1, then nll                  labels: S64 class indices [N, ...]
+// and identity_loss (PopTorch's, seed 4.6.3): a custom loss the model computed itself, reduced.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ipu/builder/builder.hpp"
+#include "ipu/error.hpp"
+#include "ipu/graph/graph.hpp"
+
+namespace ipu::train {
+
+enum class loss_kind : std::uint8_t { mse, l1, nll, cross_entropy };
+/// How a loss over many values becomes one: PyTorch's `reduction` (none is not a training loss).
+enum class loss_reduction : std::uint8_t { mean, sum };
+
+constexpr std::string_view to_string(loss_kind k) noexcept {
+  switch (k) {
+    case loss_kind::mse: return "mse";
+    case loss_kind::l1: return "l1";
+    case loss_kind::nll: return "nll";
+    case loss_kind::cross_entropy: return "cross-entropy";
+  }
+  return "?";
+}
+
+/// "mse", "l1", "nll" or "cross-entropy"; anything else is a usage error listing them.
+constexpr loss_kind parse_loss_kind(std::string_view s) {
+  for (auto k : {loss_kind::mse, loss_kind::l1, loss_kind::nll, loss_kind::cross_entropy})
+    if (to_string(k) == s) return k;
+  throw error(error_category::usage, "unknown loss '" + std::string(s) + "'", "loss",
+              "use mse, l1, nll or cross-entropy");
+}
+
+struct loss_options {
+  loss_kind kind = loss_kind::mse;
+  loss_reduction reduction = loss_reduction::mean;
+  std::optional<std::int64_t> ignore_index;  // nll / cross-entropy: targets with this class count for nothing
+  std::string labels_name = "labels";        // the graph input the labels are fed to
+};
+
+/// What add_loss added: the labels input and the scalar loss.
+struct loss_tensors {
+  tensor_id labels = no_tensor;
+  tensor_id loss = no_tensor;
+};
+
+namespace detail {
+constexpr std::vector<std::int64_t> all_axes(const tensor_info& t) {
+  std::vector<std::int64_t> a;
+  for (std::size_t i = 0; i < t.shape.rank(); ++i) a.push_back(static_cast<std::int64_t>(i));
+  return a;
+}
+constexpr tensor_id reduce_all(builder& b, tensor_id x, loss_reduction r, std::string_view name) {
+  const auto axes = all_axes(b.info(x));
+  if (axes.empty()) return b.identity(x, name);
+  return r == loss_reduction::mean ? b.reduce_mean(x, axes, false, name) : b.reduce_sum(x, axes, false, name);
+}
+}  // namespace detail
+
+/// Adds the labels input and the loss of `prediction` to the builder's graph.
+constexpr loss_tensors add_loss(builder& b, tensor_id prediction, const loss_options& o = {}) {
+  const auto p = b.info(prediction);  // a copy: adding tensors moves the builder's
+  const std::string where = "loss on '" + b.name_of(prediction) + "'";
+  if (p.type != data_type::F32 && p.type != data_type::F64)
+    throw error(error_category::usage, "the prediction is " + to_string(p) + "; a loss needs F32 or F64", where,
+                "cast the output to F32 before the loss");
+  loss_tensors r;
+  switch (o.kind) {
+    case loss_kind::mse:
+    case loss_kind::l1: {
+      r.labels = b.add_input_tensor(p, o.labels_name);
+      const auto d = b.sub(prediction, r.labels);
+      const auto e = o.kind == loss_kind::mse ? b.mul(d, d) : b.abs(d);
+      r.loss = detail::reduce_all(b, e, o.reduction, "loss");
+      return r;
+    }
+    case loss_kind::nll:
+    case loss_kind::cross_entropy: {
+      if (p.shape.rank() < 2)
+        throw error(error_category::usage, "the prediction is " + to_string(p) + "; a classification loss needs [N, C, ...]",
+                    where, "give the model's class scores, batch first");
+      auto dims = p.shape.dims();
+      dims.erase(dims.begin() + 1);
+      r.labels = b.add_input_tensor({data_type::S64, shape(std::move(dims))}, o.labels_name);
+      const auto log_probs = o.kind == loss_kind::nll ? prediction : b.log_softmax(prediction, 1);
+      std::vector<attribute> at{{"reduction", std::string(o.reduction == loss_reduction::mean ? "mean" : "sum")}};
+      if (o.ignore_index) at.push_back({"ignore_index", *o.ignore_index});
+      r.loss = b.op("NegativeLogLikelihoodLoss", {log_probs, r.labels}, at, op_options{0, 1, "loss", {}}).front();
+      return r;
+    }
+  }
+  throw error(error_category::internal, "unknown loss kind", where);
+}
+
+/// PopTorch's identity_loss: `x`, computed by the model, is the loss, reduced to a scalar.
+constexpr tensor_id identity_loss(builder& b, tensor_id x, loss_reduction r = loss_reduction::mean) {
+  return detail::reduce_all(b, x, r, "loss");
+}
+
+}  // namespace ipu::train

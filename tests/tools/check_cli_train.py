@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""`ipu train` against PyTorch training the same model on the same rows, and its refusals.
+
+An MLP exported by PyTorch (batch 4) is trained by `ipu train` for 6 steps of SGD with momentum on
+12 samples (steps wrap around the data) and by torch.optim.SGD on the same micro-batches; the
+printed losses and the trained ONNX model's weights must match PyTorch's within 1e-4. Then bad
+input: each refused with one clear error line and a non-zero exit.
+Usage: check_cli_train.py IPU_EXECUTABLE
+"""
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+import onnx.numpy_helper
+import torch
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 8)
+        self.fc2 = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)))
+
+
+def run(ipu, args, fail=False):
+    p = subprocess.run([ipu, "train", *args], capture_output=True, text=True)
+    if fail != (p.returncode != 0):
+        sys.exit(f"ipu train {' '.join(args)}: exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    if fail:
+        lines = p.stderr.strip().splitlines()
+        if len(lines) != 1 or "Sanitizer" in p.stderr or "runtime error" in p.stderr:
+            sys.exit(f"ipu train {' '.join(args)}: expected one error line, got:\n{p.stderr}")
+    return p
+
+
+def main():
+    ipu = sys.argv[1]
+    torch.manual_seed(3)
+    model = Mlp()
+    x = torch.randn(12, 6)
+    labels = torch.randint(0, 3, (12,))
+    with tempfile.TemporaryDirectory() as d:
+        path = lambda n: os.path.join(d, n)  # noqa: E731
+        torch.onnx.export(model, (x[:4],), path("mlp.onnx"), opset_version=13, input_names=["x"], output_names=["y"])
+        np.save(path("x.npy"), x.numpy().astype(np.float64))  # converted to the model's float32
+        np.save(path("labels.npy"), labels.numpy())
+        np.save(path("labels_float.npy"), labels.numpy().astype(np.float32))
+        np.save(path("labels_bad.npy"), np.array([0, 1, 7] * 4, dtype=np.int64))
+
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        losses = []
+        for k in range(6):
+            rows = [(k * 4 + i) % 12 for i in range(4)]
+            opt.zero_grad()
+            loss = torch.nn.functional.cross_entropy(model(x[rows]), labels[rows])
+            losses.append(loss.item())
+            loss.backward()
+            opt.step()
+
+        def with_(output="y", loss="cross-entropy", labels=path("labels.npy")):
+            return ["--output", output, "--loss", loss, "--input", "x=" + path("x.npy"), "--labels", labels]
+
+        common = with_()
+        p = run(ipu, [path("mlp.onnx"), *common, "--lr", "0.1", "--momentum", "0.9", "--steps", "6",
+                      "-o", path("trained.onnx")])
+        last = p.stdout.strip().splitlines()[-1]
+        m = re.fullmatch(r"loss (\S+) -> (\S+)", last)
+        if not m:
+            sys.exit(f"the last line is not 'loss A -> B': {last!r}")
+        got = (float(m.group(1)), float(m.group(2)))
+        if not np.allclose(got, (losses[0], losses[-1]), rtol=1e-4, atol=1e-5):
+            sys.exit(f"losses {got}, PyTorch {losses[0]} -> {losses[-1]}")
+        if not re.search(r"step 6/6  loss \S+  [0-9.]+ samples/s", p.stdout):
+            sys.exit(f"no progress line in:\n{p.stdout}")
+        trained = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path("trained.onnx")).graph.initializer}
+        for name, param in model.named_parameters():
+            want = param.detach().numpy()
+            if name not in trained:
+                sys.exit(f"the trained model has no weight named {name}: {sorted(trained)}")
+            err = np.abs(trained[name] - want).max() / max(np.abs(want).max(), 1e-6)
+            if err > 1e-4:
+                sys.exit(f"weight {name} differs from PyTorch's by {err:.2e} (relative)")
+
+        run(ipu, [path("mlp.onnx"), *common, "--optimizer", "adam", "--lr", "0.01", "--steps", "2",
+                  "-o", path("trained.popef")])
+        if os.path.getsize(path("trained.popef")) == 0:
+            sys.exit("the PopEF file is empty")
+
+        bad = [
+            ([*with_(labels=path("labels_float.npy")), "-o", path("t.onnx")], "F32 data; the model needs S64"),
+            ([*with_(labels=path("labels_bad.npy")), "-o", path("t.onnx")], "label 7 is not a class index"),
+            ([*common, "--optimizer", "lamb", "-o", path("t.onnx")], "lamb optimizer is not built yet"),
+            ([*common, "--optimizer", "adam", "--momentum", "0.9", "-o", path("t.onnx")], "--momentum applies to sgd"),
+            ([*common, "--options", path("x.npy"), "-o", path("t.onnx")], "options files are not read yet"),
+            ([*common, "-o", path("t.txt")], "neither .onnx nor .popef"),
+            ([*with_(output="nope"), "-o", path("t.onnx")], "no output named 'nope'"),
+            ([*with_(loss="hinge"), "-o", path("t.onnx")], "unknown loss 'hinge'"),
+        ]
+        for args, message in bad:
+            p = run(ipu, [path("mlp.onnx"), *args], fail=True)
+            if message not in p.stderr:
+                sys.exit(f"ipu train {' '.join(args)}: expected '{message}' in: {p.stderr}")
+    print("ipu train: PyTorch's losses and weights, and 8 refusals: OK")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

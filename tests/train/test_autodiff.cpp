@@ -1,0 +1,208 @@
+// Every gradient rule against central finite differences in F64, the rule's graph run on the CPU
+// device: loss = sum(op(inputs) * r) for a fixed random r, so d loss / d output = r and every
+// input's gradient is checked element by element. And the errors autodiff owes a user.
+#include "ipu/train/autodiff.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ipu/builder/builder.hpp"
+#include "ipu/cpu/device.hpp"
+#include "ipu/ops/all.hpp"
+
+namespace {
+
+using ipu::data_type;
+using ipu::tensor_id;
+
+struct input_spec {
+  ipu::shape shape;
+  double lo = -1, hi = 1;  // values drawn from [lo, hi]
+};
+
+/// Deterministic values in [lo, hi] (a linear congruential sequence: reproducible everywhere).
+std::vector<double> values(std::size_t n, double lo, double hi, std::uint64_t seed) {
+  std::vector<double> v(n);
+  std::uint64_t s = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (auto& x : v) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    x = lo + (hi - lo) * static_cast<double>(s >> 11) / static_cast<double>(1ULL << 53);
+  }
+  return v;
+}
+
+/// Builds loss = sum(f(inputs) * r), adds its gradients, and checks each against finite differences.
+void check_gradients(const std::string& what, const std::vector<input_spec>& specs,
+                     const std::function<tensor_id(ipu::builder&, const std::vector<tensor_id>&)>& f) {
+  CAPTURE(what);
+  ipu::builder b("grad_check");
+  std::vector<tensor_id> in;
+  for (std::size_t i = 0; i < specs.size(); ++i)
+    in.push_back(b.add_input_tensor({data_type::F64, specs[i].shape}, "in" + std::to_string(i)));
+  const auto y = f(b, in);
+  const auto yi = b.info(y);  // a copy: adding tensors moves the builder's
+  const auto r = b.add_constant(ipu::make_constant<double>(
+      yi.shape, values(static_cast<std::size_t>(yi.num_elements()), -1, 1, 99)));
+  std::vector<std::int64_t> axes;
+  for (std::size_t i = 0; i < yi.shape.rank(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  const auto weighted = b.mul(y, r);
+  const auto loss = axes.empty() ? b.identity(weighted) : b.reduce_sum(weighted, axes, false);
+  b.add_output(loss);
+  auto g = std::move(b).build();
+  const auto grads = ipu::train::add_gradients(g, loss, in);
+  for (auto t : grads) {
+    REQUIRE(t != ipu::no_tensor);
+    g.mark_output(t);
+  }
+  ipu::cpu::device dev(g);
+
+  std::vector<ipu::host_tensor> x;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto n = static_cast<std::size_t>(specs[i].shape.num_elements());
+    x.push_back(ipu::host_tensor::from<double>(specs[i].shape, values(n, specs[i].lo, specs[i].hi, i + 1)));
+  }
+  const auto out = dev.run(x);
+  auto loss_at = [&](std::vector<ipu::host_tensor>& v) { return dev.run(v)[0].as<double>()[0]; };
+  const double h = 1e-6;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const auto analytic = out[1 + i].as<double>();
+    REQUIRE(analytic.size() == x[i].as<double>().size());
+    for (std::size_t k = 0; k < analytic.size(); ++k) {
+      auto v = x;
+      v[i].as<double>()[k] += h;
+      const double up = loss_at(v);
+      v[i].as<double>()[k] -= 2 * h;
+      const double down = loss_at(v);
+      const double numeric = (up - down) / (2 * h);
+      INFO("input " << i << " element " << k);
+      CHECK(analytic[k] == doctest::Approx(numeric).epsilon(1e-6).scale(1));
+    }
+  }
+}
+
+ipu::attribute attr(std::string n, std::int64_t v) { return {std::move(n), v}; }
+ipu::attribute attr(std::string n, float v) { return {std::move(n), v}; }
+
+}  // namespace
+
+TEST_CASE("element-wise arithmetic with broadcasting") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Add", {{{2, 3}}, {{3}}}, [](B& b, V x) { return b.add(x[0], x[1]); });
+  check_gradients("Sub", {{{2, 1}}, {{1, 3}}}, [](B& b, V x) { return b.sub(x[0], x[1]); });
+  check_gradients("Mul", {{{4, 1, 3}}, {{2, 1}}}, [](B& b, V x) { return b.mul(x[0], x[1]); });
+  check_gradients("Div", {{{2, 3}}, {{3}, 0.5, 2}}, [](B& b, V x) { return b.div(x[0], x[1]); });
+  check_gradients("Neg", {{{5}}}, [](B& b, V x) { return b.neg(x[0]); });
+  check_gradients("a tensor read twice", {{{3}}}, [](B& b, V x) { return b.mul(x[0], b.add(x[0], x[0])); });
+}
+
+TEST_CASE("activations and transcendental functions") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Relu", {{{7}}}, [](B& b, V x) { return b.relu(x[0]); });
+  check_gradients("Abs", {{{7}}}, [](B& b, V x) { return b.abs(x[0]); });
+  check_gradients("Sigmoid", {{{2, 3}}}, [](B& b, V x) { return b.sigmoid(x[0]); });
+  check_gradients("Tanh", {{{2, 3}}}, [](B& b, V x) { return b.tanh(x[0]); });
+  check_gradients("Exp", {{{4}}}, [](B& b, V x) { return b.exp(x[0]); });
+  check_gradients("Log", {{{4}, 0.5, 2}}, [](B& b, V x) { return b.log(x[0]); });
+  check_gradients("Sqrt", {{{4}, 0.5, 2}}, [](B& b, V x) { return b.sqrt(x[0]); });
+  check_gradients("Identity", {{{4}}}, [](B& b, V x) { return b.identity(x[0]); });
+}
+
+TEST_CASE("shapes: Reshape, Flatten, Squeeze, Unsqueeze, Transpose") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Reshape", {{{2, 6}}}, [](B& b, V x) { return b.mul(b.reshape(x[0], {3, 4}), b.reshape(x[0], {3, 4})); });
+  check_gradients("Flatten", {{{2, 3, 2}}}, [](B& b, V x) { return b.flatten(x[0], 2); });
+  check_gradients("Squeeze", {{{2, 1, 3}}}, [](B& b, V x) { return b.squeeze(x[0], {1}); });
+  check_gradients("Unsqueeze", {{{2, 3}}}, [](B& b, V x) { return b.unsqueeze(x[0], {0, 3}); });
+  check_gradients("Transpose", {{{2, 3, 4}}}, [](B& b, V x) { return b.transpose(x[0], {1, 2, 0}); });
+  check_gradients("Transpose (reversed)", {{{2, 3}}}, [](B& b, V x) { return b.transpose(x[0]); });
+}
+
+TEST_CASE("matrix products: MatMul (batched, broadcast, 1-D) and Gemm (transposes, alpha, beta, broadcast C)") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("MatMul 2-D", {{{3, 4}}, {{4, 2}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
+  check_gradients("MatMul batched, broadcast", {{{2, 3, 4}}, {{4, 5}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
+  check_gradients("MatMul broadcast batch", {{{2, 1, 3, 4}}, {{3, 4, 2}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
+  check_gradients("MatMul 1-D x 2-D", {{{4}}, {{4, 3}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
+  check_gradients("MatMul 2-D x 1-D", {{{3, 4}}, {{4}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
+  check_gradients("MatMul 1-D x 1-D", {{{4}}, {{4}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      const ipu::shape sa = ta ? ipu::shape{4, 3} : ipu::shape{3, 4}, sb = tb ? ipu::shape{2, 4} : ipu::shape{4, 2};
+      check_gradients("Gemm transA " + std::to_string(ta) + " transB " + std::to_string(tb), {{sa}, {sb}, {{2}}},
+                      [ta, tb](B& b, V x) {
+                        return b.op("Gemm", {x[0], x[1], x[2]},
+                                    {attr("transA", std::int64_t{ta}), attr("transB", std::int64_t{tb}),
+                                     attr("alpha", 0.5f), attr("beta", 2.0f)})
+                            .front();
+                      });
+    }
+}
+
+TEST_CASE("reductions, Softmax and LogSoftmax") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("ReduceSum", {{{2, 3, 4}}}, [](B& b, V x) { return b.reduce_sum(x[0], {0, 2}, true); });
+  check_gradients("ReduceSum, dims dropped", {{{2, 3, 4}}}, [](B& b, V x) { return b.reduce_sum(x[0], {1}, false); });
+  check_gradients("ReduceMean", {{{2, 3, 4}}}, [](B& b, V x) { return b.reduce_mean(x[0], {-1}, false); });
+  check_gradients("ReduceMean, every axis", {{{2, 3}}}, [](B& b, V x) { return b.reduce_mean(x[0], {0, 1}, false); });
+  check_gradients("Softmax", {{{2, 5}}}, [](B& b, V x) { return b.softmax(x[0], -1); });
+  check_gradients("Softmax, middle axis", {{{2, 3, 4}}}, [](B& b, V x) { return b.softmax(x[0], 1); });
+  check_gradients("LogSoftmax", {{{3, 4}}}, [](B& b, V x) { return b.log_softmax(x[0], 1); });
+}
+
+TEST_CASE("NegativeLogLikelihoodLoss: mean, sum and ignore_index") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  for (const char* reduction : {"mean", "sum"})
+    for (bool ignore : {false, true}) {
+      check_gradients(std::string("NLL ") + reduction + (ignore ? " ignoring class 2" : ""), {{{4, 3}}},
+                      [reduction, ignore](B& b, V x) {
+                        const auto t = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{4}, {0, 2, 1, 2}));
+                        std::vector<ipu::attribute> at{{"reduction", std::string(reduction)}};
+                        if (ignore) at.push_back(attr("ignore_index", std::int64_t{2}));
+                        return b.op("NegativeLogLikelihoodLoss", {b.log_softmax(x[0], 1), t}, at).front();
+                      });
+    }
+}
+
+TEST_CASE("autodiff refuses what cannot be trained, before adding anything") {
+  ipu::builder b("bad");
+  const auto x = b.add_input_tensor({data_type::F32, {2, 3}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{3}, {1, 2, 3}), "w");
+  const auto y = b.add(x, w, "y");
+  const auto lonely = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{1}, {1}), "lonely");
+  const auto no_rule = b.op("Erf", {y}).front();
+  const auto scalar = b.reduce_sum(no_rule, {0, 1}, false, "scalar");
+  const auto ints = b.cast(scalar, data_type::S32, "ints");
+  b.add_output(y);
+  b.add_output(scalar);
+  b.add_output(ints);
+  b.add_output(lonely);
+  const auto g = b.build();
+  const std::vector<tensor_id> weights{w};
+  auto attempt = [&](tensor_id loss, std::vector<tensor_id> ws) {
+    auto copy = g;
+    const auto ops_before = copy.num_ops();
+    try {
+      (void)ipu::train::add_gradients(copy, loss, ws);
+    } catch (const ipu::error&) {
+      CHECK(copy.num_ops() == ops_before);  // nothing added
+      throw;
+    }
+  };
+  CHECK_THROWS_WITH_AS(attempt(y, weights), doctest::Contains("the loss 'y' is not a scalar: F32[2,3]"), ipu::error);
+  CHECK_THROWS_WITH_AS(attempt(ints, weights), doctest::Contains("not a floating-point value"), ipu::error);
+  CHECK_THROWS_WITH_AS(attempt(scalar, {lonely}), doctest::Contains("depends on none of the 1 trainable weights"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS(attempt(scalar, weights), doctest::Contains("no gradient rule for the ops between the weights and the loss: Erf"),
+                       ipu::error);
+}
+

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""PyTorch training runs for tests/train/test_session.cpp: the reference the library must match.
+
+For each case: OUT/<case>/model.onnx (the untrained model, exported with PyTorch's parameter names
+as initializer names), x.npy and labels.npy (one batch per step, stacked: [steps, batch, ...]),
+and after training with torch.optim on those batches: <param>.npy for every trained parameter,
+losses.npy (the loss of each step, before its update) and out.npy (the trained model's output on
+the first batch).
+Usage: torch_training.py OUT_DIR
+"""
+import os
+import sys
+
+import numpy as np
+import torch
+
+
+class SeedExample(torch.nn.Module):
+    """poptorch-features.txt 4.2.1: Linear(10, 10) trained with MSELoss."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(10, 10)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+class Mlp(torch.nn.Module):
+    def __init__(self, classes=4):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 8)
+        self.fc2 = torch.nn.Linear(8, classes)
+
+    def forward(self, x):
+        return self.fc2(torch.tanh(self.fc1(x)) + torch.relu(self.fc1(x)) * 0.5)
+
+
+def optimizer_for(name, params):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.01)
+    if name == "sgd_momentum":
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9, dampening=0.1, weight_decay=0.01)
+    if name == "sgd_nesterov":
+        return torch.optim.SGD(params, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=0.01, weight_decay=0.01)
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=0.01, weight_decay=0.1)
+    raise ValueError(name)
+
+
+def run(out_dir, case, model, x, labels, loss_fn, opt_name, steps):
+    d = os.path.join(out_dir, case)
+    os.makedirs(d, exist_ok=True)
+    torch.onnx.export(model, (x[0],), os.path.join(d, "model.onnx"), opset_version=13, do_constant_folding=False,
+                      input_names=["x"], output_names=["y"])
+    np.save(os.path.join(d, "x.npy"), x.numpy())
+    np.save(os.path.join(d, "labels.npy"), labels.numpy())
+    opt = optimizer_for(opt_name, model.parameters())
+    losses = []
+    for k in range(steps):
+        opt.zero_grad()
+        loss = loss_fn(model(x[k % x.shape[0]]), labels[k % labels.shape[0]])
+        losses.append(loss.item())
+        loss.backward()
+        opt.step()
+    for name, p in model.named_parameters():
+        np.save(os.path.join(d, name + ".npy"), p.detach().numpy())
+    np.save(os.path.join(d, "losses.npy"), np.array(losses, dtype=np.float64))
+    with torch.no_grad():
+        np.save(os.path.join(d, "out.npy"), model(x[0]).numpy())
+
+
+def main():
+    out = sys.argv[1]
+    torch.manual_seed(0)
+    model = SeedExample()
+    x = torch.randn(1, 10)
+    target = torch.randn(1, 10)
+    run(out, "seed_example", model, x, target, torch.nn.MSELoss(), "sgd", 800)
+
+    for opt_name in ["sgd_momentum", "sgd_nesterov", "adam", "adamw"]:
+        torch.manual_seed(1)
+        model = Mlp()
+        x = torch.randn(3, 5, 6)
+        labels = torch.randint(0, 4, (3, 5))
+        run(out, "mlp_ce_" + opt_name, model, x, labels, torch.nn.CrossEntropyLoss(), opt_name, 10)
+    torch.manual_seed(2)
+    model = Mlp()
+    x = torch.randn(2, 5, 6)
+    target = torch.randn(2, 5, 4)
+    run(out, "mlp_l1_sgd_momentum", model, x, target, torch.nn.L1Loss(), "sgd_momentum", 10)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,280 @@
+#pragma once
+// `ipu train MODEL.onnx --output NAME --loss mse|l1|nll|cross-entropy --input NAME=FILE [--input ...]
+//  --labels FILE [--optimizer sgd|adam|adamw] [--lr X] [--momentum X] [--nesterov] [--weight-decay X]
+//  [--steps N] [--batch N] -o TRAINED.onnx|TRAINED.popef`
+//
+// Trains the model's weights with the loss applied to output NAME (mean reduction). A step is one
+// weight update on one micro-batch of --batch rows (default: the model's leading input dimension),
+// taken in order from every input file and from the labels: step k starts at row k * batch, wrapping
+// around at the end. FILE is a NumPy .npy or an ONNX TensorProto .pb; float64 data is converted to
+// the model's float32. The trained model is written with its weights under their original names, as
+// ONNX, or compiled for one Mk2 IPU into a PopEF file.
+//
+// Refused with a clear error until they are built: RMSprop, LAMB and Adagrad; an options file;
+// the strategy flags (gradient accumulation, replicas, pipelining).
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ipu/compile/compile.hpp"
+#include "ipu/device/device_model.hpp"
+#include "ipu/error.hpp"
+#include "ipu/onnx/export.hpp"
+#include "ipu/onnx/import.hpp"
+#include "ipu/ops/infer.hpp"
+#include "ipu/poptorch/options.hpp"
+#include "ipu/train/session.hpp"
+#include "run.hpp"
+
+namespace ipu_cli {
+
+struct train_args {
+  std::string model;
+  std::string output;  // the model output the loss applies to
+  std::string loss;
+  std::vector<std::string> inputs;
+  std::string labels;
+  std::string optimizer = "sgd";
+  double lr = 0.01;
+  std::optional<double> momentum;
+  bool nesterov = false;
+  double weight_decay = 0;
+  std::int64_t steps = 1;
+  std::int64_t batch = 0;  // 0: the model's leading input dimension
+  std::string options_file;
+  std::string trained;  // -o
+};
+
+namespace train_detail {
+
+inline ipu::error usage(const std::string& what, const std::string& where, const std::string& fix = {}) {
+  return ipu::error(ipu::error_category::usage, what, where, fix);
+}
+
+inline ipu::train::optimizer make_optimizer(const train_args& a) {
+  if (a.optimizer == "rmsprop" || a.optimizer == "lamb" || a.optimizer == "adagrad")
+    throw usage("the " + a.optimizer + " optimizer is not built yet", "--optimizer", "use sgd, adam or adamw");
+  if (a.optimizer == "sgd") {
+    ipu::train::sgd s;
+    s.lr = a.lr;
+    s.momentum = a.momentum.value_or(0);
+    s.weight_decay = a.weight_decay;
+    s.nesterov = a.nesterov;
+    return s;
+  }
+  if (a.optimizer == "adam" || a.optimizer == "adamw") {
+    if (a.momentum) throw usage("--momentum applies to sgd", "--momentum", "Adam's moments are its betas");
+    if (a.nesterov) throw usage("--nesterov applies to sgd", "--nesterov");
+    ipu::train::adam o;
+    o.lr = a.lr;
+    o.weight_decay = a.weight_decay;
+    o.decoupled_weight_decay = a.optimizer == "adamw";
+    return o;
+  }
+  throw usage("unknown optimizer '" + a.optimizer + "'", "--optimizer", "use sgd, adam or adamw");
+}
+
+/// `t` as `type` (float64 data for a float32 model is converted); any other mismatch is an error.
+inline ipu::host_tensor as_type(ipu::host_tensor t, ipu::data_type type, const std::string& what) {
+  if (t.info().type == type) return t;
+  if (t.info().type == ipu::data_type::F64 && type == ipu::data_type::F32) {
+    ipu::host_tensor r(ipu::tensor_info{type, t.info().shape});
+    const auto in = t.as<double>();
+    auto out = r.as<float>();
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<float>(in[i]);
+    return r;
+  }
+  if (t.info().type == ipu::data_type::S32 && type == ipu::data_type::S64) {
+    ipu::host_tensor r(ipu::tensor_info{type, t.info().shape});
+    const auto in = t.as<std::int32_t>();
+    auto out = r.as<std::int64_t>();
+    for (std::size_t i = 0; i < in.size(); ++i) out[i] = in[i];
+    return r;
+  }
+  throw usage(what + " holds " + std::string(ipu::to_string(t.info().type)) + " data; the model needs " +
+                  std::string(ipu::to_string(type)),
+              what, type == ipu::data_type::S64 ? "give class indices as integers" : "give floating-point data");
+}
+
+/// Rows [first, first + n) of `all` (modulo its row count), as one tensor of `n` rows.
+inline ipu::host_tensor rows(const ipu::host_tensor& all, std::int64_t first, std::int64_t n) {
+  auto dims = all.info().shape.dims();
+  const auto total = dims[0];
+  dims[0] = n;
+  ipu::host_tensor t(ipu::tensor_info{all.info().type, ipu::shape(dims)});
+  const auto row_bytes = t.bytes().size() / static_cast<std::size_t>(n);
+  for (std::int64_t i = 0; i < n; ++i)
+    std::memcpy(t.bytes().data() + static_cast<std::size_t>(i) * row_bytes,
+                all.bytes().data() + static_cast<std::size_t>((first + i) % total) * row_bytes, row_bytes);
+  return t;
+}
+
+/// The model with every input's leading dimension set to `batch`, its shapes inferred again.
+inline ipu::graph with_batch(const ipu::graph& m, std::int64_t batch) {
+  for (const auto& op : m.ops())
+    if (!ipu::has_shape_inference(op.domain, op.type))
+      throw usage("op " + ipu::graph::describe(op) + " has no shape rule, so the model's batch size cannot change",
+                  "--batch " + std::to_string(batch), "export the model with the batch size you train with");
+  ipu::graph g(m.name());
+  for (ipu::tensor_id t = 0; t < m.num_tensors(); ++t) {
+    const auto& n = m.tensor(t);
+    auto info = n.info;
+    if (n.kind == ipu::tensor_kind::input && info.shape.rank() > 0) {
+      auto d = info.shape.dims();
+      d[0] = batch;
+      info.shape = ipu::shape(d);
+    }
+    g.add_tensor(n.name, info, n.kind, n.data);
+  }
+  for (const auto& op : m.ops()) g.add_op(op);
+  for (auto t : m.outputs()) g.mark_output(t);
+  g.set_opset_imports(m.opset_imports());
+  ipu::infer_shapes(g);
+  return g;
+}
+
+}  // namespace train_detail
+
+inline void run_train(const train_args& a) {
+  namespace fs = std::filesystem;
+  using train_detail::usage;
+  if (!a.options_file.empty())
+    throw usage("training options files are not read yet", "--options",
+                "leave it out: gradient accumulation, replicas and pipelined training are not built yet");
+  if (a.steps < 1) throw usage("--steps must be at least 1", "--steps");
+  if (!(a.lr >= 0) || !std::isfinite(a.lr)) throw usage("--lr must be a finite value >= 0", "--lr");
+  const auto ext = fs::path(a.trained).extension().string();
+  if (ext != ".onnx" && ext != ".popef")
+    throw usage("-o '" + a.trained + "' is neither .onnx nor .popef", "-o", "write TRAINED.onnx or TRAINED.popef");
+  ipu::train::training_options o;
+  o.output = a.output;
+  o.loss.kind = ipu::train::parse_loss_kind(a.loss);
+  o.opt = train_detail::make_optimizer(a);
+
+  auto model = ipu::onnx::load_model(a.model);
+  if (model.inputs().empty()) throw usage("the model has no inputs", a.model);
+  const auto model_batch = model.tensor(model.inputs().front()).info.shape.rank() > 0
+                               ? model.tensor(model.inputs().front()).info.shape[0]
+                               : 0;
+  const auto batch = a.batch == 0 ? model_batch : a.batch;
+  if (batch < 1) throw usage("--batch must be at least 1", "--batch", "give the rows per micro-batch");
+  if (batch != model_batch) model = train_detail::with_batch(model, batch);
+
+  // The data: every model input bound once, all with the labels' number of rows.
+  std::vector<std::pair<std::string, ipu::host_tensor>> data;
+  for (const auto& spec : a.inputs) {
+    const auto eq = spec.rfind('=');
+    if (eq == std::string::npos || eq == 0) throw usage("'" + spec + "' is not NAME=FILE", "--input", "write --input x=x.npy");
+    const auto name = spec.substr(0, eq);
+    const auto t = model.find_tensor(name);
+    if (!t || model.tensor(*t).kind != ipu::tensor_kind::input) throw usage("the model has no input named '" + name + "'", "--input");
+    for (const auto& [n, v] : data)
+      if (n == name) throw usage("input '" + name + "' is given twice", "--input");
+    data.emplace_back(name, train_detail::as_type(read_input_file(spec.substr(eq + 1)), model.tensor(*t).info.type,
+                                                  "--input " + name));
+  }
+  ipu::train::training_session s(model, o);
+  const auto& tg = s.graph_of_step();
+  for (const auto& n : tg.model_inputs) {
+    bool given = false;
+    for (const auto& [d, v] : data) given = given || d == n;
+    if (!given) throw usage("model input '" + n + "' is not given", "--input", "give --input " + n + "=FILE");
+  }
+  const auto& labels_info = tg.step.tensor(*tg.step.find_tensor(tg.labels)).info;
+  auto labels = train_detail::as_type(read_input_file(a.labels), labels_info.type, "--labels");
+  const auto total = labels.info().shape.rank() > 0 ? labels.info().shape[0] : 0;
+  auto check_rows = [&](const ipu::host_tensor& t, const std::string& what, const ipu::tensor_info& want) {
+    const auto& got = t.info().shape;
+    if (got.rank() != want.shape.rank() || got.rank() == 0)
+      throw usage(what + " is " + ipu::to_string(t.info()) + "; each micro-batch must be " + ipu::to_string(want), what,
+                  "give rows of the model's shape, stacked along the first axis");
+    for (std::size_t i = 1; i < got.rank(); ++i)
+      if (got[i] != want.shape[i])
+        throw usage(what + " is " + ipu::to_string(t.info()) + "; each micro-batch must be " + ipu::to_string(want), what);
+    if (got[0] != total)
+      throw usage(what + " has " + std::to_string(got[0]) + " rows but the labels have " + std::to_string(total), what,
+                  "give every input and the labels the same samples");
+  };
+  check_rows(labels, "--labels", labels_info);
+  if (total < 1) throw usage("the labels hold no rows", "--labels");
+  for (const auto& [n, t] : data) check_rows(t, "--input " + n, tg.step.tensor(*tg.step.find_tensor(n)).info);
+  if (o.loss.kind == ipu::train::loss_kind::nll || o.loss.kind == ipu::train::loss_kind::cross_entropy) {
+    const auto& pred = tg.step.tensor(*tg.step.find_tensor(tg.prediction)).info;
+    const auto classes = pred.shape[1];
+    for (auto c : labels.as<std::int64_t>())
+      if (c < 0 || c >= classes)
+        throw usage("label " + std::to_string(c) + " is not a class index of the output's " + std::to_string(classes) +
+                        " classes",
+                    "--labels", "give indices in [0, " + std::to_string(classes) + ")");
+  }
+
+  double first = 0, last = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t every = std::max<std::int64_t>(1, a.steps / 20);
+  for (std::int64_t k = 0; k < a.steps; ++k) {
+    std::vector<ipu::host_tensor> batches;
+    batches.reserve(data.size());
+    std::vector<std::pair<std::string, ipu::const_tensor_view>> in;
+    for (const auto& [n, t] : data) {
+      batches.push_back(train_detail::rows(t, k * batch, batch));
+      in.emplace_back(n, batches.back().view());
+    }
+    const auto lb = train_detail::rows(labels, k * batch, batch);
+    const auto r = s.run(in, lb.view());
+    if (k == 0) first = r.loss;
+    last = r.loss;
+    if (!std::isfinite(r.loss))
+      throw ipu::error(ipu::error_category::runtime, "the loss is " + std::to_string(r.loss) + " at step " + std::to_string(k + 1),
+                       "ipu train", "lower --lr");
+    if ((k + 1) % every == 0 || k + 1 == a.steps) {
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("step %lld/%lld  loss %.6g  %.1f samples/s\n", static_cast<long long>(k + 1),
+                  static_cast<long long>(a.steps), r.loss, static_cast<double>((k + 1) * batch) / std::max(secs, 1e-9));
+      std::fflush(stdout);
+    }
+  }
+
+  const auto trained = s.trained_model();
+  if (ext == ".onnx") {
+    ipu::onnx::save_model(trained, a.trained);
+  } else {
+    ipu::options opts;
+    const auto device = ipu::device_from_name("mk2", 1);
+    ipu::popef::export_model(ipu::popef::compile(trained, opts, device), a.trained, true);
+  }
+  std::printf("wrote %s\n", a.trained.c_str());
+  std::printf("loss %.6g -> %.6g\n", first, last);
+}
+
+/// Adds the `train` subcommand to the tool.
+inline void add_train_command(CLI::App& app) {
+  auto a = std::make_shared<train_args>();
+  auto* cmd = app.add_subcommand("train", "train an ONNX model's weights on the host and write the trained model");
+  cmd->add_option("model", a->model, "the ONNX model")->required();
+  cmd->add_option("--output", a->output, "the model output the loss applies to")->required();
+  cmd->add_option("--loss", a->loss, "mse, l1, nll (on log-probabilities) or cross-entropy (on scores)")->required();
+  cmd->add_option("--input", a->inputs, "NAME=FILE: a model input's samples, stacked (.npy or .pb; repeatable)")->required();
+  cmd->add_option("--labels", a->labels, "the labels, one row per sample (.npy or .pb)")->required();
+  cmd->add_option("--optimizer", a->optimizer, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--momentum", a->momentum, "SGD momentum (default 0)");
+  cmd->add_flag("--nesterov", a->nesterov, "SGD with Nesterov momentum");
+  cmd->add_option("--weight-decay", a->weight_decay, "weight decay (AdamW: decoupled)")->capture_default_str();
+  cmd->add_option("--steps", a->steps, "weight updates")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "rows per micro-batch (default: the model's leading input dimension)");
+  cmd->add_option("--options", a->options_file, "a PopTorch options file (not read yet: refused)");
+  cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
+  cmd->callback([a] { run_train(*a); });
+}
+
+}  // namespace ipu_cli
