@@ -72,7 +72,10 @@ TEST_CASE("every row has a cost rule; every op with a kernel a shape rule, but f
   CHECK(with_gradient == std::set<std::string>{"Add", "Sub", "Mul", "Div", "Neg", "Identity", "Relu", "Abs", "Sigmoid",
                                                "Tanh", "Exp", "Log", "Sqrt", "Reshape", "Flatten", "Squeeze",
                                                "Unsqueeze", "Transpose", "MatMul", "Gemm", "ReduceSum", "ReduceMean",
-                                               "Softmax", "LogSoftmax", "NegativeLogLikelihoodLoss"});
+                                               "Softmax", "LogSoftmax", "NegativeLogLikelihoodLoss", "Conv", "MaxPool",
+                                               "AveragePool", "GlobalAveragePool", "Pad", "Concat", "Split",
+                                               "Slice", "Gather", "Expand", "Where", "Cast", "Erf",
+                                               "LeakyRelu", "Clip", "Softplus", "Pow"});
   for (const auto& e : registry.entries()) CHECK(ipu::find_op_def(e.domain, e.type) != nullptr);
   CHECK(ipu::find_op_def("com.example", "Mystery") == nullptr);
   CHECK(ipu::find_op_def("ai.onnx", "MatMul") == ipu::find_op_def("", "MatMul"));

@@ -122,6 +122,10 @@ TEST_CASE("shapes: Reshape, Flatten, Squeeze, Unsqueeze, Transpose") {
   check_gradients("Unsqueeze", {{{2, 3}}}, [](B& b, V x) { return b.unsqueeze(x[0], {0, 3}); });
   check_gradients("Transpose", {{{2, 3, 4}}}, [](B& b, V x) { return b.transpose(x[0], {1, 2, 0}); });
   check_gradients("Transpose (reversed)", {{{2, 3}}}, [](B& b, V x) { return b.transpose(x[0]); });
+  check_gradients("Pad", {{{2, 3, 4}}}, [](B& b, V x) {
+    const auto pads = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{6}, {0, 1, 2, 1, 0, 3}));
+    return b.op("Pad", {x[0], pads}).front();
+  });
 }
 
 TEST_CASE("matrix products: MatMul (batched, broadcast, 1-D) and Gemm (transposes, alpha, beta, broadcast C)") {
@@ -173,13 +177,85 @@ TEST_CASE("NegativeLogLikelihoodLoss: mean, sum and ignore_index") {
     }
 }
 
+TEST_CASE("Conv: strides, dilations, pads, auto_pad, groups, bias; 1-D and 2-D") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Conv 3x3", {{{2, 2, 5, 5}}, {{3, 2, 3, 3}}, {{3}}},
+                  [](B& b, V x) { return b.conv(x[0], x[1], x[2]); });
+  check_gradients("Conv strided, padded, odd size", {{{1, 2, 6, 5}}, {{2, 2, 3, 2}}},
+                  [](B& b, V x) { return b.conv(x[0], x[1], ipu::no_tensor, {.strides = {2, 2}, .pads = {1, 0, 0, 1}}); });
+  check_gradients("Conv dilated", {{{1, 1, 7, 7}}, {{2, 1, 2, 3}}},
+                  [](B& b, V x) { return b.conv(x[0], x[1], ipu::no_tensor, {.dilations = {2, 1}}); });
+  check_gradients("Conv SAME_UPPER", {{{1, 2, 5, 4}}, {{2, 2, 3, 3}}},
+                  [](B& b, V x) { return b.conv(x[0], x[1], ipu::no_tensor, {.strides = {2, 1}, .auto_pad = "SAME_UPPER"}); });
+  check_gradients("Conv grouped", {{{2, 4, 4, 4}}, {{6, 2, 2, 2}}, {{6}}},
+                  [](B& b, V x) { return b.conv(x[0], x[1], x[2], {.group = 2}); });
+  check_gradients("Conv depthwise", {{{1, 3, 4, 4}}, {{3, 1, 3, 3}}},
+                  [](B& b, V x) { return b.conv(x[0], x[1], ipu::no_tensor, {.pads = {1, 1, 1, 1}, .group = 3}); });
+  check_gradients("Conv 1-D", {{{2, 3, 9}}, {{4, 3, 3}}},
+                  [](B& b, V x) { return b.conv(x[0], x[1], ipu::no_tensor, {.strides = {2}}); });
+}
+
+TEST_CASE("pooling: MaxPool (overlapping windows, pads), AveragePool, GlobalAveragePool") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("MaxPool 2x2", {{{2, 2, 4, 6}}},
+                  [](B& b, V x) { return b.max_pool(x[0], {.kernel_shape = {2, 2}, .strides = {2, 2}}); });
+  check_gradients("MaxPool overlapping, padded", {{{1, 2, 5, 5}}},
+                  [](B& b, V x) { return b.max_pool(x[0], {.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}); });
+  check_gradients("AveragePool", {{{2, 2, 4, 6}}},
+                  [](B& b, V x) { return b.average_pool(x[0], {.kernel_shape = {2, 3}, .strides = {2, 3}}); });
+  check_gradients("AveragePool overlapping, padded, counting pads", {{{1, 1, 5, 5}}}, [](B& b, V x) {
+    return b.average_pool(x[0], {.kernel_shape = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}, .count_include_pad = true});
+  });
+  check_gradients("GlobalAveragePool", {{{2, 3, 4, 5}}}, [](B& b, V x) { return b.global_average_pool(x[0]); });
+}
+
+TEST_CASE("more activations: Erf, LeakyRelu, Clip, Softplus, Pow") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Erf", {{{6}}}, [](B& b, V x) { return b.erf(x[0]); });
+  check_gradients("LeakyRelu", {{{7}}}, [](B& b, V x) { return b.leaky_relu(x[0], 0.2f); });
+  check_gradients("Clip", {{{9}, -2, 2}}, [](B& b, V x) { return b.clip(x[0], -0.9, 0.7); });
+  check_gradients("Softplus", {{{5}}}, [](B& b, V x) { return b.op("Softplus", {x[0]}).front(); });
+  check_gradients("Pow", {{{2, 3}, 0.5, 2}, {{3}}}, [](B& b, V x) { return b.pow(x[0], x[1]); });
+  check_gradients("Where", {{{2, 3}}, {{3}}}, [](B& b, V x) {
+    const auto cond = b.add_constant(ipu::make_constant<bool>(ipu::shape{2, 3}, {true, false, true, false, false, true}));
+    return b.op("Where", {cond, x[0], x[1]}).front();
+  });
+}
+
+TEST_CASE("data movement: Concat, Split, Slice, Gather, Expand, Cast") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Concat", {{{2, 2}}, {{2, 3}}}, [](B& b, V x) { return b.concat({x[0], x[1], x[0]}, 1); });
+  check_gradients("Split, one part unused", {{{2, 7}}}, [](B& b, V x) {
+    const auto parts = b.split(x[0], {2, 4, 1}, 1);
+    return b.mul(parts[1], parts[1]);
+  });
+  check_gradients("Slice", {{{4, 5}}}, [](B& b, V x) { return b.slice(x[0], {1, -4}, {3, 100}); });
+  check_gradients("Gather rows, repeated", {{{5, 3}}}, [](B& b, V x) {
+    const auto idx = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{2, 2}, {4, 0, 4, -1}));
+    return b.gather(x[0], idx, 0);
+  });
+  check_gradients("Gather columns", {{{2, 5}}}, [](B& b, V x) {
+    const auto idx = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{3}, {1, 3, 1}));
+    return b.gather(x[0], idx, 1);
+  });
+  check_gradients("Expand", {{{3, 1}}}, [](B& b, V x) {
+    return b.op("Expand", {x[0], b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{3}, {2, 3, 4}))}).front();
+  });
+  // Cast's rule casts back; F64 -> F64 keeps the finite differences exact.
+  check_gradients("Cast", {{{4}}}, [](B& b, V x) { return b.mul(b.cast(x[0], data_type::F64), x[0]); });
+}
+
 TEST_CASE("autodiff refuses what cannot be trained, before adding anything") {
   ipu::builder b("bad");
   const auto x = b.add_input_tensor({data_type::F32, {2, 3}}, "x");
   const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{3}, {1, 2, 3}), "w");
   const auto y = b.add(x, w, "y");
   const auto lonely = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{1}, {1}), "lonely");
-  const auto no_rule = b.op("Erf", {y}).front();
+  const auto no_rule = b.op("Sin", {y}).front();
   const auto scalar = b.reduce_sum(no_rule, {0, 1}, false, "scalar");
   const auto ints = b.cast(scalar, data_type::S32, "ints");
   b.add_output(y);
@@ -202,7 +278,7 @@ TEST_CASE("autodiff refuses what cannot be trained, before adding anything") {
   CHECK_THROWS_WITH_AS(attempt(ints, weights), doctest::Contains("not a floating-point value"), ipu::error);
   CHECK_THROWS_WITH_AS(attempt(scalar, {lonely}), doctest::Contains("depends on none of the 1 trainable weights"),
                        ipu::error);
-  CHECK_THROWS_WITH_AS(attempt(scalar, weights), doctest::Contains("no gradient rule for the ops between the weights and the loss: Erf"),
+  CHECK_THROWS_WITH_AS(attempt(scalar, weights), doctest::Contains("no gradient rule for the ops between the weights and the loss: Sin"),
                        ipu::error);
 }
 

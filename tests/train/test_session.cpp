@@ -1,7 +1,7 @@
 // Training sessions against PyTorch training the same models on the same data (tests/train/
-// torch_training.py): the seed's Linear(10, 10) + MSELoss example over 800 steps, and an MLP whose
-// first layer feeds two branches, under SGD (momentum, dampening, Nesterov, weight decay), Adam and
-// AdamW, with cross-entropy and L1 losses.
+// torch_training.py): the seed's Linear(10, 10) + MSELoss example over 800 steps, an MLP whose
+// first layer feeds two branches and a small CNN, under SGD (momentum, dampening, Nesterov, weight
+// decay), Adam and AdamW, with cross-entropy and L1 losses.
 #include "ipu/train/session.hpp"
 
 #include <doctest/doctest.h>
@@ -124,5 +124,13 @@ TEST_CASE("an MLP trained with cross-entropy: Adam and AdamW, as torch.optim") {
 TEST_CASE("an MLP trained with L1 loss and SGD with momentum, as PyTorch") {
   check_against_pytorch("mlp_l1_sgd_momentum", loss_kind::l1,
                         ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
+                        1e-4);
+}
+
+TEST_CASE("a small CNN (grouped, strided and padded convolutions, max and average pooling): SGD and Adam, as PyTorch") {
+  check_against_pytorch("cnn_ce_sgd_momentum", loss_kind::cross_entropy,
+                        ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
+                        1e-4);
+  check_against_pytorch("cnn_ce_adam", loss_kind::cross_entropy, ipu::train::adam{.lr = 0.01, .weight_decay = 0.01}, 10,
                         1e-4);
 }

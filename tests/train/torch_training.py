@@ -36,6 +36,21 @@ class Mlp(torch.nn.Module):
         return self.fc2(torch.tanh(self.fc1(x)) + torch.relu(self.fc1(x)) * 0.5)
 
 
+class SmallCnn(torch.nn.Module):
+    """LeNet-like: convolutions (one strided and padded), max and average pooling, a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2)
+        self.fc = torch.nn.Linear(6 * 3 * 3, 5)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.conv1(x)), 2)  # [N, 4, 6, 6]
+        x = torch.nn.functional.avg_pool2d(torch.tanh(self.conv2(x)), 1)  # [N, 6, 3, 3]
+        return self.fc(torch.flatten(x, 1))
+
+
 def optimizer_for(name, params):
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01)
@@ -86,6 +101,12 @@ def main():
         x = torch.randn(3, 5, 6)
         labels = torch.randint(0, 4, (3, 5))
         run(out, "mlp_ce_" + opt_name, model, x, labels, torch.nn.CrossEntropyLoss(), opt_name, 10)
+    for opt_name in ["sgd_momentum", "adam"]:
+        torch.manual_seed(4)
+        model = SmallCnn()
+        x = torch.randn(3, 4, 1, 12, 12)
+        labels = torch.randint(0, 5, (3, 4))
+        run(out, "cnn_ce_" + opt_name, model, x, labels, torch.nn.CrossEntropyLoss(), opt_name, 10)
     torch.manual_seed(2)
     model = Mlp()
     x = torch.randn(2, 5, 6)

@@ -261,6 +261,47 @@ constexpr void sqrt(gradient_context& c) {
   c.set_input_grad(0, c.add("Div", {c.required_output_grad(), c.add("Mul", {y, c.scalar(2, y)})}));
 }
 
+/// dY * 2 / sqrt(pi) * exp(-x^2).
+constexpr void erf(gradient_context& c) {
+  const auto x = c.input(0);
+  const auto e = c.add("Exp", {c.add("Neg", {c.add("Mul", {x, x})})});
+  c.set_input_grad(0, c.add("Mul", {c.add("Mul", {c.required_output_grad(), e}), c.scalar(1.1283791670955126, x)}));
+}
+constexpr void leaky_relu(gradient_context& c) {
+  const auto x = c.input(0), dy = c.required_output_grad();
+  const auto alpha = c.scalar(c.attr_float("alpha", 0.01f), x);
+  c.set_input_grad(0, c.add("Where", {c.add("Greater", {x, c.scalar(0, x)}), dy, c.add("Mul", {dy, alpha})}));
+}
+/// Clip: dY where min <= x <= max (PyTorch's clamp passes the bounds themselves).
+constexpr void clip(gradient_context& c) {
+  const auto x = c.input(0), dy = c.required_output_grad();
+  tensor_id inside = no_tensor;
+  auto both = [&](tensor_id t) { inside = inside == no_tensor ? t : c.add("And", {inside, t}); };
+  if (c.op().opset != 0 && c.op().opset < 11) {
+    if (c.has_attr("min")) both(c.add("GreaterOrEqual", {x, c.scalar(c.attr_float("min", 0), x)}));
+    if (c.has_attr("max")) both(c.add("LessOrEqual", {x, c.scalar(c.attr_float("max", 0), x)}));
+  } else {
+    if (c.has_input(1)) both(c.add("GreaterOrEqual", {x, c.input(1)}));
+    if (c.has_input(2)) both(c.add("LessOrEqual", {x, c.input(2)}));
+  }
+  c.set_input_grad(0, inside == no_tensor ? dy : c.add("Where", {inside, dy, c.scalar(0, dy)}));
+}
+/// dY * sigmoid(x).
+constexpr void softplus(gradient_context& c) {
+  c.set_input_grad(0, c.add("Mul", {c.required_output_grad(), c.add("Sigmoid", {c.input(0)})}));
+}
+/// y = a^b: da = dY * b * a^(b - 1), db = dY * y * ln(a).
+constexpr void pow(gradient_context& c) {
+  const auto a = c.input(0), b = c.input(1), dy = c.required_output_grad();
+  if (c.info(a).type != c.info(b).type) throw c.fail("Pow with an exponent of another type has no gradient rule yet");
+  if (c.wants(0)) {
+    const auto p = c.add("Pow", {a, c.add("Sub", {b, c.scalar(1, b)})});
+    c.set_input_grad(0, c.sum_to(c.add("Mul", {c.add("Mul", {dy, b}), p}), c.shape_of(a)));
+  }
+  if (c.wants(1))
+    c.set_input_grad(1, c.sum_to(c.add("Mul", {c.add("Mul", {dy, c.output()}), c.add("Log", {a})}), c.shape_of(b)));
+}
+
 // --- shapes ---------------------------------------------------------------------------------------
 /// Reshape, Flatten, Squeeze, Unsqueeze: the gradient takes the input's shape back.
 constexpr void reshape(gradient_context& c) {
@@ -274,6 +315,131 @@ constexpr void transpose(gradient_context& c) {
   std::vector<std::int64_t> inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
   c.set_input_grad(0, c.add("Transpose", {c.required_output_grad()}, {{"perm", inverse}}));
+}
+
+/// Pad (constant mode, pads >= 0): the gradient is dY without the padding.
+constexpr void pad(gradient_context& c) {
+  std::string mode = "constant";
+  if (const auto* a = c.op().find_attribute("mode"))
+    if (const auto* v = std::get_if<std::string>(&a->value)) mode = *v;
+  if (mode != "constant") throw c.fail("Pad in " + mode + " mode has no gradient rule yet", "pad with constants");
+  std::vector<std::int64_t> pads = c.attr_ints("pads");
+  if (!c.has_attr("pads")) {
+    const auto v = c.constant_ints(1);
+    if (!v) throw c.fail("the pads are computed at run time", "give the pads as a constant");
+    pads = *v;
+  }
+  const auto sx = c.shape_of(c.input(0));
+  const auto r = sx.rank();
+  std::vector<std::int64_t> axes;
+  if (c.has_input(3)) {
+    const auto v = c.constant_ints(3);
+    if (!v) throw c.fail("the axes are computed at run time", "give the axes as a constant");
+    axes = *v;
+  } else {
+    for (std::size_t i = 0; i < r; ++i) axes.push_back(static_cast<std::int64_t>(i));
+  }
+  if (pads.size() != 2 * axes.size()) throw c.fail("pads has " + format_uint(pads.size()) + " values");
+  std::vector<std::int64_t> starts, ends;
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    auto a = axes[i] < 0 ? axes[i] + static_cast<std::int64_t>(r) : axes[i];
+    if (pads[i] < 0 || pads[axes.size() + i] < 0) throw c.fail("negative pads (cropping) have no gradient rule yet");
+    axes[i] = a;
+    starts.push_back(pads[i]);
+    ends.push_back(pads[i] + sx[static_cast<std::size_t>(a)]);
+  }
+  c.set_input_grad(0, c.add("Slice", {c.required_output_grad(), c.ints(starts), c.ints(ends), c.ints(axes)}));
+}
+
+/// A zero tensor shaped like `t` (for the gradient of an output nothing reads).
+constexpr tensor_id zeros_like(gradient_context& c, tensor_id t) {
+  return c.add("Expand", {c.scalar(0, t), c.ints(c.shape_of(t).dims())});
+}
+constexpr std::int64_t axis_attr(const gradient_context& c, std::int64_t dflt, std::size_t rank) {
+  auto a = c.attr_int("axis", dflt);
+  if (a < 0) a += static_cast<std::int64_t>(rank);
+  if (a < 0 || a >= static_cast<std::int64_t>(rank)) throw c.fail("axis is out of range for rank " + format_uint(rank));
+  return a;
+}
+/// Concat: each input's gradient is its stretch of dY along the axis.
+constexpr void concat(gradient_context& c) {
+  const auto dy = c.required_output_grad();
+  const auto a = axis_attr(c, 0, c.shape_of(c.output()).rank());
+  std::int64_t at = 0;
+  for (std::size_t i = 0; i < c.num_inputs(); ++i) {
+    const auto len = c.shape_of(c.input(i))[static_cast<std::size_t>(a)];
+    if (c.wants(i)) c.set_input_grad(i, c.add("Slice", {dy, c.ints({at}), c.ints({at + len}), c.ints({a})}));
+    at += len;
+  }
+}
+/// Split: the outputs' gradients joined again (zeros for an output nothing reads).
+constexpr void split(gradient_context& c) {
+  const auto a = axis_attr(c, 0, c.shape_of(c.input(0)).rank());
+  std::vector<tensor_id> parts;
+  for (std::size_t i = 0; i < c.op().outputs.size(); ++i) {
+    const auto g = c.output_grad(i);
+    parts.push_back(g != no_tensor ? g : zeros_like(c, c.output(i)));
+  }
+  c.set_input_grad(0, c.add("Concat", parts, {{"axis", a}}));
+}
+/// Slice with unit steps: dY padded back to the input's extent.
+constexpr void slice(gradient_context& c) {
+  const auto sx = c.shape_of(c.input(0)), sy = c.shape_of(c.output());
+  const auto r = sx.rank();
+  auto read = [&](std::size_t input, std::string_view attr) -> std::vector<std::int64_t> {
+    if (c.has_attr(attr)) return c.attr_ints(attr);
+    if (!c.has_input(input)) return {};
+    const auto v = c.constant_ints(input);
+    if (!v) throw c.fail("the slice's bounds are computed at run time", "give them as constants");
+    return *v;
+  };
+  const auto starts = read(1, "starts");
+  auto axes = read(3, "axes");
+  const auto steps = read(4, "steps");
+  for (auto st : steps)
+    if (st != 1) throw c.fail("a Slice with steps other than 1 has no gradient rule yet");
+  if (axes.empty())
+    for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  std::vector<std::int64_t> pads(2 * r, 0);
+  for (std::size_t i = 0; i < axes.size() && i < starts.size(); ++i) {
+    auto a = axes[i] < 0 ? axes[i] + static_cast<std::int64_t>(r) : axes[i];
+    const auto d = sx[static_cast<std::size_t>(a)];
+    auto st = starts[i] < 0 ? starts[i] + d : starts[i];
+    st = std::clamp<std::int64_t>(st, 0, d);
+    pads[static_cast<std::size_t>(a)] = st;
+    pads[r + static_cast<std::size_t>(a)] = d - st - sy[static_cast<std::size_t>(a)];
+  }
+  c.set_input_grad(0, c.add("Pad", {c.required_output_grad(), c.ints(pads)}));
+}
+/// Gather along an axis: dY's rows added back where they were taken from (repeated indices add up).
+constexpr void gather(gradient_context& c) {
+  const auto x = c.input(0), idx = c.input(1), dy = c.required_output_grad();
+  const auto sx = c.shape_of(x);
+  const auto a = static_cast<std::size_t>(axis_attr(c, 0, sx.rank()));
+  const auto k = c.shape_of(idx).num_elements();
+  auto dims = sx.dims();
+  dims[a] = k;  // dY with the indices' axes flattened into one
+  const auto flat_dy = c.reshape(dy, shape(dims));
+  std::vector<std::int64_t> idx_dims(sx.rank(), 1);
+  idx_dims[a] = k;
+  const auto flat_idx = c.reshape(idx, shape(idx_dims));
+  const auto wide = c.add("Expand", {flat_idx, c.ints(dims)});
+  c.set_input_grad(0, c.add("ScatterElements", {zeros_like(c, x), wide, flat_dy},
+                            {{"axis", static_cast<std::int64_t>(a)}, {"reduction", std::string("add")}}));
+}
+constexpr void expand(gradient_context& c) {
+  c.set_input_grad(0, c.sum_to(c.required_output_grad(), c.shape_of(c.input(0))));
+}
+/// Where(cond, a, b): dY goes to a where cond holds and to b elsewhere.
+constexpr void where(gradient_context& c) {
+  const auto cond = c.input(0), dy = c.required_output_grad();
+  const auto zero = c.scalar(0, dy);
+  if (c.wants(1)) c.set_input_grad(1, c.sum_to(c.add("Where", {cond, dy, zero}), c.shape_of(c.input(1))));
+  if (c.wants(2)) c.set_input_grad(2, c.sum_to(c.add("Where", {cond, zero, dy}), c.shape_of(c.input(2))));
+}
+/// Cast between floating-point types: the gradient cast back.
+constexpr void cast(gradient_context& c) {
+  c.set_input_grad(0, c.add("Cast", {c.required_output_grad()}, {{"to", onnx_code_of(c.info(c.input(0)).type)}}));
 }
 
 // --- matrix products ------------------------------------------------------------------------------
@@ -399,6 +565,157 @@ constexpr void log_softmax(gradient_context& c) {
   const auto y = c.output(), dy = c.required_output_grad();
   const auto s = c.add("ReduceSum", {dy, c.ints({axis})}, {keepdims(true)});
   c.set_input_grad(0, c.add("Sub", {dy, c.add("Mul", {c.add("Exp", {y}), s})}));
+}
+
+// --- convolution and pooling ---------------------------------------------------------------------
+/// The explicit pads (begins, then ends) of a Conv or pooling op over input `x` with output `y`,
+/// auto_pad resolved as the op did.
+constexpr std::vector<std::int64_t> window_pads(const gradient_context& c, const shape& x, const shape& y,
+                                                const std::vector<std::int64_t>& kernel,
+                                                const std::vector<std::int64_t>& strides,
+                                                const std::vector<std::int64_t>& dilations) {
+  const auto r = kernel.size();
+  std::string auto_pad = "NOTSET";
+  if (const auto* a = c.op().find_attribute("auto_pad"))
+    if (const auto* v = std::get_if<std::string>(&a->value)) auto_pad = *v;
+  auto pads = c.attr_ints("pads");
+  if (auto_pad == "NOTSET" && !pads.empty()) {
+    if (pads.size() != 2 * r) throw c.fail("pads has " + format_uint(pads.size()) + " values");
+    return pads;
+  }
+  pads.assign(2 * r, 0);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (std::size_t i = 0; i < r; ++i) {
+      const auto total = std::max<std::int64_t>(
+          0, (y[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dilations[i] + 1 - x[2 + i]);
+      const auto small = total / 2, big = total - small;
+      pads[i] = auto_pad == "SAME_UPPER" ? small : big;
+      pads[r + i] = auto_pad == "SAME_UPPER" ? big : small;
+    }
+  }
+  return pads;
+}
+constexpr std::vector<std::int64_t> ints_or(const gradient_context& c, std::string_view name, std::size_t n,
+                                            std::int64_t fallback) {
+  auto v = c.attr_ints(name);
+  if (v.empty()) v.assign(n, fallback);
+  if (v.size() != n) throw c.fail("attribute " + std::string(name) + " has " + format_uint(v.size()) + " values");
+  return v;
+}
+/// The output_padding a ConvTranspose with these windows needs to give back `x`'s spatial sizes.
+constexpr std::vector<std::int64_t> output_padding(const shape& x, const shape& y, const std::vector<std::int64_t>& k,
+                                                   const std::vector<std::int64_t>& s,
+                                                   const std::vector<std::int64_t>& d,
+                                                   const std::vector<std::int64_t>& pads) {
+  const auto r = k.size();
+  std::vector<std::int64_t> op(r);
+  for (std::size_t i = 0; i < r; ++i)
+    op[i] = x[2 + i] - ((y[2 + i] - 1) * s[i] - pads[i] - pads[r + i] + (k[i] - 1) * d[i] + 1);
+  return op;
+}
+/// The axes [2, rank) of a tensor of rank `r`, and the permutation swapping axes 0 and 1.
+constexpr std::vector<std::int64_t> spatial_axes(std::size_t r, std::int64_t first = 2) {
+  std::vector<std::int64_t> a;
+  for (auto i = static_cast<std::size_t>(first); i < r; ++i) a.push_back(static_cast<std::int64_t>(i));
+  return a;
+}
+constexpr std::vector<std::int64_t> swap01(std::size_t r) {
+  std::vector<std::int64_t> p{1, 0};
+  for (std::size_t i = 2; i < r; ++i) p.push_back(static_cast<std::int64_t>(i));
+  return p;
+}
+/// Conv (groups, strides, dilations, pads, auto_pad): dX is the ConvTranspose of dY by the same
+/// weights; dW is the convolution of X by dY with batch and channels swapped (stride and dilation
+/// exchange roles), cut to the kernel's size and, for groups, to each group's block; dB sums dY.
+constexpr void conv(gradient_context& c) {
+  const auto x = c.input(0), w = c.input(1), dy = c.required_output_grad();
+  const auto sx = c.shape_of(x), sw = c.shape_of(w), sy = c.shape_of(c.output());
+  const auto r = sx.rank() - 2;
+  const auto group = c.attr_int("group", 1);
+  std::vector<std::int64_t> kernel(sw.dims().begin() + 2, sw.dims().end());
+  const auto strides = ints_or(c, "strides", r, 1), dilations = ints_or(c, "dilations", r, 1);
+  const auto pads = window_pads(c, sx, sy, kernel, strides, dilations);
+  if (c.wants(0)) {
+    c.set_input_grad(0, c.add("ConvTranspose", {dy, w},
+                              {{"strides", strides}, {"dilations", dilations}, {"pads", pads},
+                               {"group", group}, {"kernel_shape", kernel},
+                               {"output_padding", output_padding(sx, sy, kernel, strides, dilations, pads)}}));
+  }
+  if (c.wants(1)) {
+    const auto xt = c.add("Transpose", {x}, {{"perm", swap01(sx.rank())}});   // [C, N, spatial]
+    const auto dyt = c.add("Transpose", {dy}, {{"perm", swap01(sy.rank())}});  // [M, N, out spatial]
+    auto full = c.add("Conv", {xt, dyt}, {{"strides", dilations}, {"dilations", strides}, {"pads", pads}});
+    // [C, M, k'] with k' >= k: the kernel's extent, then [M, C, k].
+    std::vector<std::int64_t> zeros(r, 0);
+    full = c.add("Slice", {full, c.ints(zeros), c.ints(kernel), c.ints(spatial_axes(r + 2))});
+    const auto cg = sx[1] / group, mg = sy[1] / group;
+    if (group == 1) {
+      c.set_input_grad(1, c.add("Transpose", {full}, {{"perm", swap01(r + 2)}}));
+    } else {
+      std::vector<tensor_id> blocks;
+      for (std::int64_t gi = 0; gi < group; ++gi) {
+        const auto block = c.add("Slice", {full, c.ints({gi * cg, gi * mg}), c.ints({(gi + 1) * cg, (gi + 1) * mg}),
+                                           c.ints({0, 1})});
+        blocks.push_back(c.add("Transpose", {block}, {{"perm", swap01(r + 2)}}));
+      }
+      c.set_input_grad(1, c.add("Concat", blocks, {{"axis", std::int64_t{0}}}));
+    }
+  }
+  if (c.has_input(2) && c.wants(2)) {
+    auto axes = spatial_axes(sy.rank());
+    axes.insert(axes.begin(), 0);
+    c.set_input_grad(2, c.add("ReduceSum", {dy, c.ints(axes)}, {keepdims(false)}));
+  }
+}
+/// MaxPool: dY goes to where each window's maximum was (the indices of a MaxPool recomputed with
+/// its Indices output), added up where windows overlap.
+constexpr void max_pool(gradient_context& c) {
+  if (c.attr_int("storage_order", 0) != 0) throw c.fail("column-major Indices have no gradient rule");
+  const auto x = c.input(0), dy = c.required_output_grad();
+  const auto sx = c.shape_of(x);
+  const auto pooled = c.add_n("MaxPool", {x}, c.op().attributes, 2);
+  const auto total = sx.num_elements();
+  const auto zeros = c.add("Expand", {c.scalar(0, x), c.ints({total})});
+  const auto flat = c.add("ScatterElements", {zeros, c.reshape(pooled[1], shape{c.shape_of(pooled[1]).num_elements()}),
+                                              c.reshape(dy, shape{c.shape_of(dy).num_elements()})},
+                          {{"axis", std::int64_t{0}}, {"reduction", std::string("add")}});
+  c.set_input_grad(0, c.reshape(flat, sx));
+}
+/// AveragePool: each window's dY / window size spread back over the window (a ConvTranspose by a
+/// per-channel kernel of ones). Windows cut by padding without count_include_pad, or by ceil_mode,
+/// divide by fewer elements and have no rule yet.
+constexpr void average_pool(gradient_context& c) {
+  const auto x = c.input(0), dy = c.required_output_grad();
+  const auto sx = c.shape_of(x), sy = c.shape_of(c.output());
+  const auto r = sx.rank() - 2;
+  const auto kernel = c.attr_ints("kernel_shape");
+  if (kernel.size() != r) throw c.fail("kernel_shape has " + format_uint(kernel.size()) + " values");
+  const auto strides = ints_or(c, "strides", r, 1), dilations = ints_or(c, "dilations", r, 1);
+  const auto pads = window_pads(c, sx, sy, kernel, strides, dilations);
+  const bool padded = std::any_of(pads.begin(), pads.end(), [](std::int64_t p) { return p != 0; });
+  if (c.attr_int("ceil_mode", 0) != 0 || (padded && c.attr_int("count_include_pad", 0) == 0))
+    throw c.fail("windows cut short (ceil_mode, or pads without count_include_pad) have no gradient rule yet",
+                 "pool without padding, or with count_include_pad = 1");
+  std::int64_t size = 1;
+  for (auto k : kernel) size *= k;
+  std::vector<std::int64_t> wdims{sx[1], 1};
+  wdims.insert(wdims.end(), kernel.begin(), kernel.end());
+  const shape ws(wdims);
+  const auto ones = c.constant(c.info(x).type, ws, std::vector<double>(static_cast<std::size_t>(ws.num_elements()),
+                                                                        1.0 / static_cast<double>(size)));
+  c.set_input_grad(0, c.add("ConvTranspose", {dy, ones},
+                            {{"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"group", sx[1]},
+                             {"kernel_shape", kernel},
+                             {"output_padding", output_padding(sx, sy, kernel, strides, dilations, pads)}}));
+}
+/// GlobalAveragePool: dY / (spatial size), expanded over the input.
+constexpr void global_average_pool(gradient_context& c) {
+  const auto x = c.input(0), dy = c.required_output_grad();
+  const auto sx = c.shape_of(x);
+  std::int64_t n = 1;
+  for (std::size_t i = 2; i < sx.rank(); ++i) n *= sx[i];
+  const auto scaled = c.add("Div", {dy, c.scalar(static_cast<double>(n), dy)});
+  c.set_input_grad(0, c.add("Expand", {scaled, c.ints(sx.dims())}));
 }
 
 // --- losses ---------------------------------------------------------------------------------------

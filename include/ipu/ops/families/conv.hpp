@@ -8,8 +8,8 @@
 namespace ipu::op_families {
 
 inline constexpr op_def conv[] = {
-    // domain, type, shape rule, cost rule, flags
-    {"", "Conv", detail::infer::conv, detail::cost_rules::conv, {}},
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
+    {"", "Conv", detail::infer::conv, detail::cost_rules::conv, {}, detail::grad::conv},
     {"", "ConvTranspose", detail::infer::conv_transpose, detail::cost_rules::conv_transpose, {}},
 };
 

@@ -48,7 +48,7 @@ inline constexpr op_def elementwise[] = {
     {"", "Div", detail::infer::broadcast_same_type, detail::cost_rules::simple_elementwise, elementwise_op,
      detail::grad::div},
     {"", "Mod", detail::infer::broadcast_same_type, detail::cost_rules::two_op_elementwise, elementwise_op},
-    {"", "Pow", detail::infer::pow, detail::cost_rules::transcendental, elementwise_op},
+    {"", "Pow", detail::infer::pow, detail::cost_rules::transcendental, elementwise_op, detail::grad::pow},
     {"", "Equal", detail::infer::compare, detail::cost_rules::simple_elementwise, {}},
     {"", "Greater", detail::infer::compare, detail::cost_rules::simple_elementwise, {}},
     {"", "GreaterOrEqual", detail::infer::compare, detail::cost_rules::simple_elementwise, {}},
@@ -69,7 +69,8 @@ inline constexpr op_def elementwise[] = {
     {"", "Min", detail::infer::broadcast_same_type, detail::cost_rules::simple_elementwise, elementwise_op},
     {"", "Sum", detail::infer::broadcast_same_type, detail::cost_rules::simple_elementwise, elementwise_op},
     {"", "Mean", detail::infer::broadcast_same_type, detail::cost_rules::two_op_elementwise, elementwise_op},
-    {"", "Where", detail::infer::where, detail::cost_rules::simple_elementwise, elementwise_op},
+    {"", "Where", detail::infer::where, detail::cost_rules::simple_elementwise, elementwise_op,
+     detail::grad::where},
 };
 
 }  // namespace ipu::op_families

@@ -9,8 +9,8 @@
 namespace ipu::op_families {
 
 inline constexpr op_def indexing[] = {
-    // domain, type, shape rule, cost rule, flags
-    {"", "Gather", detail::infer::gather, detail::cost_rules::data_movement, {}},
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
+    {"", "Gather", detail::infer::gather, detail::cost_rules::data_movement, {}, detail::grad::gather},
     {"", "GatherElements", detail::infer::gather_elements, detail::cost_rules::data_movement, {}},
     {"", "GatherND", detail::infer::gather_nd, detail::cost_rules::data_movement, {}},
     {"", "ScatterElements", detail::infer::unary, detail::cost_rules::data_movement, {}},

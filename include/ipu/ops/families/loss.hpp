@@ -11,7 +11,8 @@ inline constexpr op_def loss[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
     {"", "NegativeLogLikelihoodLoss", detail::infer::nll_loss, detail::cost_rules::nll_loss, {},
      detail::grad::nll_loss},
-    {"", "SoftmaxCrossEntropyLoss", detail::infer::softmax_cross_entropy, detail::cost_rules::softmax_cross_entropy,
+    {"", "SoftmaxCrossEntropyLoss", detail::infer::softmax_cross_entropy,
+     detail::cost_rules::softmax_cross_entropy,
      {}},
 };
 

@@ -8,12 +8,14 @@
 namespace ipu::op_families {
 
 inline constexpr op_def pool[] = {
-    // domain, type, shape rule, cost rule, flags
-    {"", "MaxPool", detail::infer::max_pool, detail::cost_rules::pooling, {}},
-    {"", "AveragePool", detail::infer::average_pool, detail::cost_rules::pooling, {}},
+    // domain, type, shape rule, cost rule, flags[, gradient rule]
+    {"", "MaxPool", detail::infer::max_pool, detail::cost_rules::pooling, {}, detail::grad::max_pool},
+    {"", "AveragePool", detail::infer::average_pool, detail::cost_rules::pooling, {},
+     detail::grad::average_pool},
     {"", "LpPool", detail::infer::average_pool, detail::cost_rules::pooling, {}},
     {"", "GlobalMaxPool", detail::infer::global_pool, detail::cost_rules::global_pool, {}},
-    {"", "GlobalAveragePool", detail::infer::global_pool, detail::cost_rules::global_pool, {}},
+    {"", "GlobalAveragePool", detail::infer::global_pool, detail::cost_rules::global_pool, {},
+     detail::grad::global_average_pool},
     {"", "GlobalLpPool", detail::infer::global_pool, detail::cost_rules::global_pool, {}},
 };
 
