@@ -71,19 +71,6 @@ ipu::graph make_cnn() {
   return std::move(b).build();
 }
 
-/// Rows [first, first + n) of `all`, wrapping around.
-ipu::host_tensor rows(const ipu::host_tensor& all, std::int64_t first, std::int64_t n) {
-  auto dims = all.info().shape.dims();
-  const auto total = dims[0];
-  dims[0] = n;
-  ipu::host_tensor t(ipu::tensor_info{all.info().type, ipu::shape(dims)});
-  const auto row_bytes = t.bytes().size() / static_cast<std::size_t>(n);
-  for (std::int64_t i = 0; i < n; ++i)
-    std::memcpy(t.bytes().data() + static_cast<std::size_t>(i) * row_bytes,
-                all.bytes().data() + static_cast<std::size_t>((first + i) % total) * row_bytes, row_bytes);
-  return t;
-}
-
 int run(int argc, char** argv) {
   if (argc < 2) {
     std::fprintf(stderr, "usage: train_digits DATA_DIR [--epochs N] [--min-accuracy A]\n");
@@ -126,7 +113,7 @@ int run(int argc, char** argv) {
     double sum = 0;
     for (std::int64_t k = 0; k < steps_per_epoch; ++k) {
       const auto first = (static_cast<std::int64_t>(e) * steps_per_epoch + k) * batch;
-      const auto xb = rows(train_x, first, batch), yb = rows(train_y, first, batch);
+      const auto xb = ipu::train::take_rows(train_x, first, batch), yb = ipu::train::take_rows(train_y, first, batch);
       sum += s.run({{"image", xb.view()}}, yb.view()).loss;
     }
     std::printf("epoch %d: mean loss %.4f\n", e + 1, sum / static_cast<double>(steps_per_epoch));
@@ -138,7 +125,7 @@ int run(int argc, char** argv) {
   ipu::cpu::device dev(s.trained_model());
   std::int64_t correct = 0;
   for (std::int64_t first = 0; first < n_test; first += batch) {
-    const auto out = dev.run(std::vector<ipu::host_tensor>{rows(test_x, first, batch)});
+    const auto out = dev.run(std::vector<ipu::host_tensor>{ipu::train::take_rows(test_x, first, batch)});
     const auto logits = out[0].as<float>();
     for (std::int64_t i = 0; i < batch && first + i < n_test; ++i) {
       const auto* row = logits.data() + i * 10;

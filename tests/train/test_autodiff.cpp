@@ -246,6 +246,10 @@ TEST_CASE("data movement: Concat, Split, Slice, Gather, Expand, Cast") {
     return b.op("Expand", {x[0], b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{3}, {2, 3, 4}))}).front();
   });
   // Cast's rule casts back; F64 -> F64 keeps the finite differences exact.
+  check_gradients("integer results (Shape) need no gradient", {{{2, 3}}}, [](B& b, V x) {
+    const auto y = b.mul(x[0], x[0]);
+    return b.mul(y, b.cast(b.op("Size", {y}).front(), data_type::F64));
+  });
   check_gradients("Cast", {{{4}}}, [](B& b, V x) { return b.mul(b.cast(x[0], data_type::F64), x[0]); });
 }
 

@@ -90,6 +90,10 @@ void check_against_pytorch(const std::string& name, loss_kind loss, const ipu::t
     CAPTURE(w);
     CHECK(relative_difference(s.weight(w), ipu::io::read_npy(dir / (w + ".npy"))) < tolerance);
   }
+  for (const auto& b : s.buffer_names()) {
+    CAPTURE(b);
+    CHECK(relative_difference(s.buffer(b), ipu::io::read_npy(dir / (b + ".npy"))) < tolerance);
+  }
   // The trained model, run for inference, gives PyTorch's trained output.
   ipu::cpu::device dev(s.trained_model());
   const auto out = dev.run(std::vector<ipu::host_tensor>{row(x, 0)});
@@ -132,5 +136,21 @@ TEST_CASE("a small CNN (grouped, strided and padded convolutions, max and averag
                         ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
                         1e-4);
   check_against_pytorch("cnn_ce_adam", loss_kind::cross_entropy, ipu::train::adam{.lr = 0.01, .weight_decay = 0.01}, 10,
+                        1e-4);
+}
+
+TEST_CASE("take_rows: a micro-batch of stacked samples, wrapping around at the end") {
+  const auto all = ipu::host_tensor::from<float>({3, 2}, {0, 1, 10, 11, 20, 21});
+  const auto b = ipu::train::take_rows(all, 2, 2);
+  CHECK(b.info() == ipu::tensor_info{ipu::data_type::F32, {2, 2}});
+  CHECK(std::vector<float>(b.as<float>().begin(), b.as<float>().end()) == std::vector<float>{20, 21, 0, 1});
+  CHECK(ipu::train::take_rows(all, 7, 1).as<float>()[0] == 10);
+  CHECK_THROWS_AS(ipu::train::take_rows(all, 0, 0), ipu::error);
+  CHECK_THROWS_AS(ipu::train::take_rows(ipu::host_tensor::from<float>({}, {1}), 0, 1), ipu::error);
+}
+
+TEST_CASE("BatchNormalization trains as PyTorch's train() mode: batch statistics, running statistics updated") {
+  check_against_pytorch("cnn_bn_ce_sgd_momentum", loss_kind::cross_entropy,
+                        ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
                         1e-4);
 }

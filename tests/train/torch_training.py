@@ -51,6 +51,24 @@ class SmallCnn(torch.nn.Module):
         return self.fc(torch.flatten(x, 1))
 
 
+class CnnBn(torch.nn.Module):
+    """Convolutions with BatchNorm2d, trained in train() mode: batch statistics, running ones updated."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(4)
+        self.conv2 = torch.nn.Conv2d(4, 6, 3, stride=2)
+        self.bn2 = torch.nn.BatchNorm2d(6)
+        self.fc = torch.nn.Linear(6, 3)
+
+    def forward(self, x):
+        # Each BatchNorm2d after a ReLU: PyTorch's export folds one that directly follows a Conv.
+        x = self.bn1(torch.relu(self.conv1(x)))
+        x = self.bn2(torch.relu(self.conv2(x)))
+        return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
+
+
 def optimizer_for(name, params):
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01)
@@ -70,6 +88,7 @@ def run(out_dir, case, model, x, labels, loss_fn, opt_name, steps):
     os.makedirs(d, exist_ok=True)
     torch.onnx.export(model, (x[0],), os.path.join(d, "model.onnx"), opset_version=13, do_constant_folding=False,
                       input_names=["x"], output_names=["y"])
+    model.train()  # the export ran the model in eval mode
     np.save(os.path.join(d, "x.npy"), x.numpy())
     np.save(os.path.join(d, "labels.npy"), labels.numpy())
     opt = optimizer_for(opt_name, model.parameters())
@@ -82,6 +101,10 @@ def run(out_dir, case, model, x, labels, loss_fn, opt_name, steps):
         opt.step()
     for name, p in model.named_parameters():
         np.save(os.path.join(d, name + ".npy"), p.detach().numpy())
+    for name, b in model.named_buffers():
+        if b.is_floating_point():  # running statistics, not the batch counter
+            np.save(os.path.join(d, name + ".npy"), b.numpy())
+    model.eval()  # the trained output, as PyTorch's inference would give it
     np.save(os.path.join(d, "losses.npy"), np.array(losses, dtype=np.float64))
     with torch.no_grad():
         np.save(os.path.join(d, "out.npy"), model(x[0]).numpy())
@@ -107,6 +130,11 @@ def main():
         x = torch.randn(3, 4, 1, 12, 12)
         labels = torch.randint(0, 5, (3, 4))
         run(out, "cnn_ce_" + opt_name, model, x, labels, torch.nn.CrossEntropyLoss(), opt_name, 10)
+    torch.manual_seed(5)
+    model = CnnBn()
+    x = torch.randn(3, 4, 1, 8, 8)
+    labels = torch.randint(0, 3, (3, 4))
+    run(out, "cnn_bn_ce_sgd_momentum", model, x, labels, torch.nn.CrossEntropyLoss(), "sgd_momentum", 10)
     torch.manual_seed(2)
     model = Mlp()
     x = torch.randn(2, 5, 6)

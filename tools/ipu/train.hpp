@@ -106,19 +106,6 @@ inline ipu::host_tensor as_type(ipu::host_tensor t, ipu::data_type type, const s
               what, type == ipu::data_type::S64 ? "give class indices as integers" : "give floating-point data");
 }
 
-/// Rows [first, first + n) of `all` (modulo its row count), as one tensor of `n` rows.
-inline ipu::host_tensor rows(const ipu::host_tensor& all, std::int64_t first, std::int64_t n) {
-  auto dims = all.info().shape.dims();
-  const auto total = dims[0];
-  dims[0] = n;
-  ipu::host_tensor t(ipu::tensor_info{all.info().type, ipu::shape(dims)});
-  const auto row_bytes = t.bytes().size() / static_cast<std::size_t>(n);
-  for (std::int64_t i = 0; i < n; ++i)
-    std::memcpy(t.bytes().data() + static_cast<std::size_t>(i) * row_bytes,
-                all.bytes().data() + static_cast<std::size_t>((first + i) % total) * row_bytes, row_bytes);
-  return t;
-}
-
 /// The model with every input's leading dimension set to `batch`, its shapes inferred again.
 inline ipu::graph with_batch(const ipu::graph& m, std::int64_t batch) {
   for (const auto& op : m.ops())
@@ -226,10 +213,10 @@ inline void run_train(const train_args& a) {
     batches.reserve(data.size());
     std::vector<std::pair<std::string, ipu::const_tensor_view>> in;
     for (const auto& [n, t] : data) {
-      batches.push_back(train_detail::rows(t, k * batch, batch));
+      batches.push_back(ipu::train::take_rows(t, k * batch, batch));
       in.emplace_back(n, batches.back().view());
     }
-    const auto lb = train_detail::rows(labels, k * batch, batch);
+    const auto lb = ipu::train::take_rows(labels, k * batch, batch);
     const auto r = s.run(in, lb.view());
     if (k == 0) first = r.loss;
     last = r.loss;

@@ -29,7 +29,9 @@ constexpr bool is_float(data_type t) noexcept {
 
 constexpr std::vector<tensor_info> infer_new_op(const graph& g, const op_node& n) { return infer_outputs(g, n); }
 
-/// Tensors that depend on any of `sources` through ops (the sources included).
+/// Floating-point tensors that depend on any of `sources` through ops (the sources included).
+/// Integer and boolean results (shapes, indices, masks) carry no gradient, so the ops computing
+/// them need no gradient rule.
 constexpr std::vector<bool> downstream_of(const graph& g, std::span<const tensor_id> sources,
                                           const std::vector<op_id>& order) {
   std::vector<bool> mark(g.num_tensors(), false);
@@ -40,7 +42,7 @@ constexpr std::vector<bool> downstream_of(const graph& g, std::span<const tensor
     for (auto t : op.inputs) any = any || (t != no_tensor && mark[t]);
     if (any)
       for (auto t : op.outputs)
-        if (t != no_tensor) mark[t] = true;
+        if (t != no_tensor && is_float(g.tensor(t).info.type)) mark[t] = true;
   }
   return mark;
 }
@@ -96,7 +98,7 @@ constexpr std::vector<tensor_id> add_gradients(graph& g, tensor_id loss, std::sp
     const auto& op = g.op(id);
     bool in = false, out = false;
     for (auto t : op.inputs) in = in || (t != no_tensor && from_weight[t]);
-    for (auto t : op.outputs) out = out || (t != no_tensor && to_loss[t]);
+    for (auto t : op.outputs) out = out || (t != no_tensor && to_loss[t] && from_weight[t]);
     if (!in || !out) continue;
     path.push_back(id);
     const auto row = op_def_index(op.domain, op.type);

@@ -22,6 +22,25 @@
 
 namespace ipu::train {
 
+/// Rows [first, first + n) of `all` (stacked samples, batch first), wrapping around at the end: the
+/// micro-batch a step takes from a data set.
+inline host_tensor take_rows(const host_tensor& all, std::int64_t first, std::int64_t n) {
+  const auto& s = all.info().shape;
+  if (s.rank() == 0 || s[0] < 1 || n < 1 || first < 0)
+    throw error(error_category::usage,
+                "cannot take " + std::to_string(n) + " rows from row " + std::to_string(first) + " of " + to_string(all.info()),
+                "take_rows", "give stacked samples (batch first) and a positive number of rows");
+  auto dims = s.dims();
+  const auto total = dims[0];
+  dims[0] = n;
+  host_tensor t(tensor_info{all.info().type, shape(dims)});
+  const auto row_bytes = t.bytes().size() / static_cast<std::size_t>(n);
+  for (std::int64_t i = 0; i < n; ++i)
+    std::memcpy(t.bytes().data() + static_cast<std::size_t>(i) * row_bytes,
+                all.bytes().data() + static_cast<std::size_t>((first + i) % total) * row_bytes, row_bytes);
+  return t;
+}
+
 /// What one step returns.
 struct step_result {
   double loss = 0;                   // the loss before the update
@@ -45,6 +64,16 @@ class training_session {
       weights_.push_back(std::move(t));
     }
     for (const auto& s : tg_.state) state_.emplace_back(s.info);  // zeroed
+    for (const auto& b : tg_.buffers) {
+      host_tensor t(b.info);
+      const auto bytes = b.initial.bytes();
+      if (bytes.size() != t.bytes().size())
+        throw error(error_category::graph, "buffer '" + b.name + "' holds " + std::to_string(bytes.size()) + " bytes but " +
+                                               to_string(b.info) + " needs " + std::to_string(t.bytes().size()),
+                    where());
+      if (!bytes.empty()) std::memcpy(t.bytes().data(), bytes.data(), bytes.size());
+      buffers_.push_back(std::move(t));
+    }
     bind_inputs();
   }
 
@@ -88,6 +117,7 @@ class training_session {
     for (std::size_t i = 0; i < weights_.size(); ++i)
       if (weight_position_[i] != npos) views[weight_position_[i]] = weights_[i].view();
     for (std::size_t i = 0; i < state_.size(); ++i) views[state_position_[i]] = state_[i].view();
+    for (std::size_t i = 0; i < buffers_.size(); ++i) views[buffer_position_[i]] = buffers_[i].view();
     std::vector<host_tensor> scalars;
     scalars.reserve(hyper_.size());
     const auto values = hyperparameters(options_.opt, steps_);
@@ -114,6 +144,7 @@ class training_session {
     for (std::size_t i = 0; i < weights_.size(); ++i)
       if (!tg_.weights[i].updated.empty()) weights_[i] = std::move(out[k++]);
     for (auto& s : state_) s = std::move(out[k++]);
+    for (auto& b : buffers_) b = std::move(out[k++]);
     for (std::size_t i = 0; i < tg_.model_outputs.size(); ++i) r.outputs.push_back(std::move(out[i]));
     ++steps_;
     return r;
@@ -130,18 +161,40 @@ class training_session {
     for (const auto& w : tg_.weights) n.push_back(w.name);
     return n;
   }
+  /// The current value of buffer `name` (a BatchNormalization running statistic).
+  [[nodiscard]] const host_tensor& buffer(std::string_view name) const {
+    for (std::size_t i = 0; i < buffers_.size(); ++i)
+      if (tg_.buffers[i].name == name) return buffers_[i];
+    throw error(error_category::usage, "no buffer named '" + std::string(name) + "'", where());
+  }
+  [[nodiscard]] std::vector<std::string> buffer_names() const {
+    std::vector<std::string> n;
+    for (const auto& b : tg_.buffers) n.push_back(b.name);
+    return n;
+  }
 
   /// The model with its weights as trained so far (PopART's modelToHost).
   [[nodiscard]] graph trained_model() const {
     graph g(model_.name());
+    std::vector<bool> now_data(model_.num_tensors(), false);  // buffers the model computed by an Identity
     for (tensor_id t = 0; t < model_.num_tensors(); ++t) {
       const auto& n = model_.tensor(t);
       byte_buffer data = n.data;
+      auto kind = n.kind;
       for (std::size_t i = 0; i < weights_.size(); ++i)
         if (tg_.weights[i].name == n.name) data = byte_buffer::copy(weights_[i].bytes());
-      g.add_tensor(n.name, n.info, n.kind, std::move(data));
+      for (std::size_t i = 0; i < buffers_.size(); ++i)
+        if (tg_.buffers[i].name == n.name) {
+          data = byte_buffer::copy(buffers_[i].bytes());
+          if (kind == tensor_kind::intermediate) {
+            kind = tensor_kind::variable;
+            now_data[t] = true;
+          }
+        }
+      g.add_tensor(n.name, n.info, kind, std::move(data));
     }
-    for (const auto& op : model_.ops()) g.add_op(op);
+    for (const auto& op : model_.ops())
+      if (op.outputs.size() != 1 || !now_data[op.outputs[0]]) g.add_op(op);
     for (auto t : model_.outputs()) g.mark_output(t);
     g.set_opset_imports(model_.opset_imports());
     return g;
@@ -170,6 +223,7 @@ class training_session {
     labels_position_ = position(tg_.labels);
     for (const auto& w : tg_.weights) weight_position_.push_back(position(w.name));
     for (const auto& s : tg_.state) state_position_.push_back(position(s.input));
+    for (const auto& b : tg_.buffers) buffer_position_.push_back(position(b.name));
     bindings_.assign(ids.size(), false);
     auto bind = [&](std::size_t p) {
       if (p != npos) bindings_[p] = true;
@@ -178,6 +232,7 @@ class training_session {
     bind(labels_position_);
     for (auto p : weight_position_) bind(p);
     for (auto p : state_position_) bind(p);
+    for (auto p : buffer_position_) bind(p);
     for (std::size_t i = 0; i < ids.size(); ++i)
       if (!bindings_[i]) {
         const auto& name = g.tensor(ids[i]).name;
@@ -192,8 +247,8 @@ class training_session {
   graph model_;
   training_graph tg_;
   cpu::device device_;
-  std::vector<host_tensor> weights_, state_;
-  std::vector<std::size_t> model_input_position_, weight_position_, state_position_;
+  std::vector<host_tensor> weights_, state_, buffers_;
+  std::vector<std::size_t> model_input_position_, weight_position_, state_position_, buffer_position_;
   std::size_t labels_position_ = npos;
   std::vector<std::pair<std::string, std::size_t>> hyper_;
   std::vector<bool> bindings_;

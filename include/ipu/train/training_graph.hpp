@@ -5,16 +5,21 @@
 // (ipu/train/session.hpp) feeds each step's outputs back as the next step's inputs.
 //
 // Trained: every floating-point weight of the model but the frozen ones and BatchNormalization's
-// running statistics (buffers, as PyTorch calls them).
+// running statistics (buffers, as PyTorch calls them). BatchNormalization trains as PyTorch's
+// train() mode does: it normalises with the batch's statistics (its ops written out, so autodiff
+// sees ordinary ops) and updates the running statistics each step, as buffers the step returns.
 #include <algorithm>
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "ipu/builder/builder.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/ops/infer.hpp"
 #include "ipu/train/autodiff.hpp"
 #include "ipu/train/loss.hpp"
 #include "ipu/train/optimizer.hpp"
@@ -26,6 +31,7 @@ struct training_options {
   loss_options loss{};
   optimizer opt = sgd{};
   std::vector<std::string> frozen;  // weights left as they are
+  bool batch_norm_training = true;  // false: BatchNormalization keeps its running statistics (frozen)
 };
 
 struct trained_weight {
@@ -43,20 +49,132 @@ struct training_graph {
   std::string labels;                      // the labels input
   std::string loss;                        // the scalar loss output
   std::vector<trained_weight> weights;     // in the model's order
+  std::vector<trained_weight> buffers;     // BatchNormalization's running statistics, updated each step
   std::vector<state_slot> state;           // optimizer state, zero before the first step
   optimizer_structure structure;
 };
 
 namespace detail {
-/// Weights of `g` read as BatchNormalization's running mean or variance: buffers, not trained.
-constexpr std::vector<bool> running_statistics(const graph& g) {
-  std::vector<bool> r(g.num_tensors(), false);
-  for (const auto& op : g.ops())
-    if (op.type == "BatchNormalization" && (op.domain.empty() || op.domain == "ai.onnx"))
-      for (std::size_t i = 3; i < 5 && i < op.inputs.size(); ++i)
-        if (op.inputs[i] != no_tensor) r[op.inputs[i]] = true;
+/// BatchNormalization's running statistics in `g`: for each statistic tensor, the variable holding
+/// its value: itself, or the variable an Identity copies (PyTorch's export shares equal initial
+/// statistics that way). `copies` marks those Identity ops.
+struct running_statistics_of {
+  std::vector<tensor_id> source;  // per tensor: the variable with its value, or no_tensor
+  std::vector<bool> is_source;    // per tensor: a variable only statistics take their value from
+  std::vector<bool> copies;       // per op: an Identity that only hands a variable to a statistic
+};
+constexpr running_statistics_of running_statistics(const graph& g) {
+  running_statistics_of r{std::vector<tensor_id>(g.num_tensors(), no_tensor), std::vector<bool>(g.num_tensors(), false),
+                          std::vector<bool>(g.num_ops(), false)};
+  for (const auto& op : g.ops()) {
+    if (op.type != "BatchNormalization" || !(op.domain.empty() || op.domain == "ai.onnx")) continue;
+    for (std::size_t i = 3; i < 5 && i < op.inputs.size(); ++i) {
+      const auto t = op.inputs[i];
+      if (t == no_tensor) continue;
+      const auto& n = g.tensor(t);
+      if (n.kind == tensor_kind::variable) {
+        r.source[t] = t;
+      } else if (n.producer != no_op && g.op(n.producer).type == "Identity" && !g.op(n.producer).inputs.empty() &&
+                 g.op(n.producer).inputs[0] != no_tensor &&
+                 g.tensor(g.op(n.producer).inputs[0]).kind == tensor_kind::variable) {
+        r.source[t] = g.op(n.producer).inputs[0];
+        r.copies[n.producer] = true;
+      } else {
+        continue;
+      }
+      r.is_source[r.source[t]] = true;
+    }
+  }
+  // A variable that something else reads too is not only a statistic's value: PyTorch's export
+  // hands a BatchNormalization's running variance over as an Identity of its weight when both are
+  // ones at export time, and the weight still trains.
+  for (tensor_id t = 0; t < g.num_tensors(); ++t)
+    if (r.is_source[t])
+      for (auto c : g.tensor(t).consumers)
+        if (!r.copies[c]) r.is_source[t] = false;
   return r;
 }
+}  // namespace detail
+
+namespace detail {
+
+/// Writes BatchNormalization `op` (inference form, one output) of `g` out as training-mode ops:
+/// normalised with the batch's mean and biased variance, and returning the running statistics
+/// updated as PyTorch does (momentum on the old value; the unbiased variance).
+/// Returns the tensors holding the updated running mean and variance.
+constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op_node& op, std::size_t index) {
+  if (op.outputs.size() != 1 || op.inputs.size() != 5)
+    throw error(error_category::usage, "op " + graph::describe(op) + " is already in training form", "training graph",
+                "export the model in inference mode (PyTorch's default)");
+  const auto x = op.inputs[0], scale = op.inputs[1], bias = op.inputs[2], mean = op.inputs[3], var = op.inputs[4];
+  const auto info = g.tensor(x).info;
+  const auto type = info.type;
+  const auto rank = info.shape.rank();
+  if (rank < 2) throw error(error_category::shape, "BatchNormalization of a rank-" + format_uint(rank) + " input", "op " + graph::describe(op));
+  double eps = 1e-5, momentum = 0.9;
+  if (const auto* a = op.find_attribute("epsilon"))
+    if (const auto* v = std::get_if<float>(&a->value)) eps = *v;
+  if (const auto* a = op.find_attribute("momentum"))
+    if (const auto* v = std::get_if<float>(&a->value)) momentum = *v;
+  std::int64_t n = info.shape[0];
+  std::vector<std::int64_t> axes{0}, keep(rank, 1);
+  for (std::size_t i = 2; i < rank; ++i) {
+    axes.push_back(static_cast<std::int64_t>(i));
+    n *= info.shape[i];
+  }
+  keep[1] = info.shape[1];
+  const std::string prefix = "bn_train/" + format_uint(index) + "/";
+  std::size_t k = 0;
+  auto constant = [&](data_type t, shape sh, const std::vector<double>& v) {
+    byte_buffer data;
+    if (t == data_type::S64) {
+      std::vector<std::int64_t> w;
+      for (double d : v) w.push_back(static_cast<std::int64_t>(d));
+      data = byte_buffer::from_values(std::span<const std::int64_t>(w));
+    } else if (t == data_type::F64) {
+      data = byte_buffer::from_values(std::span<const double>(v));
+    } else {
+      std::vector<float> w(v.begin(), v.end());
+      data = byte_buffer::from_values(std::span<const float>(w));
+    }
+    return g.add_tensor(prefix + "c" + format_uint(k++), tensor_info{t, std::move(sh)}, tensor_kind::constant, std::move(data));
+  };
+  auto ints = [&](const std::vector<std::int64_t>& v) {
+    return constant(data_type::S64, shape{static_cast<std::int64_t>(v.size())}, std::vector<double>(v.begin(), v.end()));
+  };
+  auto scalar = [&](double v) { return constant(type, shape{}, {v}); };
+  auto emit = [&](std::string_view t, std::vector<tensor_id> in, std::vector<attribute> at = {},
+                  tensor_id out = no_tensor) {
+    op_node o;
+    o.type = std::string(t);
+    o.name = prefix + std::string(t) + format_uint(k++);
+    o.inputs = std::move(in);
+    o.attributes = std::move(at);
+    o.where = op.where;
+    o.outputs = {no_tensor};
+    const auto infos = infer_outputs(g, o);
+    o.outputs[0] = out != no_tensor ? out : g.add_tensor(o.name, infos.at(0));
+    const auto r = o.outputs[0];
+    g.add_op(std::move(o));
+    return r;
+  };
+  const attribute keepdims{"keepdims", std::int64_t{1}};
+  const auto m = emit("ReduceSum", {x, ints(axes)}, {keepdims});
+  const auto batch_mean = emit("Div", {m, scalar(static_cast<double>(n))});
+  const auto d = emit("Sub", {x, batch_mean});
+  const auto sq = emit("ReduceSum", {emit("Mul", {d, d}), ints(axes)}, {keepdims});
+  const auto batch_var = emit("Div", {sq, scalar(static_cast<double>(n))});
+  const auto norm = emit("Div", {d, emit("Sqrt", {emit("Add", {batch_var, scalar(eps)})})});
+  const auto scaled = emit("Mul", {norm, emit("Reshape", {scale, ints(keep)})});
+  (void)emit("Add", {scaled, emit("Reshape", {bias, ints(keep)})}, {}, op.outputs[0]);
+  const auto c = ints({info.shape[1]});
+  const auto keep_old = scalar(momentum), take_new = scalar(1 - momentum);
+  const auto new_mean = emit("Add", {emit("Mul", {mean, keep_old}), emit("Mul", {emit("Reshape", {batch_mean, c}), take_new})});
+  const auto unbiased = emit("Mul", {emit("Reshape", {batch_var, c}), scalar(n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0)});
+  const auto new_var = emit("Add", {emit("Mul", {var, keep_old}), emit("Mul", {unbiased, take_new})});
+  return {new_mean, new_var};
+}
+
 }  // namespace detail
 
 /// Builds the training step of `model`.
@@ -99,23 +217,46 @@ constexpr training_graph make_training_graph(const graph& model, const training_
   for (auto t : model.inputs()) r.model_inputs.push_back(model.tensor(t).name);
 
   // The model again, its trainable weights turned into inputs (same tensor and op ids).
-  const auto buffers = detail::running_statistics(model);
+  const auto stats = detail::running_statistics(model);
   graph g(model.name());
   std::vector<tensor_id> weights;
   for (tensor_id t = 0; t < model.num_tensors(); ++t) {
     const auto& n = model.tensor(t);
-    const bool trained = n.kind == tensor_kind::variable && detail::is_float(n.info.type) && !buffers[t] &&
+    const bool trained = n.kind == tensor_kind::variable && detail::is_float(n.info.type) && !stats.is_source[t] &&
                          std::find(o.frozen.begin(), o.frozen.end(), n.name) == o.frozen.end();
+    const bool buffer = o.batch_norm_training && stats.source[t] != no_tensor;
     if (trained) {
       g.add_tensor(n.name, n.info, tensor_kind::input);
       weights.push_back(t);
       r.weights.push_back({n.name, {}, n.info, n.data});
+    } else if (buffer) {
+      g.add_tensor(n.name, n.info, tensor_kind::input);
+      r.buffers.push_back({n.name, {}, n.info, model.tensor(stats.source[t]).data});
     } else {
       g.add_tensor(n.name, n.info, n.kind, n.data);
     }
   }
   if (weights.empty()) throw error(error_category::usage, "the model has no trainable weights", where);
-  for (const auto& op : model.ops()) g.add_op(op);
+  std::vector<tensor_id> buffer_updates;
+  std::size_t bn = 0;
+  for (op_id id = 0; id < model.num_ops(); ++id) {
+    const auto& op = model.op(id);
+    if (o.batch_norm_training && stats.copies[id]) continue;  // its output is a buffer input now
+    const bool is_bn = op.type == "BatchNormalization" && (op.domain.empty() || op.domain == "ai.onnx");
+    if (!is_bn || !o.batch_norm_training) {
+      g.add_op(op);
+      continue;
+    }
+    const auto [new_mean, new_var] = detail::batch_norm_training(g, op, bn++);
+    for (auto& b : r.buffers) {
+      const bool is_mean = b.name == model.tensor(op.inputs[3]).name, is_var = b.name == model.tensor(op.inputs[4]).name;
+      if (!is_mean && !is_var) continue;
+      if (!b.updated.empty())
+        throw error(error_category::usage, "running statistic '" + b.name + "' is shared by several BatchNormalization ops",
+                    where, "give each BatchNormalization its own statistics");
+      b.updated = g.tensor(is_mean ? new_mean : new_var).name;
+    }
+  }
   for (auto t : model.outputs()) g.mark_output(t);
   g.set_opset_imports(model.opset_imports());
 
@@ -144,6 +285,11 @@ constexpr training_graph make_training_graph(const graph& model, const training_
   }
   for (auto t : updated) ub.add_output(t);
   for (const auto& s : r.state) ub.add_output(*ub.current().find_tensor(s.output));
+  for (const auto& b : r.buffers) {
+    if (b.updated.empty())
+      throw error(error_category::usage, "running statistic '" + b.name + "' is read by no BatchNormalization", where);
+    ub.add_output(*ub.current().find_tensor(b.updated));
+  }
   r.step = std::move(ub).build();
   r.structure = structure_of(o.opt);
   return r;
