@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ipu/builder/builder.hpp"
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/ops/all.hpp"
@@ -153,4 +154,69 @@ TEST_CASE("BatchNormalization trains as PyTorch's train() mode: batch statistics
   check_against_pytorch("cnn_bn_ce_sgd_momentum", loss_kind::cross_entropy,
                         ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
                         1e-4);
+}
+
+TEST_CASE("set_optimizer changes values between steps, and refuses what would change the compiled step") {
+  ipu::builder b("linear");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {2, 3}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{3, 2}, {1, 2, 3, 4, 5, 6}), "w");
+  b.add_output(b.matmul(x, w, "y"));
+  ipu::train::training_options o;
+  o.opt = ipu::train::sgd{.lr = 0.1, .momentum = 0.9};
+  ipu::train::training_session s(b.build(), o);
+  const auto xv = ipu::host_tensor::from<float>({2, 3}, {1, 0, 0, 0, 1, 0});
+  const auto target = ipu::host_tensor::from<float>({2, 2}, {0, 0, 0, 0});
+  (void)s.run({{"x", xv.view()}}, target.view());
+  const auto before = s.weight("w");
+  // Learning rate 0: the momentum buffer moves, the weight does not.
+  s.set_optimizer(ipu::train::sgd{.lr = 0, .momentum = 0.9});
+  (void)s.run({{"x", xv.view()}}, target.view());
+  CHECK(std::vector<float>(s.weight("w").as<float>().begin(), s.weight("w").as<float>().end()) ==
+        std::vector<float>(before.as<float>().begin(), before.as<float>().end()));
+  // Back to 0.1: it moves again, with the momentum kept.
+  s.set_optimizer(ipu::train::sgd{.lr = 0.1, .momentum = 0.9});
+  (void)s.run({{"x", xv.view()}}, target.view());
+  CHECK(s.weight("w").as<float>()[0] != before.as<float>()[0]);
+  CHECK_THROWS_WITH_AS(s.set_optimizer(ipu::train::sgd{.lr = 0.1}), doctest::Contains("changes the shape of the compiled step"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS(s.set_optimizer(ipu::train::adam{}), doctest::Contains("changes the shape of the compiled step"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS(s.set_optimizer(ipu::train::sgd{.lr = -1, .momentum = 0.9}), doctest::Contains("learning rate"),
+                       ipu::error);
+  // Bad inputs to a step.
+  CHECK_THROWS_WITH_AS((void)s.run({{"nope", xv.view()}}, target.view()), doctest::Contains("no input named 'nope'"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS((void)s.run({}, target.view()), doctest::Contains("input 'x' is not given"), ipu::error);
+  const auto wrong = ipu::host_tensor::from<std::int64_t>({2}, {0, 1});
+  CHECK_THROWS_AS((void)s.run({{"x", xv.view()}}, wrong.view()), ipu::error);
+  CHECK(s.steps() == 3);
+}
+
+TEST_CASE("a training session refuses models it cannot train, with what to do") {
+  ipu::builder b("m");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {2, 3}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{3, 2}, {1, 2, 3, 4, 5, 6}), "w");
+  const auto y = b.matmul(x, w, "y");
+  b.add_output(y);
+  b.add_output(b.relu(y, "z"));
+  const auto g = b.build();
+  auto with = [](std::string output, std::vector<std::string> frozen = {}) {
+    ipu::train::training_options o;
+    o.output = std::move(output);
+    o.frozen = std::move(frozen);
+    return o;
+  };
+  CHECK_THROWS_WITH_AS(ipu::train::training_session(g, with("")), doctest::Contains("the model has 2 outputs"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::train::training_session(g, with("q")), doctest::Contains("no output named 'q'"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::train::training_session(g, with("y", {"v"})), doctest::Contains("frozen weight 'v'"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::train::training_session(g, with("y", {"w"})), doctest::Contains("no trainable weights"),
+                       ipu::error);
+  ipu::train::training_options nll = with("y");
+  nll.loss.kind = loss_kind::nll;
+  ipu::train::training_session s(g, nll);  // log-probabilities [2, 2]: class indices [2]
+  const auto xv = ipu::host_tensor::from<float>({2, 3}, {1, 0, 0, 0, 1, 0});
+  const auto out_of_range = ipu::host_tensor::from<std::int64_t>({2}, {0, 5});
+  CHECK_THROWS_WITH_AS((void)s.run({{"x", xv.view()}}, out_of_range.view()), doctest::Contains("target 5 is not a class"),
+                       ipu::error);
 }

@@ -6,6 +6,7 @@
 //   ipu::train::training_session s(model, {.output = "fc", .loss = {.kind = loss_kind::mse}});
 //   for (...) { auto r = s.run({{"x", x.view()}}, target.view()); use(r.loss); }
 //   ipu::graph trained = s.trained_model();  // the model with its trained weights
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -127,9 +128,10 @@ class training_session {
       if (name == "optimizer/first_step") {
         t.bytes()[0] = std::byte{steps_ == 0 ? std::uint8_t{1} : std::uint8_t{0}};
       } else {
-        double v = 0;
-        for (const auto& [n, x] : values)
-          if (n == name) v = x;
+        const auto found = std::find_if(values.begin(), values.end(), [&](const auto& p) { return p.first == name; });
+        if (found == values.end())
+          throw error(error_category::internal, "the optimizer gives no value for step input '" + name + "'", where());
+        const double v = found->second;
         if (info.type == data_type::F64) t.as<double>()[0] = v;
         else t.as<float>()[0] = static_cast<float>(v);
       }
