@@ -59,10 +59,10 @@ TEST_CASE("every row has a cost rule; every op with a kernel a shape rule, but f
   for (const auto& row : ipu::op_table()) {
     CAPTURE(key(row.domain, row.type));
     CHECK(row.cost);
-    CHECK(ipu::find_op_cost(row.domain, row.type) == row.cost.fn);
+    CHECK((ipu::find_op_cost(row.domain, row.type) == row.cost.fn));
     if (row.gradient) CHECK(row.shape);  // autodiff shape-checks the backward ops it adds
     if (!row.shape) missing.insert(key(row.domain, row.type));
-    else CHECK(ipu::find_shape_inference(row.domain, row.type) == row.shape.fn);
+    else CHECK((ipu::find_shape_inference(row.domain, row.type) == row.shape.fn));
   }
   CHECK(missing == no_shape_rule_yet);
   // The gradient rules so far (tests/train/test_autodiff.cpp checks each against finite differences).

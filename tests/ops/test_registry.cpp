@@ -14,9 +14,9 @@ TEST_CASE("op registry: find and kernel agree; a missing op is an ipu::error nam
   ipu::op_registry r;
   r.add({"", "Relu", &first_kernel});
   r.add({"com.example", "Relu", &second_kernel});
-  CHECK(r.find("ai.onnx", "Relu")->kernel == &first_kernel);  // "ai.onnx" is the default domain
-  CHECK(r.kernel("", "Relu") == &first_kernel);
-  CHECK(r.kernel("com.example", "Relu") == &second_kernel);
+  CHECK((r.find("ai.onnx", "Relu")->kernel == &first_kernel));  // "ai.onnx" is the default domain
+  CHECK((r.kernel("", "Relu") == &first_kernel));
+  CHECK((r.kernel("com.example", "Relu") == &second_kernel));
   CHECK(r.find("", "Tanh") == nullptr);
   CHECK_THROWS_WITH_AS(static_cast<void>(r.kernel("", "Tanh")), doctest::Contains("no host kernel for op Tanh"),
                        ipu::error);
