@@ -51,6 +51,7 @@
 #include "ipu/train/autodiff.hpp"
 #include "ipu/train/loss.hpp"
 #include "ipu/train/optimizer.hpp"
+#include "ipu/train/recurrent.hpp"
 #include "ipu/train/session.hpp"
 #include "ipu/train/training_graph.hpp"
 

@@ -220,3 +220,19 @@ TEST_CASE("a training session refuses models it cannot train, with what to do") 
   CHECK_THROWS_WITH_AS((void)s.run({{"x", xv.view()}}, out_of_range.view()), doctest::Contains("target 5 is not a class"),
                        ipu::error);
 }
+
+TEST_CASE("an LSTM tagger (Embedding, bidirectional LSTM, Linear; cross-entropy over [N, C, T]): SGD and Adam, as PyTorch") {
+  check_against_pytorch("lstm_tagger_ce_sgd_momentum", loss_kind::cross_entropy,
+                        ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
+                        1e-4);
+  check_against_pytorch("lstm_tagger_ce_adam", loss_kind::cross_entropy,
+                        ipu::train::adam{.lr = 0.01, .weight_decay = 0.01}, 10, 1e-4);
+}
+
+TEST_CASE("a GRU tagger (Embedding, two-layer GRU, Linear; cross-entropy flattened): SGD and Adam, as PyTorch") {
+  check_against_pytorch("gru_tagger_ce_sgd_momentum", loss_kind::cross_entropy,
+                        ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
+                        1e-4);
+  check_against_pytorch("gru_tagger_ce_adam", loss_kind::cross_entropy,
+                        ipu::train::adam{.lr = 0.01, .weight_decay = 0.01}, 10, 1e-4);
+}

@@ -69,6 +69,34 @@ class CnnBn(torch.nn.Module):
         return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
 
 
+class LstmTagger(torch.nn.Module):
+    """Embedding -> bidirectional LSTM (batch first) -> Linear: per-token scores [N, C, T]."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(12, 4)
+        self.lstm = torch.nn.LSTM(4, 5, batch_first=True, bidirectional=True)
+        self.fc = torch.nn.Linear(10, 3)
+
+    def forward(self, x):
+        y, _ = self.lstm(self.emb(x))
+        return self.fc(y).transpose(1, 2)
+
+
+class GruTagger(torch.nn.Module):
+    """Embedding -> two-layer GRU (time first) -> Linear: per-token scores flattened to [T * N, C]."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(12, 4)
+        self.gru = torch.nn.GRU(4, 5, num_layers=2)
+        self.fc = torch.nn.Linear(5, 3)
+
+    def forward(self, x):
+        y, _ = self.gru(self.emb(x.t()))
+        return self.fc(y).reshape(-1, 3)
+
+
 def optimizer_for(name, params):
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01)
@@ -140,6 +168,18 @@ def main():
     x = torch.randn(2, 5, 6)
     target = torch.randn(2, 5, 4)
     run(out, "mlp_l1_sgd_momentum", model, x, target, torch.nn.L1Loss(), "sgd_momentum", 10)
+    for opt_name in ["sgd_momentum", "adam"]:
+        torch.manual_seed(6)
+        model = LstmTagger()
+        x = torch.randint(0, 12, (3, 4, 6))
+        labels = torch.randint(0, 3, (3, 4, 6))
+        run(out, "lstm_tagger_ce_" + opt_name, model, x, labels, torch.nn.CrossEntropyLoss(), opt_name, 10)
+    for opt_name in ["sgd_momentum", "adam"]:
+        torch.manual_seed(7)
+        model = GruTagger()
+        x = torch.randint(0, 12, (3, 4, 6))
+        labels = torch.randint(0, 3, (3, 6 * 4))  # time-major, as the scores are flattened
+        run(out, "gru_tagger_ce_" + opt_name, model, x, labels, torch.nn.CrossEntropyLoss(), opt_name, 10)
     return 0
 
 

@@ -23,6 +23,7 @@
 #include "ipu/train/autodiff.hpp"
 #include "ipu/train/loss.hpp"
 #include "ipu/train/optimizer.hpp"
+#include "ipu/train/recurrent.hpp"
 
 namespace ipu::train {
 
@@ -242,6 +243,10 @@ constexpr training_graph make_training_graph(const graph& model, const training_
   for (op_id id = 0; id < model.num_ops(); ++id) {
     const auto& op = model.op(id);
     if (o.batch_norm_training && stats.copies[id]) continue;  // its output is a buffer input now
+    if (is_recurrent(op)) {  // written out unrolled (train/recurrent.hpp): autodiff sees ordinary ops
+      write_out_recurrent(g, op, "recurrent/" + format_uint(id) + "/");
+      continue;
+    }
     const bool is_bn = op.type == "BatchNormalization" && (op.domain.empty() || op.domain == "ai.onnx");
     if (!is_bn || !o.batch_norm_training) {
       g.add_op(op);
