@@ -75,7 +75,20 @@ TEST_CASE("every row has a cost rule; every op with a kernel a shape rule, but f
                                                "Softmax", "LogSoftmax", "NegativeLogLikelihoodLoss", "Conv", "MaxPool",
                                                "AveragePool", "GlobalAveragePool", "Pad", "Concat", "Split",
                                                "Slice", "Gather", "Expand", "Where", "Cast", "Erf",
-                                               "LeakyRelu", "Clip", "Softplus", "Pow"});
+                                               "LeakyRelu", "Clip", "Softplus", "Pow",
+                                               // normalisation, ConvTranspose, Einsum
+                                               "LayerNormalization", "InstanceNormalization", "ConvTranspose",
+                                               "Einsum",
+                                               // activations and element-wise functions
+                                               "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softsign", "Mish",
+                                               "Gelu", "com.microsoft:Gelu", "ai.graphcore:Gelu", "PRelu",
+                                               "ThresholdedRelu", "Shrink", "Reciprocal", "Sin", "Cos", "Max", "Min",
+                                               "Sum", "Mean",
+                                               // reductions, data movement, losses
+                                               "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                                               "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "CumSum", "Tile",
+                                               "GatherElements", "GlobalMaxPool", "SoftmaxCrossEntropyLoss",
+                                               "Dropout"});
   for (const auto& e : registry.entries()) CHECK(ipu::find_op_def(e.domain, e.type) != nullptr);
   CHECK(ipu::find_op_def("com.example", "Mystery") == nullptr);
   CHECK(ipu::find_op_def("ai.onnx", "MatMul") == ipu::find_op_def("", "MatMul"));

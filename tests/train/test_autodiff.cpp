@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -86,6 +88,16 @@ void check_gradients(const std::string& what, const std::vector<input_spec>& spe
 
 ipu::attribute attr(std::string n, std::int64_t v) { return {std::move(n), v}; }
 ipu::attribute attr(std::string n, float v) { return {std::move(n), v}; }
+ipu::attribute attr(std::string n, std::vector<std::int64_t> v) { return {std::move(n), std::move(v)}; }
+ipu::attribute attr(std::string n, const char* v) { return {std::move(n), std::string(v)}; }
+tensor_id ints(ipu::builder& b, const std::vector<std::int64_t>& v) {
+  return b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{static_cast<std::int64_t>(v.size())}, v));
+}
+/// An op with one output built by the generic builder.
+tensor_id op(ipu::builder& b, std::string_view type, const std::vector<tensor_id>& in,
+             const std::vector<ipu::attribute>& at = {}, const ipu::op_options& o = {}) {
+  return b.op(type, in, at, o).front();
+}
 
 }  // namespace
 
@@ -259,7 +271,7 @@ TEST_CASE("autodiff refuses what cannot be trained, before adding anything") {
   const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{3}, {1, 2, 3}), "w");
   const auto y = b.add(x, w, "y");
   const auto lonely = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{1}, {1}), "lonely");
-  const auto no_rule = b.op("Sin", {y}).front();
+  const auto no_rule = b.op("Tan", {y}).front();
   const auto scalar = b.reduce_sum(no_rule, {0, 1}, false, "scalar");
   const auto ints = b.cast(scalar, data_type::S32, "ints");
   b.add_output(y);
@@ -282,7 +294,235 @@ TEST_CASE("autodiff refuses what cannot be trained, before adding anything") {
   CHECK_THROWS_WITH_AS(attempt(ints, weights), doctest::Contains("not a floating-point value"), ipu::error);
   CHECK_THROWS_WITH_AS(attempt(scalar, {lonely}), doctest::Contains("depends on none of the 1 trainable weights"),
                        ipu::error);
-  CHECK_THROWS_WITH_AS(attempt(scalar, weights), doctest::Contains("no gradient rule for the ops between the weights and the loss: Sin"),
+  CHECK_THROWS_WITH_AS(attempt(scalar, weights), doctest::Contains("no gradient rule for the ops between the weights and the loss: Tan"),
                        ipu::error);
 }
 
+
+TEST_CASE("normalisation: LayerNormalization (axis, epsilon, broadcast Scale and B), InstanceNormalization") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("LayerNormalization, last axis", {{{2, 3, 4}}, {{4}, 0.5, 2}, {{4}}},
+                  [](B& b, V x) { return op(b, "LayerNormalization", {x[0], x[1], x[2]}, {}, {.opset = 17}); });
+  check_gradients("LayerNormalization, axis 1, epsilon, broadcast B", {{{2, 3, 4}}, {{3, 4}, 0.5, 2}, {{4}}}, [](B& b, V x) {
+    return op(b, "LayerNormalization", {x[0], x[1], x[2]}, {attr("axis", std::int64_t{1}), attr("epsilon", 0.1f)},
+              {.opset = 17});
+  });
+  check_gradients("LayerNormalization, broadcast Scale, no B, statistics asked for", {{{3, 2, 4}}, {{1, 4}, 0.5, 2}},
+                  [](B& b, V x) {
+                    const auto outs = b.op("LayerNormalization", {x[0], x[1]}, {attr("axis", std::int64_t{-2})},
+                                           {.opset = 17, .num_outputs = 3});
+                    return outs[0];
+                  });
+  check_gradients("InstanceNormalization 1-D", {{{2, 3, 5}}, {{3}, 0.5, 2}, {{3}}},
+                  [](B& b, V x) { return op(b, "InstanceNormalization", {x[0], x[1], x[2]}); });
+  check_gradients("InstanceNormalization 2-D, epsilon", {{{1, 2, 3, 3}}, {{2}, 0.5, 2}, {{2}}}, [](B& b, V x) {
+    return op(b, "InstanceNormalization", {x[0], x[1], x[2]}, {attr("epsilon", 0.05f)});
+  });
+}
+
+TEST_CASE("ConvTranspose: strides, pads, output_padding, dilations, groups, auto_pad, output_shape, bias") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("ConvTranspose 2x2", {{{1, 2, 3, 3}}, {{2, 3, 2, 2}}, {{3}}},
+                  [](B& b, V x) { return op(b, "ConvTranspose", {x[0], x[1], x[2]}); });
+  check_gradients("ConvTranspose strided, padded, output_padding", {{{1, 2, 3, 4}}, {{2, 2, 3, 3}}}, [](B& b, V x) {
+    return op(b, "ConvTranspose", {x[0], x[1]},
+              {attr("strides", {2, 2}), attr("pads", {1, 0, 0, 1}), attr("output_padding", {1, 0})});
+  });
+  check_gradients("ConvTranspose dilated, grouped", {{{2, 4, 3, 3}}, {{4, 1, 2, 2}}, {{2}}}, [](B& b, V x) {
+    return op(b, "ConvTranspose", {x[0], x[1], x[2]}, {attr("dilations", {2, 1}), attr("group", std::int64_t{2})});
+  });
+  check_gradients("ConvTranspose grouped, 2 channels per group, strided", {{{1, 4, 2, 3}}, {{4, 3, 2, 2}}},
+                  [](B& b, V x) {
+                    return op(b, "ConvTranspose", {x[0], x[1]},
+                              {attr("strides", {2, 1}), attr("group", std::int64_t{2}), attr("pads", {0, 1, 1, 0})});
+                  });
+  check_gradients("ConvTranspose 1-D", {{{2, 3, 5}}, {{3, 2, 3}}},
+                  [](B& b, V x) { return op(b, "ConvTranspose", {x[0], x[1]}, {attr("strides", std::vector<std::int64_t>{3})}); });
+  check_gradients("ConvTranspose SAME_UPPER", {{{1, 1, 3, 3}}, {{1, 2, 3, 3}}}, [](B& b, V x) {
+    return op(b, "ConvTranspose", {x[0], x[1]}, {attr("strides", {2, 2}), attr("auto_pad", "SAME_UPPER")});
+  });
+  check_gradients("ConvTranspose output_shape", {{{1, 1, 3, 3}}, {{1, 1, 3, 3}}}, [](B& b, V x) {
+    return op(b, "ConvTranspose", {x[0], x[1]}, {attr("strides", {2, 2}), attr("output_shape", {6, 5})});
+  });
+}
+
+TEST_CASE("Einsum: products, sums, transposes, outer products, implicit outputs, ellipses, broadcasting") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  auto einsum = [](const char* eq) {
+    return [eq](B& b, V x) { return op(b, "Einsum", x, {attr("equation", eq)}); };
+  };
+  check_gradients("ij,jk->ik", {{{2, 3}}, {{3, 4}}}, einsum("ij,jk->ik"));
+  check_gradients("bij,bjk->bik", {{{2, 2, 3}}, {{2, 3, 2}}}, einsum("bij,bjk->bik"));
+  check_gradients("bij,bjk->bik, batch broadcast", {{{1, 2, 3}}, {{2, 3, 2}}}, einsum("bij,bjk->bik"));
+  check_gradients("ij-> (everything summed)", {{{2, 3}}}, einsum("ij->"));
+  check_gradients("ij->ji", {{{2, 3}}}, einsum("ij->ji"));
+  check_gradients("i,j->ij", {{{2}}, {{3}}}, einsum("i,j->ij"));
+  check_gradients("ij,j (implicit output)", {{{2, 3}}, {{3}}}, einsum("ij,j"));
+  check_gradients("ijk,jl->il (k only in the first operand)", {{{2, 3, 2}}, {{3, 2}}}, einsum("ijk,jl->il"));
+  check_gradients("...ij,...jk->...ik", {{{2, 2, 3}}, {{3, 2}}}, einsum("...ij,...jk->...ik"));
+  check_gradients("bhqd,bhkd->bhqk (attention scores)", {{{1, 2, 3, 2}}, {{1, 2, 2, 2}}}, einsum("bhqd,bhkd->bhqk"));
+  check_gradients("i,i,i-> (three operands)", {{{3}}, {{3}}, {{3}}}, einsum("i,i,i->"));
+  ipu::builder b("diag");
+  const auto x = b.add_input_tensor({data_type::F32, {3, 3}}, "x");
+  const auto y = b.reduce_sum(op(b, "Einsum", {x}, {attr("equation", "ii->i")}), {0}, false);
+  b.add_output(y);
+  auto g = std::move(b).build();
+  const std::vector<tensor_id> ws{x};
+  CHECK_THROWS_WITH_AS((void)ipu::train::add_gradients(g, y, ws), doctest::Contains("label 'i' repeats within one operand"),
+                       ipu::error);
+}
+
+TEST_CASE("activations: Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, Mish, Gelu, PRelu, ThresholdedRelu, Shrink") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Elu", {{{9}, -2, 2}}, [](B& b, V x) { return op(b, "Elu", {x[0]}, {attr("alpha", 0.7f)}); });
+  check_gradients("Selu", {{{9}, -2, 2}}, [](B& b, V x) { return op(b, "Selu", {x[0]}); });
+  check_gradients("Selu, attributes", {{{9}, -2, 2}},
+                  [](B& b, V x) { return op(b, "Selu", {x[0]}, {attr("alpha", 1.5f), attr("gamma", 0.5f)}); });
+  check_gradients("Celu", {{{9}, -2, 2}}, [](B& b, V x) { return op(b, "Celu", {x[0]}, {attr("alpha", 1.5f)}); });
+  check_gradients("HardSigmoid", {{{12}, -4, 4}},
+                  [](B& b, V x) { return op(b, "HardSigmoid", {x[0]}, {attr("alpha", 0.3f), attr("beta", 0.4f)}); });
+  check_gradients("HardSwish", {{{12}, -5, 5}}, [](B& b, V x) { return op(b, "HardSwish", {x[0]}); });
+  check_gradients("Softsign", {{{7}, -3, 3}}, [](B& b, V x) { return op(b, "Softsign", {x[0]}); });
+  check_gradients("Mish", {{{7}, -3, 3}}, [](B& b, V x) { return op(b, "Mish", {x[0]}); });
+  check_gradients("Gelu", {{{7}, -3, 3}}, [](B& b, V x) { return op(b, "Gelu", {x[0]}, {}, {.opset = 20}); });
+  check_gradients("Gelu tanh", {{{7}, -3, 3}},
+                  [](B& b, V x) { return op(b, "Gelu", {x[0]}, {attr("approximate", "tanh")}, {.opset = 20}); });
+  check_gradients("com.microsoft Gelu", {{{7}, -3, 3}},
+                  [](B& b, V x) { return op(b, "Gelu", {x[0]}, {}, {.opset = 1, .domain = "com.microsoft"}); });
+  check_gradients("ai.graphcore Gelu", {{{7}, -3, 3}},
+                  [](B& b, V x) { return op(b, "Gelu", {x[0]}, {}, {.opset = 1, .domain = "ai.graphcore"}); });
+  check_gradients("PRelu, slope per channel", {{{2, 3, 4}}, {{3, 1}}}, [](B& b, V x) { return op(b, "PRelu", {x[0], x[1]}); });
+  check_gradients("PRelu, slope per last axis", {{{2, 3, 4}}, {{4}}}, [](B& b, V x) { return op(b, "PRelu", {x[0], x[1]}); });
+  check_gradients("PRelu, one slope", {{{2, 3}}, {{1}}}, [](B& b, V x) { return op(b, "PRelu", {x[0], x[1]}); });
+  check_gradients("ThresholdedRelu", {{{9}, -2, 2}},
+                  [](B& b, V x) { return op(b, "ThresholdedRelu", {x[0]}, {attr("alpha", 0.3f)}); });
+  check_gradients("Shrink", {{{9}, -2, 2}},
+                  [](B& b, V x) { return op(b, "Shrink", {x[0]}, {attr("lambd", 0.4f), attr("bias", 0.1f)}); });
+}
+
+TEST_CASE("element-wise: Reciprocal, Sin, Cos, variadic Max, Min, Sum, Mean with broadcasting") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Reciprocal", {{{5}, 0.5, 2}}, [](B& b, V x) { return op(b, "Reciprocal", {x[0]}); });
+  check_gradients("Sin", {{{5}, -3, 3}}, [](B& b, V x) { return op(b, "Sin", {x[0]}); });
+  check_gradients("Cos", {{{5}, -3, 3}}, [](B& b, V x) { return op(b, "Cos", {x[0]}); });
+  for (const char* t : {"Max", "Min", "Sum", "Mean"}) {
+    check_gradients(std::string(t) + " of three, broadcast", {{{2, 3}}, {{3}}, {{2, 1}}},
+                    [t](B& b, V x) { return op(b, t, {x[0], x[1], x[2]}); });
+    check_gradients(std::string(t) + " of one", {{{4}}}, [t](B& b, V x) { return op(b, t, {x[0]}); });
+  }
+  check_gradients("Max of an input with itself (a tie goes to the first)", {{{4}}},
+                  [](B& b, V x) { return op(b, "Max", {x[0], x[0]}); });
+}
+
+TEST_CASE("reductions: Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare; CumSum") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  for (const char* t : {"ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+                        "ReduceLogSumExp", "ReduceSumSquare"}) {
+    const double lo = std::string(t) == "ReduceLogSum" || std::string(t) == "ReduceProd" ? 0.5 : -1;
+    check_gradients(std::string(t) + ", axes attribute, keepdims 0", {{{3, 4}, lo, 2}},
+                    [t](B& b, V x) { return op(b, t, {x[0]}, {attr("axes", std::vector<std::int64_t>{1}), attr("keepdims", std::int64_t{0})}); });
+    check_gradients(std::string(t) + ", axes input, kept", {{{2, 3, 2}, lo, 2}},
+                    [t](B& b, V x) { return op(b, t, {x[0], ints(b, {0, -1})}, {}, {.opset = 18}); });
+    check_gradients(std::string(t) + ", every axis", {{{2, 3}, lo, 2}},
+                    [t](B& b, V x) { return op(b, t, {x[0]}, {attr("keepdims", std::int64_t{0})}, {.opset = 18}); });
+    check_gradients(std::string(t) + ", noop_with_empty_axes", {{{2, 3}, lo, 2}}, [t](B& b, V x) {
+      return b.mul(op(b, t, {x[0]}, {attr("noop_with_empty_axes", std::int64_t{1})}, {.opset = 18}), x[0]);
+    });
+  }
+  for (int exclusive = 0; exclusive < 2; ++exclusive)
+    for (int reverse = 0; reverse < 2; ++reverse)
+      check_gradients("CumSum exclusive " + std::to_string(exclusive) + " reverse " + std::to_string(reverse),
+                      {{{3, 4}}}, [=](B& b, V x) {
+                        const auto axis = b.add_constant(ipu::make_scalar<std::int64_t>(-1));
+                        return op(b, "CumSum", {x[0], axis},
+                                  {attr("exclusive", std::int64_t{exclusive}), attr("reverse", std::int64_t{reverse})});
+                      });
+}
+
+TEST_CASE("data movement: Slice with steps, Tile, GatherElements, GlobalMaxPool, Dropout") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  check_gradients("Slice, step 2", {{{5, 4}}}, [](B& b, V x) { return b.slice(x[0], {0, 1}, {5, 4}, {0, 1}, {2, 1}); });
+  check_gradients("Slice, negative step", {{{5, 4}}},
+                  [](B& b, V x) { return b.slice(x[0], {-1, 3}, {-100, 0}, {0, 1}, {-2, -1}); });
+  check_gradients("Slice, reversed", {{{6}}}, [](B& b, V x) {
+    return b.slice(x[0], {std::numeric_limits<std::int64_t>::max()}, {std::numeric_limits<std::int64_t>::min()}, {0}, {-1});
+  });
+  check_gradients("Slice, step 3 on the last axis only", {{{2, 3, 7}}},
+                  [](B& b, V x) { return b.slice(x[0], {1}, {7}, {-1}, {3}); });
+  check_gradients("Tile", {{{2, 3}}}, [](B& b, V x) { return op(b, "Tile", {x[0], ints(b, {3, 2})}); });
+  check_gradients("Tile, one axis", {{{2, 1, 3}}}, [](B& b, V x) { return op(b, "Tile", {x[0], ints(b, {1, 4, 1})}); });
+  check_gradients("GatherElements, repeated and negative indices", {{{3, 4}}}, [](B& b, V x) {
+    const auto idx = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{2, 4}, {0, 2, -1, 1, 2, 2, 0, -3}));
+    return op(b, "GatherElements", {x[0], idx});
+  });
+  check_gradients("GatherElements, axis 1", {{{2, 3}}}, [](B& b, V x) {
+    const auto idx = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{2, 4}, {0, 2, 2, 1, 1, 1, 0, 2}));
+    return op(b, "GatherElements", {x[0], idx}, {attr("axis", std::int64_t{1})});
+  });
+  check_gradients("GlobalMaxPool", {{{2, 3, 2, 3}}}, [](B& b, V x) { return op(b, "GlobalMaxPool", {x[0]}); });
+  check_gradients("Dropout in inference", {{{2, 3}}}, [](B& b, V x) {
+    const auto ratio = b.add_constant(ipu::make_scalar<double>(0.5));
+    const auto training = b.add_constant(ipu::make_scalar<bool>(false));
+    return b.op("Dropout", {x[0], ratio, training}, {}, {.num_outputs = 2}).front();
+  });
+  check_gradients("Dropout without training_mode", {{{2, 3}}}, [](B& b, V x) { return op(b, "Dropout", {x[0]}); });
+  for (bool computed : {false, true}) {
+    ipu::builder b("dropout");
+    const auto x = b.add_input_tensor({data_type::F32, {2, 3}}, "x");
+    const auto flag = b.add_input_tensor({data_type::BOOL, {}}, "flag");
+    const auto training = computed ? flag : b.add_constant(ipu::make_scalar<bool>(true));
+    const auto y = b.reduce_sum(op(b, "Dropout", {x, ipu::no_tensor, training}), {0, 1}, false);
+    b.add_output(y);
+    auto g = std::move(b).build();
+    const std::vector<tensor_id> ws{x};
+    CHECK_THROWS_WITH_AS((void)ipu::train::add_gradients(g, y, ws),
+                         doctest::Contains(computed ? "training_mode is computed at run time" : "Dropout in training mode"),
+                         ipu::error);
+  }
+}
+
+TEST_CASE("losses: SoftmaxCrossEntropyLoss (reductions, ignore_index, weights, log_prob), weighted NLL") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  for (const char* reduction : {"mean", "sum", "none"})
+    for (bool ignore : {false, true})
+      for (bool weighted : {false, true}) {
+        const std::string what = std::string(reduction) + (ignore ? ", ignoring class 2" : "") + (weighted ? ", weighted" : "");
+        auto attrs = [=] {
+          std::vector<ipu::attribute> at{attr("reduction", reduction)};
+          if (ignore) at.push_back(attr("ignore_index", std::int64_t{2}));
+          return at;
+        };
+        check_gradients("SoftmaxCrossEntropyLoss " + what, {{{4, 3}}}, [=](B& b, V x) {
+          const auto t = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{4}, {0, 2, 1, 2}));
+          const auto w = b.add_constant(ipu::make_constant<double>(ipu::shape{3}, {0.5, 2, 1.5}));
+          return op(b, "SoftmaxCrossEntropyLoss", weighted ? std::vector<tensor_id>{x[0], t, w} : std::vector<tensor_id>{x[0], t},
+                    attrs());
+        });
+        check_gradients("SoftmaxCrossEntropyLoss [N, C, d] " + what, {{{2, 3, 2}}}, [=](B& b, V x) {
+          const auto t = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{2, 2}, {2, 0, 1, 2}));
+          const auto w = b.add_constant(ipu::make_constant<double>(ipu::shape{3}, {0.5, 2, 1.5}));
+          return op(b, "SoftmaxCrossEntropyLoss", weighted ? std::vector<tensor_id>{x[0], t, w} : std::vector<tensor_id>{x[0], t},
+                    attrs());
+        });
+        check_gradients("NegativeLogLikelihoodLoss " + what, {{{4, 3}}}, [=](B& b, V x) {
+          const auto t = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{4}, {0, 2, 1, 2}));
+          const auto w = b.add_constant(ipu::make_constant<double>(ipu::shape{3}, {0.5, 2, 1.5}));
+          const auto lp = b.log_softmax(x[0], 1);
+          return op(b, "NegativeLogLikelihoodLoss", weighted ? std::vector<tensor_id>{lp, t, w} : std::vector<tensor_id>{lp, t},
+                    attrs());
+        });
+      }
+  check_gradients("SoftmaxCrossEntropyLoss, loss and log_prob both used", {{{3, 4}}}, [](B& b, V x) {
+    const auto t = b.add_constant(ipu::make_constant<std::int64_t>(ipu::shape{3}, {3, 0, 1}));
+    const auto outs = b.op("SoftmaxCrossEntropyLoss", {x[0], t}, {}, {.num_outputs = 2});
+    return b.add(outs[0], b.reduce_sum(b.mul(outs[1], outs[1]), {1}, false));
+  });
+}

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -86,22 +87,24 @@ class gradient_context {
     return {};
   }
   [[nodiscard]] constexpr bool has_attr(std::string_view n) const { return op_.find_attribute(n) != nullptr; }
+  [[nodiscard]] constexpr std::string attr_string(std::string_view n, std::string_view dflt) const {
+    if (const auto* a = op_.find_attribute(n))
+      if (const auto* v = std::get_if<std::string>(&a->value)) return *v;
+    return std::string(dflt);
+  }
   /// The S64 contents of input `i` when it is a constant or weight (axes, shapes); nullopt otherwise.
   [[nodiscard]] constexpr std::optional<std::vector<std::int64_t>> constant_ints(std::size_t i) const {
-    if (!has_input(i)) return std::nullopt;
-    const auto& n = g_->tensor(op_.inputs[i]);
-    const byte_buffer* data = nullptr;
-    if (n.kind == tensor_kind::constant) data = &n.data;
-    else if (n.producer != no_op) {
-      const auto& p = g_->op(n.producer);
-      if (p.type == "Constant" && (p.domain.empty() || p.domain == "ai.onnx"))
-        if (const auto* a = p.find_attribute("value"))
-          if (const auto* v = std::get_if<constant_tensor>(&a->value)) data = &v->data;
-    }
-    if (!data || n.info.type != data_type::S64) return std::nullopt;
+    const auto* data = constant_data(i, data_type::S64);
+    if (!data) return std::nullopt;
     std::vector<std::int64_t> v(data->size() / sizeof(std::int64_t));
     for (std::size_t k = 0; k < v.size(); ++k) v[k] = data->load<std::int64_t>(k);
     return v;
+  }
+  /// The value of input `i` when it is a one-element BOOL constant (a flag); nullopt otherwise.
+  [[nodiscard]] constexpr std::optional<bool> constant_bool(std::size_t i) const {
+    const auto* data = constant_data(i, data_type::BOOL);
+    if (!data || data->size() != 1) return std::nullopt;
+    return data->load<std::uint8_t>(0) != 0;
   }
 
   // --- building the backward ops ------------------------------------------------------------
@@ -186,6 +189,20 @@ class gradient_context {
   }
 
  private:
+  /// The bytes of input `i` when it is a constant (or a Constant op's output) of type `t`.
+  [[nodiscard]] constexpr const byte_buffer* constant_data(std::size_t i, data_type t) const {
+    if (!has_input(i)) return nullptr;
+    const auto& n = g_->tensor(op_.inputs[i]);
+    const byte_buffer* data = nullptr;
+    if (n.kind == tensor_kind::constant) data = &n.data;
+    else if (n.producer != no_op) {
+      const auto& p = g_->op(n.producer);
+      if (p.type == "Constant" && (p.domain.empty() || p.domain == "ai.onnx"))
+        if (const auto* a = p.find_attribute("value"))
+          if (const auto* v = std::get_if<constant_tensor>(&a->value)) data = &v->data;
+    }
+    return data && n.info.type == t ? data : nullptr;
+  }
   graph* g_;
   op_node op_;  // a copy: adding ops may move the graph's op storage
   std::vector<tensor_id> output_grads_;
@@ -230,7 +247,6 @@ constexpr void div(gradient_context& c) {
   }
 }
 constexpr void neg(gradient_context& c) { c.set_input_grad(0, c.add("Neg", {c.required_output_grad()})); }
-/// Identity, and Dropout in inference.
 constexpr void identity(gradient_context& c) { c.set_input_grad(0, c.required_output_grad()); }
 constexpr void relu(gradient_context& c) {
   const auto x = c.input(0);
@@ -382,7 +398,12 @@ constexpr void split(gradient_context& c) {
   }
   c.set_input_grad(0, c.add("Concat", parts, {{"axis", a}}));
 }
-/// Slice with unit steps: dY padded back to the input's extent.
+/// A zero tensor of `like`'s element type and shape `s`.
+constexpr tensor_id zeros(gradient_context& c, tensor_id like, const shape& s) {
+  return c.add("Expand", {c.scalar(0, like), c.ints(s.dims())});
+}
+/// Slice: with unit steps, dY padded back to the input's extent; with other steps (negative ones
+/// too), dY scattered axis by axis to the positions start + j * step it was read from.
 constexpr void slice(gradient_context& c) {
   const auto sx = c.shape_of(c.input(0)), sy = c.shape_of(c.output());
   const auto r = sx.rank();
@@ -396,10 +417,30 @@ constexpr void slice(gradient_context& c) {
   const auto starts = read(1, "starts");
   auto axes = read(3, "axes");
   const auto steps = read(4, "steps");
-  for (auto st : steps)
-    if (st != 1) throw c.fail("a Slice with steps other than 1 has no gradient rule yet");
   if (axes.empty())
     for (std::size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  if (std::any_of(steps.begin(), steps.end(), [](std::int64_t st) { return st != 1; })) {
+    auto g = c.required_output_grad();
+    for (std::size_t i = 0; i < axes.size() && i < starts.size(); ++i) {
+      const auto a = static_cast<std::size_t>(axes[i] < 0 ? axes[i] + static_cast<std::int64_t>(r) : axes[i]);
+      const auto step = i < steps.size() ? steps[i] : 1;
+      if (step == 0) throw c.fail("a Slice step is 0");
+      const auto d = sx[a], n = sy[a];
+      auto st = starts[i] < 0 ? starts[i] + d : starts[i];
+      st = step > 0 ? std::clamp<std::int64_t>(st, 0, d) : std::clamp<std::int64_t>(st, 0, d - 1);
+      std::vector<double> at;
+      for (std::int64_t j = 0; j < n; ++j) at.push_back(static_cast<double>(st + j * step));
+      std::vector<std::int64_t> idims(r, 1);
+      idims[a] = n;
+      const auto gs = c.shape_of(g);
+      auto full = gs.dims();
+      full[a] = d;
+      const auto idx = c.add("Expand", {c.constant(data_type::S64, shape(idims), at), c.ints(gs.dims())});
+      g = c.add("ScatterElements", {zeros(c, g, shape(full)), idx, g}, {{"axis", static_cast<std::int64_t>(a)}});
+    }
+    c.set_input_grad(0, g);
+    return;
+  }
   std::vector<std::int64_t> pads(2 * r, 0);
   for (std::size_t i = 0; i < axes.size() && i < starts.size(); ++i) {
     auto a = axes[i] < 0 ? axes[i] + static_cast<std::int64_t>(r) : axes[i];
@@ -719,47 +760,483 @@ constexpr void global_average_pool(gradient_context& c) {
 }
 
 // --- losses ---------------------------------------------------------------------------------------
-/// NegativeLogLikelihoodLoss(input [N, C, ...], target [N, ...]) without class weights: the gradient
-/// is -dL at each target's class (0 for ignored targets), divided by the number of counted targets
-/// for the mean.
-constexpr void nll_loss(gradient_context& c) {
-  if (c.has_input(2)) throw c.fail("class weights have no gradient rule yet", "train without the weight input");
+/// The gradient of NegativeLogLikelihoodLoss(logp [N, C, ...], target [N, ...], weight [C]?) with
+/// respect to logp, for the loss's gradient `dy`: -dL * weight[t] at each target's class (0 for
+/// ignored targets), divided by the counted targets' total weight for the mean. Shared with
+/// SoftmaxCrossEntropyLoss. Targets and weights get no gradient.
+constexpr tensor_id nll_grad(gradient_context& c, tensor_id dy) {
   const auto x = c.input(0), t = c.input(1);
-  const auto classes = c.shape_of(x)[1];
-  const auto reduction = [&] {
-    if (const auto* a = c.op().find_attribute("reduction"))
-      if (const auto* v = std::get_if<std::string>(&a->value)) return *v;
-    return std::string("mean");
-  }();
+  const auto sx = c.shape_of(x);
+  const auto classes = sx[1];
+  const auto reduction = c.attr_string("reduction", "mean");
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    throw c.fail("unknown reduction '" + reduction + "'", "use none, sum or mean");
   tensor_id target = t;
-  tensor_id counted = no_tensor;  // bool: targets that are not ignored
   if (c.has_attr("ignore_index")) {
     const auto ignore = c.constant(data_type::S64, shape{}, {static_cast<double>(c.attr_int("ignore_index", 0))});
-    const auto ignored = c.add("Equal", {t, ignore});
     // An index outside [-C, C) one-hot encodes as all zeros.
-    target = c.add("Where", {ignored, c.constant(data_type::S64, shape{}, {static_cast<double>(classes)}), t});
-    counted = c.add("Not", {ignored});
+    const auto no_class = c.constant(data_type::S64, shape{}, {static_cast<double>(classes)});
+    target = c.add("Where", {c.add("Equal", {t, ignore}), no_class, t});
   }
   const auto values = c.constant(c.info(x).type, shape{2}, {0.0, -1.0});
   auto g = c.add("OneHot", {target, c.constant(data_type::S64, shape{}, {static_cast<double>(classes)}), values},
                  {{"axis", std::int64_t{1}}});
-  auto dy = c.required_output_grad();
+  if (c.has_input(2)) {
+    std::vector<std::int64_t> wdims(sx.rank(), 1);
+    wdims[1] = classes;
+    g = c.add("Mul", {g, c.reshape(c.input(2), shape(wdims))});  // -weight[t] at the target's class
+  }
   if (reduction == "mean") {
-    tensor_id count;
-    if (counted != no_tensor) {
-      count = c.add("ReduceSum", {c.add("Cast", {counted}, {{"to", onnx_code_of(c.info(x).type)}})}, {keepdims(false)});
+    tensor_id total;
+    if (c.has_input(2) || c.has_attr("ignore_index")) {
+      total = c.add("Neg", {c.add("ReduceSum", {g}, {keepdims(false)})});  // the counted targets' weights
     } else {
       const auto targets = c.shape_of(t);  // named: a range-for over a temporary's dims() dangles
-      const std::int64_t n = targets.num_elements();
-      count = c.scalar(static_cast<double>(n), x);
+      total = c.scalar(static_cast<double>(targets.num_elements()), x);
     }
-    dy = c.add("Div", {dy, count});
+    dy = c.add("Div", {dy, total});
   }
-  if (reduction == "none") {
-    // dY has the target's shape [N, d1...]: insert the class axis to broadcast over it.
-    dy = c.add("Unsqueeze", {dy, c.ints({1})});
+  // With no reduction dY has the target's shape [N, d1...]: the class axis broadcasts over it.
+  if (reduction == "none") dy = c.add("Unsqueeze", {dy, c.ints({1})});
+  return c.add("Mul", {g, dy});
+}
+constexpr void nll_loss(gradient_context& c) { c.set_input_grad(0, nll_grad(c, c.required_output_grad())); }
+/// SoftmaxCrossEntropyLoss: the gradient reaching log_softmax(X) over the class axis (from the
+/// loss, as for NegativeLogLikelihoodLoss, and from the optional log_prob output) taken through it.
+constexpr void softmax_cross_entropy(gradient_context& c) {
+  const auto x = c.input(0);
+  tensor_id g = no_tensor;
+  if (c.output_grad(0) != no_tensor) g = nll_grad(c, c.output_grad(0));
+  if (c.output_grad(1) != no_tensor) g = g == no_tensor ? c.output_grad(1) : c.add("Add", {g, c.output_grad(1)});
+  if (g == no_tensor) throw c.fail("no gradient flows into either output");
+  const auto logp = c.op().outputs.size() > 1 && c.op().outputs[1] != no_tensor
+                        ? c.output(1)
+                        : c.add("LogSoftmax", {x}, {{"axis", std::int64_t{1}}});
+  const auto s = c.add("ReduceSum", {g, c.ints({1})}, {keepdims(true)});
+  c.set_input_grad(0, c.add("Sub", {g, c.add("Mul", {c.add("Exp", {logp}), s})}));
+}
+
+// --- more activations and element-wise functions --------------------------------------------------
+/// dY * f'(x), f' written as ops.
+constexpr void times(gradient_context& c, tensor_id derivative) {
+  c.set_input_grad(0, c.add("Mul", {c.required_output_grad(), derivative}));
+}
+/// Where(x > 0, dY * above, dY * below), a missing factor meaning 1.
+constexpr void by_sign(gradient_context& c, tensor_id above, tensor_id below) {
+  const auto x = c.input(0), dy = c.required_output_grad();
+  auto times_dy = [&](tensor_id f) { return f == no_tensor ? dy : c.add("Mul", {dy, f}); };
+  c.set_input_grad(0, c.add("Where", {c.add("Greater", {x, c.scalar(0, x)}), times_dy(above), times_dy(below)}));
+}
+/// Elu: alpha * exp(x) = y + alpha below 0.
+constexpr void elu(gradient_context& c) {
+  by_sign(c, no_tensor, c.add("Add", {c.output(), c.scalar(c.attr_float("alpha", 1.0f), c.output())}));
+}
+/// Selu: gamma above 0, gamma * alpha * exp(x) = y + gamma * alpha below.
+constexpr void selu(gradient_context& c) {
+  const double alpha = c.attr_float("alpha", 1.67326319217681884765625f);
+  const double scale = c.attr_float("gamma", 1.05070102214813232421875f);
+  const auto y = c.output();
+  by_sign(c, c.scalar(scale, y), c.add("Add", {y, c.scalar(scale * alpha, y)}));
+}
+/// Celu: exp(x / alpha) below 0.
+constexpr void celu(gradient_context& c) {
+  const auto x = c.input(0);
+  by_sign(c, no_tensor, c.add("Exp", {c.add("Div", {x, c.scalar(c.attr_float("alpha", 1.0f), x)})}));
+}
+/// The gradient `g` where `keep` holds, 0 elsewhere.
+constexpr tensor_id masked(gradient_context& c, tensor_id keep, tensor_id g) {
+  return c.add("Where", {keep, g, c.scalar(0, g)});
+}
+/// HardSigmoid: alpha where 0 < alpha x + beta < 1.
+constexpr void hard_sigmoid(gradient_context& c) {
+  const auto x = c.input(0);
+  const double alpha = c.attr_float("alpha", 0.2f), beta = c.attr_float("beta", 0.5f);
+  const auto t = c.add("Add", {c.add("Mul", {x, c.scalar(alpha, x)}), c.scalar(beta, x)});
+  const auto inside = c.add("And", {c.add("Greater", {t, c.scalar(0, x)}), c.add("Less", {t, c.scalar(1, x)})});
+  c.set_input_grad(0, masked(c, inside, c.add("Mul", {c.required_output_grad(), c.scalar(alpha, x)})));
+}
+/// HardSwish, x * clamp(x / 6 + 1/2, 0, 1): 0 below -3, 1 above 3, x / 3 + 1/2 between.
+constexpr void hard_swish(gradient_context& c) {
+  const auto x = c.input(0), dy = c.required_output_grad();
+  const auto mid = c.add("Mul", {dy, c.add("Add", {c.add("Div", {x, c.scalar(3, x)}), c.scalar(0.5, x)})});
+  const auto upper = c.add("Where", {c.add("Greater", {x, c.scalar(3, x)}), dy, mid});
+  c.set_input_grad(0, masked(c, c.add("GreaterOrEqual", {x, c.scalar(-3, x)}), upper));
+}
+/// Softsign: 1 / (1 + |x|)^2.
+constexpr void softsign(gradient_context& c) {
+  const auto x = c.input(0);
+  const auto d = c.add("Add", {c.add("Abs", {x}), c.scalar(1, x)});
+  c.set_input_grad(0, c.add("Div", {c.required_output_grad(), c.add("Mul", {d, d})}));
+}
+/// Mish, x * tanh(softplus(x)): t + x * (1 - t^2) * sigmoid(x) with t = tanh(softplus(x)).
+constexpr void mish(gradient_context& c) {
+  const auto x = c.input(0);
+  const auto t = c.add("Tanh", {c.add("Softplus", {x})});
+  const auto one_minus = c.add("Sub", {c.scalar(1, x), c.add("Mul", {t, t})});
+  times(c, c.add("Add", {t, c.add("Mul", {c.add("Mul", {x, one_minus}), c.add("Sigmoid", {x})})}));
+}
+/// Gelu, x * Phi(x): Phi(x) + x * phi(x) exactly; with the tanh approximation
+/// 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2), t = tanh(k (x + a x^3)).
+constexpr void gelu_with(gradient_context& c, bool tanh_approximation) {
+  const auto x = c.input(0);
+  auto s = [&](double v) { return c.scalar(v, x); };
+  auto mul = [&](tensor_id a, tensor_id b) { return c.add("Mul", {a, b}); };
+  const auto xx = mul(x, x);
+  if (!tanh_approximation) {
+    const auto cdf = mul(s(0.5), c.add("Add", {s(1), c.add("Erf", {mul(x, s(0.7071067811865476))})}));
+    const auto pdf = mul(c.add("Exp", {mul(xx, s(-0.5))}), s(0.3989422804014327));
+    return times(c, c.add("Add", {cdf, mul(x, pdf)}));
   }
-  c.set_input_grad(0, c.add("Mul", {g, dy}));
+  const double k = 0.7978845608028654, a = 0.044715;
+  const auto t = c.add("Tanh", {mul(s(k), c.add("Add", {x, mul(s(a), mul(xx, x))}))});
+  const auto left = mul(s(0.5), c.add("Add", {s(1), t}));
+  const auto inner = mul(c.add("Sub", {s(1), mul(t, t)}), c.add("Add", {s(k), mul(s(3 * a * k), xx)}));
+  times(c, c.add("Add", {left, mul(mul(s(0.5), x), inner)}));
+}
+/// ONNX Gelu: the approximate attribute ("none" or "tanh"); com.microsoft's is exact; PopART's
+/// ai.graphcore Gelu is the tanh approximation.
+constexpr void gelu(gradient_context& c) {
+  const auto approximate = c.attr_string("approximate", "none");
+  if (approximate != "none" && approximate != "tanh") throw c.fail("approximate is '" + approximate + "'");
+  gelu_with(c, approximate == "tanh");
+}
+constexpr void gelu_exact(gradient_context& c) { gelu_with(c, false); }
+constexpr void gelu_tanh(gradient_context& c) { gelu_with(c, true); }
+/// PRelu: dY * slope where x < 0; the slope (broadcast to x) gets dY * x there, summed back.
+constexpr void prelu(gradient_context& c) {
+  const auto x = c.input(0), slope = c.input(1), dy = c.required_output_grad();
+  const auto negative = c.add("Less", {x, c.scalar(0, x)});
+  if (c.wants(0)) c.set_input_grad(0, c.add("Where", {negative, c.add("Mul", {dy, slope}), dy}));
+  if (c.wants(1)) c.set_input_grad(1, c.sum_to(masked(c, negative, c.add("Mul", {dy, x})), c.shape_of(slope)));
+}
+constexpr void thresholded_relu(gradient_context& c) {
+  const auto x = c.input(0);
+  const auto above = c.add("Greater", {x, c.scalar(c.attr_float("alpha", 1.0f), x)});
+  c.set_input_grad(0, masked(c, above, c.required_output_grad()));
+}
+/// Shrink: dY outside [-lambd, lambd].
+constexpr void shrink(gradient_context& c) {
+  const auto x = c.input(0);
+  const double lambd = c.attr_float("lambd", 0.5f);
+  const auto outside =
+      c.add("Or", {c.add("Less", {x, c.scalar(-lambd, x)}), c.add("Greater", {x, c.scalar(lambd, x)})});
+  c.set_input_grad(0, masked(c, outside, c.required_output_grad()));
+}
+/// Reciprocal: -dY * y^2.
+constexpr void reciprocal(gradient_context& c) {
+  const auto y = c.output();
+  c.set_input_grad(0, c.add("Neg", {c.add("Mul", {c.required_output_grad(), c.add("Mul", {y, y})})}));
+}
+constexpr void sin(gradient_context& c) { times(c, c.add("Cos", {c.input(0)})); }
+constexpr void cos(gradient_context& c) { times(c, c.add("Neg", {c.add("Sin", {c.input(0)})})); }
+/// Sum and Mean of any number of broadcast inputs: dY (divided by the count for Mean), summed
+/// back to each input's shape.
+constexpr void variadic_sum(gradient_context& c) {
+  auto dy = c.required_output_grad();
+  if (c.op().type == "Mean") dy = c.add("Div", {dy, c.scalar(static_cast<double>(c.num_inputs()), dy)});
+  for (std::size_t i = 0; i < c.num_inputs(); ++i)
+    if (c.wants(i)) c.set_input_grad(i, c.sum_to(dy, c.shape_of(c.input(i))));
+}
+/// Max and Min: dY goes to the input the result was taken from (the first one on a tie).
+constexpr void variadic_pick(gradient_context& c) {
+  const auto y = c.output(), dy = c.required_output_grad();
+  tensor_id taken = no_tensor;  // bool: positions an earlier input already took
+  for (std::size_t i = 0; i < c.num_inputs(); ++i) {
+    const auto same = c.add("Equal", {c.input(i), y});
+    const auto mine = taken == no_tensor ? same : c.add("And", {same, c.add("Not", {taken})});
+    if (c.wants(i)) c.set_input_grad(i, c.sum_to(masked(c, mine, dy), c.shape_of(c.input(i))));
+    if (i + 1 < c.num_inputs()) taken = taken == no_tensor ? same : c.add("Or", {taken, same});
+  }
+}
+
+// --- more reductions ------------------------------------------------------------------------------
+/// The gradient spread back to the maxima (or minima) of X over `axes`, Y holding them with the
+/// reduced axes kept: shared evenly among tied positions (as PyTorch's amax / amin).
+constexpr tensor_id to_extremes(gradient_context& c, tensor_id yk, tensor_id dyk,
+                                const std::vector<std::int64_t>& axes) {
+  const auto x = c.input(0);
+  const auto hit = c.add("Cast", {c.add("Equal", {x, yk})}, {{"to", onnx_code_of(c.info(x).type)}});
+  const auto count = c.add("ReduceSum", {hit, c.ints(axes)}, {keepdims(true)});
+  return c.add("Mul", {hit, c.add("Div", {dyk, count})});
+}
+/// ReduceMax, ReduceMin, ReduceProd, ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp and
+/// ReduceSumSquare: with Y and dY reshaped to keep the reduced axes, dX is dY times the reduction's
+/// derivative (ReduceProd's y / x assumes no zero in X).
+constexpr void reduce_other(gradient_context& c) {
+  const auto axes = reduced_axes(c);
+  const auto x = c.input(0), dy = c.required_output_grad();
+  if (axes.empty()) return c.set_input_grad(0, dy);  // noop_with_empty_axes: the input itself
+  const auto sx = c.shape_of(x);
+  auto kept = sx.dims();
+  for (auto a : axes) kept[static_cast<std::size_t>(a)] = 1;
+  const auto yk = c.reshape(c.output(), shape(kept)), dyk = c.reshape(dy, shape(kept));
+  const auto& t = c.op().type;
+  tensor_id g;
+  if (t == "ReduceMax" || t == "ReduceMin") g = to_extremes(c, yk, dyk, axes);
+  else if (t == "ReduceProd") g = c.add("Mul", {dyk, c.add("Div", {yk, x})});
+  else if (t == "ReduceL1") g = c.add("Mul", {dyk, c.add("Sign", {x})});
+  else if (t == "ReduceL2") g = c.add("Mul", {dyk, c.add("Div", {x, yk})});
+  else if (t == "ReduceLogSum") g = c.add("Div", {dyk, c.add("Exp", {yk})});
+  else if (t == "ReduceLogSumExp") g = c.add("Mul", {dyk, c.add("Exp", {c.add("Sub", {x, yk})})});
+  else if (t == "ReduceSumSquare") g = c.add("Mul", {dyk, c.add("Mul", {x, c.scalar(2, x)})});
+  else throw c.fail("no gradient rule for " + t);
+  if (c.shape_of(g) != sx) g = c.add("Expand", {g, c.ints(sx.dims())});
+  c.set_input_grad(0, g);
+}
+/// GlobalMaxPool: dY to each channel's maxima.
+constexpr void global_max_pool(gradient_context& c) {
+  const auto rank = c.shape_of(c.input(0)).rank();
+  c.set_input_grad(0, to_extremes(c, c.output(), c.required_output_grad(), spatial_axes(rank)));
+}
+/// CumSum: the cumulative sum of dY in the other direction (exclusive stays exclusive).
+constexpr void cumsum(gradient_context& c) {
+  c.set_input_grad(0, c.add("CumSum", {c.required_output_grad(), c.input(1)},
+                            {{"exclusive", c.attr_int("exclusive", 0)},
+                             {"reverse", std::int64_t{c.attr_int("reverse", 0) != 0 ? 0 : 1}}}));
+}
+
+// --- more data movement ---------------------------------------------------------------------------
+/// Tile: dY viewed as [r0, d0, r1, d1, ...] and summed over the repeats.
+constexpr void tile(gradient_context& c) {
+  const auto sx = c.shape_of(c.input(0));
+  const auto repeats = c.constant_ints(1);
+  if (!repeats) throw c.fail("the repeats are computed at run time", "give them as a constant");
+  if (repeats->size() != sx.rank()) throw c.fail("repeats has " + format_uint(repeats->size()) + " values");
+  std::vector<std::int64_t> split, axes;
+  for (std::size_t i = 0; i < sx.rank(); ++i) {
+    axes.push_back(static_cast<std::int64_t>(split.size()));
+    split.push_back((*repeats)[i]);
+    split.push_back(sx[i]);
+  }
+  const auto dy = c.reshape(c.required_output_grad(), shape(split));
+  if (axes.empty()) return c.set_input_grad(0, dy);
+  c.set_input_grad(0, c.reshape(c.add("ReduceSum", {dy, c.ints(axes)}, {keepdims(false)}), sx));
+}
+/// GatherElements: dY added back where each element was taken from.
+constexpr void gather_elements(gradient_context& c) {
+  const auto x = c.input(0);
+  const auto a = axis_attr(c, 0, c.shape_of(x).rank());
+  c.set_input_grad(0, c.add("ScatterElements", {zeros_like(c, x), c.input(1), c.required_output_grad()},
+                            {{"axis", a}, {"reduction", std::string("add")}}));
+}
+/// Dropout in inference passes dY through; training mode is refused (it is not built yet).
+constexpr void dropout(gradient_context& c) {
+  if (c.has_input(2)) {
+    const auto training = c.constant_bool(2);
+    if (!training) throw c.fail("training_mode is computed at run time", "give training_mode as a constant false");
+    if (*training)
+      throw c.fail("Dropout in training mode has no gradient rule yet (training-mode Dropout is not built)",
+                   "export the model in eval mode, or remove the Dropout");
+  }
+  identity(c);
+}
+
+// --- normalisation --------------------------------------------------------------------------------
+/// X normalised over `axes` (mean 0, variance 1, eps added to the variance), and 1 / sigma, both
+/// with the axes kept.
+struct normalized {
+  tensor_id xhat, inv;
+};
+constexpr normalized normalize(gradient_context& c, tensor_id x, const std::vector<std::int64_t>& axes, double eps) {
+  const auto xc = c.add("Sub", {x, c.add("ReduceMean", {x, c.ints(axes)}, {keepdims(true)})});
+  const auto var = c.add("ReduceMean", {c.add("Mul", {xc, xc}), c.ints(axes)}, {keepdims(true)});
+  const auto inv = c.add("Reciprocal", {c.add("Sqrt", {c.add("Add", {var, c.scalar(eps, x)})})});
+  return {c.add("Mul", {xc, inv}), inv};
+}
+/// The gradient of X from that of its normalised form:
+/// dX = (dXhat - mean(dXhat) - Xhat * mean(dXhat * Xhat)) / sigma, means over `axes`.
+constexpr tensor_id normalize_backward(gradient_context& c, const normalized& n, tensor_id dxhat,
+                                       const std::vector<std::int64_t>& axes) {
+  const auto m1 = c.add("ReduceMean", {dxhat, c.ints(axes)}, {keepdims(true)});
+  const auto m2 = c.add("ReduceMean", {c.add("Mul", {dxhat, n.xhat}), c.ints(axes)}, {keepdims(true)});
+  return c.add("Mul", {n.inv, c.add("Sub", {c.add("Sub", {dxhat, m1}), c.add("Mul", {n.xhat, m2})})});
+}
+constexpr void refuse_statistics_gradients(gradient_context& c) {
+  for (std::size_t i = 1; i < c.op().outputs.size(); ++i)
+    if (c.output_grad(i) != no_tensor)
+      throw c.fail("a gradient through output #" + format_uint(i) + " (a saved statistic) has no rule",
+                   "compute the loss from output #0 only");
+}
+/// LayerNormalization over the axes from `axis` on; Scale and B broadcast over them: dX from
+/// dY * Scale, dScale = sum(dY * Xhat), dB = sum(dY), each summed to its own shape.
+constexpr void layer_norm(gradient_context& c) {
+  refuse_statistics_gradients(c);
+  const auto x = c.input(0), dy = c.required_output_grad();
+  const auto r = c.shape_of(x).rank();
+  const auto axes = spatial_axes(r, axis_attr(c, -1, r));
+  const auto n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5f));
+  const bool scaled = c.has_input(1);
+  if (c.wants(0)) c.set_input_grad(0, normalize_backward(c, n, scaled ? c.add("Mul", {dy, c.input(1)}) : dy, axes));
+  if (scaled && c.wants(1)) c.set_input_grad(1, c.sum_to(c.add("Mul", {dy, n.xhat}), c.shape_of(c.input(1))));
+  if (c.has_input(2) && c.wants(2)) c.set_input_grad(2, c.sum_to(dy, c.shape_of(c.input(2))));
+}
+/// InstanceNormalization over the spatial axes of [N, C, ...], scale and B per channel.
+constexpr void instance_norm(gradient_context& c) {
+  const auto x = c.input(0), scale = c.input(1), dy = c.required_output_grad();
+  const auto sx = c.shape_of(x);
+  const auto axes = spatial_axes(sx.rank());
+  const auto n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5f));
+  std::vector<std::int64_t> per_channel(sx.rank() - 1, 1);
+  per_channel[0] = sx[1];
+  auto batch_and_spatial = axes;
+  batch_and_spatial.insert(batch_and_spatial.begin(), 0);
+  if (c.wants(0))
+    c.set_input_grad(0, normalize_backward(c, n, c.add("Mul", {dy, c.reshape(scale, shape(per_channel))}), axes));
+  auto per_channel_sum = [&](tensor_id t, tensor_id like) {
+    return c.reshape(c.add("ReduceSum", {t, c.ints(batch_and_spatial)}, {keepdims(false)}), c.shape_of(like));
+  };
+  if (c.wants(1)) c.set_input_grad(1, per_channel_sum(c.add("Mul", {dy, n.xhat}), scale));
+  if (c.has_input(2) && c.wants(2)) c.set_input_grad(2, per_channel_sum(dy, c.input(2)));
+}
+
+// --- ConvTranspose and Einsum ---------------------------------------------------------------------
+/// ConvTranspose (groups, strides, dilations, pads, auto_pad, output_padding, output_shape), the
+/// mirror of Conv's rule: dX is the Conv of dY by the same weights (output_padding only adds rows
+/// the Conv's floor drops again); dW is the convolution of dY by X with batch and channels swapped
+/// (stride and dilation exchange roles), cut to the kernel and, for groups, to each group's block.
+constexpr void conv_transpose(gradient_context& c) {
+  const auto x = c.input(0), w = c.input(1), dy = c.required_output_grad();
+  const auto sx = c.shape_of(x), sw = c.shape_of(w), sy = c.shape_of(c.output());
+  const auto r = sx.rank() - 2;
+  const auto group = c.attr_int("group", 1);
+  std::vector<std::int64_t> kernel(sw.dims().begin() + 2, sw.dims().end());
+  const auto strides = ints_or(c, "strides", r, 1), dilations = ints_or(c, "dilations", r, 1);
+  const auto out_pad = ints_or(c, "output_padding", r, 0);
+  const auto auto_pad = c.attr_string("auto_pad", "NOTSET");
+  const bool derived = c.has_attr("output_shape") || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
+  auto pads = auto_pad == "VALID" || derived ? std::vector<std::int64_t>(2 * r, 0) : ints_or(c, "pads", 2 * r, 0);
+  for (std::size_t i = 0; i < r; ++i) {
+    const auto extent = (kernel[i] - 1) * dilations[i] + 1;
+    if (derived) {  // the padding that gives the output its shape, split as the kernel splits it
+      const auto total = strides[i] * (sx[2 + i] - 1) + out_pad[i] + extent - sy[2 + i];
+      const auto half = total >= 0 ? total / 2 : -((1 - total) / 2);
+      pads[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pads[r + i] = total - pads[i];
+    }
+    if (pads[i] < 0 || pads[r + i] < 0)
+      throw c.fail("an output larger than the full transposed convolution has no gradient rule");
+    if ((sy[2 + i] + pads[i] + pads[r + i] - extent) / strides[i] + 1 != sx[2 + i])
+      throw c.fail("output_padding is not smaller than the stride", "use output_padding < strides");
+  }
+  if (c.wants(0))
+    c.set_input_grad(0, c.add("Conv", {dy, w},
+                              {{"strides", strides}, {"dilations", dilations}, {"pads", pads}, {"group", group},
+                               {"kernel_shape", kernel}}));
+  if (c.wants(1)) {
+    const auto xt = c.add("Transpose", {x}, {{"perm", swap01(sx.rank())}});   // [C, N, in spatial]
+    const auto dyt = c.add("Transpose", {dy}, {{"perm", swap01(sy.rank())}});  // [M, N, out spatial]
+    auto full = c.add("Conv", {dyt, xt}, {{"strides", dilations}, {"dilations", strides}, {"pads", pads}});
+    std::vector<std::int64_t> zeros_at(r, 0);
+    full = c.add("Slice", {full, c.ints(zeros_at), c.ints(kernel), c.ints(spatial_axes(r + 2))});  // [M, C, k]
+    const auto cg = sx[1] / group, mg = sw[1];
+    std::vector<tensor_id> blocks;
+    for (std::int64_t gi = 0; gi < group; ++gi) {
+      const auto block =
+          group == 1 ? full
+                     : c.add("Slice", {full, c.ints({gi * mg, gi * cg}), c.ints({(gi + 1) * mg, (gi + 1) * cg}),
+                                       c.ints({0, 1})});
+      blocks.push_back(c.add("Transpose", {block}, {{"perm", swap01(r + 2)}}));
+    }
+    c.set_input_grad(1, group == 1 ? blocks.front() : c.add("Concat", blocks, {{"axis", std::int64_t{0}}}));
+  }
+  if (c.has_input(2) && c.wants(2)) {
+    auto axes = spatial_axes(sy.rank());
+    axes.insert(axes.begin(), 0);
+    c.set_input_grad(2, c.add("ReduceSum", {dy, c.ints(axes)}, {keepdims(false)}));
+  }
+}
+/// Einsum without diagonals: the gradient of an operand is the Einsum of dY with the other operands
+/// onto that operand's labels. Labels only that operand has (summed away) are expanded back, and
+/// labels it broadcast (size 1 against a larger size) summed. "..." is first spelt out as letters
+/// the equation does not use.
+constexpr void einsum(gradient_context& c) {
+  std::string eq;
+  for (char ch : c.attr_string("equation", ""))
+    if (ch != ' ') eq += ch;
+  const auto arrow = eq.find("->");
+  const std::string lhs = eq.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (std::size_t start = 0;;) {
+    const auto comma = lhs.find(',', start);
+    terms.push_back(lhs.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != c.num_inputs()) throw c.fail("the equation has " + format_uint(terms.size()) + " terms");
+  auto letter = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'); };
+  bool used[128]{};
+  int count[128]{};
+  for (char ch : eq)
+    if (letter(ch)) used[static_cast<unsigned char>(ch)] = true;
+  for (char ch : lhs)
+    if (letter(ch)) ++count[static_cast<unsigned char>(ch)];
+  std::string fresh;  // letters free for the broadcast dimensions
+  for (char ch = 'A'; ch <= 'z'; ++ch)
+    if (letter(ch) && !used[static_cast<unsigned char>(ch)]) fresh += ch;
+  std::size_t broadcast = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const auto& t = terms[i];
+    const auto dots = t.find("...");
+    const auto labels = t.size() - (dots == std::string::npos ? 0 : 3);
+    const auto rank = c.shape_of(c.input(i)).rank();
+    if (rank < labels) throw c.fail("term '" + t + "' has more labels than its input has axes");
+    if (dots != std::string::npos) broadcast = std::max(broadcast, rank - labels);
+  }
+  if (broadcast > fresh.size()) throw c.fail("too many broadcast dimensions for the letters left");
+  const std::string bl = fresh.substr(0, broadcast);
+  auto spell = [&](const std::string& t, std::size_t n) {  // "..." standing for n dimensions, as letters
+    const auto dots = t.find("...");
+    return dots == std::string::npos ? t : t.substr(0, dots) + bl.substr(bl.size() - n) + t.substr(dots + 3);
+  };
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    const auto rank = c.shape_of(c.input(i)).rank();
+    const auto labels = terms[i].size() - (terms[i].find("...") == std::string::npos ? 0 : 3);
+    terms[i] = spell(terms[i], rank - labels);
+    for (std::size_t a = 0; a < terms[i].size(); ++a)
+      if (terms[i].find(terms[i][a], a + 1) != std::string::npos)
+        throw c.fail("label '" + std::string(1, terms[i][a]) +
+                         "' repeats within one operand (a diagonal); it has no gradient rule",
+                     "take the diagonal with another op, or give each axis its own label");
+  }
+  std::string out;
+  if (arrow != std::string::npos) {
+    out = spell(eq.substr(arrow + 2), broadcast);
+  } else {  // implicit: the broadcast dimensions, then the labels used once, in character order
+    out = bl;
+    for (int ch = 0; ch < 128; ++ch)
+      if (count[ch] == 1) out += static_cast<char>(ch);
+  }
+  const auto dy = c.required_output_grad();
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    if (!c.wants(i)) continue;
+    std::string others, keep;
+    std::vector<tensor_id> operands{dy};
+    for (std::size_t j = 0; j < terms.size(); ++j)
+      if (j != i) {
+        others += "," + terms[j];
+        operands.push_back(c.input(j));
+      }
+    const auto sx = c.shape_of(c.input(i));
+    std::vector<std::int64_t> dims;
+    for (char ch : terms[i]) {
+      const bool elsewhere = (out + others).find(ch) != std::string::npos;
+      if (elsewhere) keep += ch;
+      dims.push_back(elsewhere ? -1 : 1);
+    }
+    auto g = operands.size() == 1 && keep == out
+                 ? dy
+                 : c.add("Einsum", operands, {{"equation", out + others + "->" + keep}});
+    const auto sg = c.shape_of(g);
+    for (std::size_t a = 0, k = 0; a < dims.size(); ++a)
+      if (dims[a] == -1) dims[a] = sg[k++];
+    g = c.reshape(g, shape(dims));
+    std::vector<std::int64_t> broadcast_axes;  // size 1 in the operand, larger in the gradient
+    for (std::size_t a = 0; a < dims.size(); ++a)
+      if (sx[a] == 1 && dims[a] != 1) broadcast_axes.push_back(static_cast<std::int64_t>(a));
+    if (!broadcast_axes.empty()) g = c.add("ReduceSum", {g, c.ints(broadcast_axes)}, {keepdims(true)});
+    if (c.shape_of(g) != sx) g = c.add("Expand", {g, c.ints(sx.dims())});
+    c.set_input_grad(i, g);
+  }
 }
 
 }  // namespace detail::grad

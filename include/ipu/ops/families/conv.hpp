@@ -10,7 +10,8 @@ namespace ipu::op_families {
 inline constexpr op_def conv[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
     {"", "Conv", detail::infer::conv, detail::cost_rules::conv, {}, detail::grad::conv},
-    {"", "ConvTranspose", detail::infer::conv_transpose, detail::cost_rules::conv_transpose, {}},
+    {"", "ConvTranspose", detail::infer::conv_transpose, detail::cost_rules::conv_transpose, {},
+     detail::grad::conv_transpose},
 };
 
 }  // namespace ipu::op_families

@@ -8,7 +8,8 @@ namespace ipu::op_families {
 
 inline constexpr op_def einsum[] = {
     // domain, type, shape rule, cost rule, flags
-    {"", "Einsum", detail::infer::einsum, detail::cost_rules::einsum, {}},
+    {"", "Einsum", detail::infer::einsum, detail::cost_rules::einsum, {},
+     detail::grad::einsum},
 };
 
 }  // namespace ipu::op_families

@@ -11,7 +11,8 @@ namespace ipu::op_families {
 inline constexpr op_def indexing[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
     {"", "Gather", detail::infer::gather, detail::cost_rules::data_movement, {}, detail::grad::gather},
-    {"", "GatherElements", detail::infer::gather_elements, detail::cost_rules::data_movement, {}},
+    {"", "GatherElements", detail::infer::gather_elements, detail::cost_rules::data_movement, {},
+     detail::grad::gather_elements},
     {"", "GatherND", detail::infer::gather_nd, detail::cost_rules::data_movement, {}},
     {"", "ScatterElements", detail::infer::unary, detail::cost_rules::data_movement, {}},
     {"", "ScatterND", detail::infer::unary, detail::cost_rules::data_movement, {}},

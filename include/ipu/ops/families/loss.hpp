@@ -13,7 +13,8 @@ inline constexpr op_def loss[] = {
      detail::grad::nll_loss},
     {"", "SoftmaxCrossEntropyLoss", detail::infer::softmax_cross_entropy,
      detail::cost_rules::softmax_cross_entropy,
-     {}},
+     {},
+     detail::grad::softmax_cross_entropy},
 };
 
 }  // namespace ipu::op_families

@@ -10,8 +10,10 @@ namespace ipu::op_families {
 inline constexpr op_def norm[] = {
     // domain, type, shape rule, cost rule, flags
     {"", "BatchNormalization", detail::infer::batch_norm, detail::cost_rules::batch_norm, {}},
-    {"", "InstanceNormalization", detail::infer::channel_norm, detail::cost_rules::instance_norm, {}},
-    {"", "LayerNormalization", detail::infer::layer_norm, detail::cost_rules::layer_norm, {}},
+    {"", "InstanceNormalization", detail::infer::channel_norm, detail::cost_rules::instance_norm, {},
+     detail::grad::instance_norm},
+    {"", "LayerNormalization", detail::infer::layer_norm, detail::cost_rules::layer_norm, {},
+     detail::grad::layer_norm},
     {"", "LRN", detail::infer::unary_float, detail::cost_rules::lrn, {}},
     {"", "MeanVarianceNormalization", detail::infer::unary_float, detail::cost_rules::mean_variance_norm, {}},
 };

@@ -10,7 +10,8 @@ namespace ipu::op_families {
 
 inline constexpr op_def shape_ops[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
-    {"", "Dropout", detail::infer::dropout, detail::cost_rules::dropout, view_op},
+    {"", "Dropout", detail::infer::dropout, detail::cost_rules::dropout, view_op,
+     detail::grad::dropout},
     {"", "Transpose", detail::infer::transpose, detail::cost_rules::data_movement, {}, detail::grad::transpose},
     {"", "DepthToSpace", detail::infer::depth_to_space, detail::cost_rules::data_movement, {}},
     {"", "SpaceToDepth", detail::infer::space_to_depth, detail::cost_rules::data_movement, {}},

@@ -15,7 +15,8 @@ inline constexpr op_def slice_ops[] = {
     {"", "Slice", detail::infer::slice, detail::cost_rules::data_movement, {}, detail::grad::slice},
     {"", "Pad", detail::infer::pad, detail::cost_rules::data_movement, {}, detail::grad::pad},
     {"", "Expand", detail::infer::expand, detail::cost_rules::data_movement, {}, detail::grad::expand},
-    {"", "Tile", detail::infer::tile, detail::cost_rules::data_movement, {}},
+    {"", "Tile", detail::infer::tile, detail::cost_rules::data_movement, {},
+     detail::grad::tile},
 };
 
 }  // namespace ipu::op_families
