@@ -15,6 +15,8 @@
 //  - data movement (Transpose, Concat, Slice, Gather, Pad...): every tile receives its share of the
 //    output through the exchange;
 //  - views (Reshape, Flatten, Squeeze, Identity, Dropout in inference: ipu/ops/flags.hpp): free;
+//  - optimizers (Adagrad, Momentum, Adam): one element-wise pass per optimized tensor, reading it,
+//    its gradient and its state, with Adagrad's and Adam's square root at the scalar rate;
 //  - ConvTranspose, Einsum, LRN, losses and control flow: see docs/cost-model.md, "Per-op costs".
 // Choices the spec has no figure for, and which the model therefore states rather than fits:
 //  - transcendental functions (Exp, Tanh, Erf...) run at the scalar rate, one instruction per
@@ -758,6 +760,21 @@ constexpr op_cost softmax_cross_entropy(const op_cost_context& c) {
   r += reduction(c, t, n, rows, 1 + scalar_rate_ops(c, t));
   r += vector_pass(c, t, n, 2, 1 + scalar_rate_ops(c, t));  // x - max - log(sum)
   r += nll_loss(c);
+  return r;
+}
+
+/// Adagrad / Momentum / Adam: one element-wise pass per optimized tensor, reading it, its gradient
+/// and its state, with a square root (Adagrad, Adam) at the scalar rate.
+constexpr op_cost optimizer(const op_cost_context& c) {
+  const bool adam = c.op->type == "Adam", momentum = c.op->type == "Momentum";
+  const std::uint32_t k = adam ? 4 : 3;
+  const auto n = c.num_inputs() >= 2 ? (c.num_inputs() - 2) / k : 0;
+  op_cost r;
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto t = c.type(c.input(2 + i));
+    const std::uint32_t ops = momentum ? 5 : (adam ? 10 : 6) + scalar_rate_ops(c, t);
+    r += vector_pass(c, t, c.input_elements(2 + i), k, ops);
+  }
   return r;
 }
 

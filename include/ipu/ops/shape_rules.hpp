@@ -1137,6 +1137,52 @@ constexpr std::vector<tensor_info> softmax_cross_entropy(const infer_context& c)
   return out;
 }
 
+// --- optimizers (ai.onnx.preview.training) ---------------------------------------------------------
+/// How many tensors each optimized X brings among the inputs: X, G and the optimizer's state
+/// (Adagrad: H; Momentum: V; Adam: V and H).
+constexpr std::size_t optimizer_group(std::string_view type) { return type == "Adam" ? 4 : 3; }
+
+/// Adagrad / Momentum / Adam: inputs [R, T, X1..Xn, G1..Gn, S1..Sn, ...], outputs the inputs
+/// without R, T and the gradients: [X1_new..Xn_new, S1_new..Sn_new, ...], each like its input.
+constexpr std::vector<tensor_info> optimizer(const infer_context& c) {
+  const auto k = optimizer_group(c.op().type);
+  if (c.num_inputs() < 2 + k || (c.num_inputs() - 2) % k != 0)
+    throw c.fail(std::to_string(c.num_inputs()) + " inputs; " + c.op().type + " takes R, T and " + std::to_string(k) +
+                     " tensors per optimized tensor (" + c.describe_inputs() + ")",
+                 "see the ONNX operator specification of " + c.op().type);
+  const auto n = (c.num_inputs() - 2) / k;
+  for (std::size_t i = 0; i < 2; ++i)
+    if (c.in_shape(i).num_elements() != 1)
+      throw c.fail(std::string(i == 0 ? "the learning rate R" : "the update count T") + " is " + to_string(c.input(i)) +
+                       ", not a scalar",
+                   "give one value");
+  if (c.in_type(0) != data_type::F32 && c.in_type(0) != data_type::F64)
+    throw c.fail("the learning rate R is " + to_string(c.input(0)) + ", not F32 or F64");
+  if (c.in_type(1) != data_type::S64) throw c.fail("the update count T is " + to_string(c.input(1)) + ", not S64");
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto& x = c.input(2 + i);
+    if (x.type != data_type::F32 && x.type != data_type::F64)
+      throw c.fail("optimized tensor #" + std::to_string(i) + " is " + to_string(x) + ", not F32 or F64");
+    for (std::size_t j = 1; j < k; ++j)
+      if (c.input(2 + j * n + i) != x)
+        throw c.fail("input #" + std::to_string(2 + j * n + i) + " is " + to_string(c.input(2 + j * n + i)) +
+                         " but the tensor it belongs to, input #" + std::to_string(2 + i) + ", is " + to_string(x),
+                     "give each gradient and state the optimized tensor's type and shape");
+  }
+  if (c.op().type == "Momentum") {
+    for (const char* a : {"alpha", "beta", "norm_coefficient", "mode"})
+      if (!c.has_attr(a)) throw c.fail(std::string("attribute '") + a + "' is missing", "Momentum requires it");
+    const auto mode = c.attr_string("mode");
+    if (mode != "standard" && mode != "nesterov")
+      throw c.fail("mode '" + mode + "' is neither 'standard' nor 'nesterov'");
+  }
+  std::vector<tensor_info> out;
+  for (std::size_t j = 0; j < k; ++j)
+    if (j != 1)  // the gradients have no output
+      for (std::size_t i = 0; i < n; ++i) out.push_back(c.input(2 + j * n + i));
+  return out;
+}
+
 }  // namespace detail::infer
 
 }  // namespace ipu

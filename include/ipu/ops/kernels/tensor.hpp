@@ -1,5 +1,5 @@
 #pragma once
-// Data-movement, indexing, reduction, recurrent, loss and control-flow kernels.
+// Data-movement, indexing, reduction, recurrent, loss, control-flow and optimizer kernels.
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
@@ -11,6 +11,7 @@
 #include "ipu/ops/kernels/shape_ops.hpp"
 #include "ipu/ops/kernels/slice_ops.hpp"
 #include "ipu/ops/kernels/topk.hpp"
+#include "ipu/ops/kernels/training.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu {
@@ -29,6 +30,7 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_recurrent(registry);
   register_loss(registry);
   register_control_flow(registry);
+  register_training(registry);
 }
 
 }  // namespace ipu
