@@ -13,6 +13,8 @@
 //
 // Conventions of the IR produced here:
 //  - every ai.onnx op is recorded at opset 17 with opset-17 semantics;
+//  - ONNX's Gradient op (ai.onnx.preview.training) is written out as the ops computing it
+//    (gradient.hpp); a model of other domains' ops only reads as importing ai.onnx opset 17;
 //  - PopART's annotation attributes `__ipu_number`, `__pipeline_stage`, `__execution_phase` (and
 //    `__block`) become op_node::where;
 //  - a subgraph body (If branches, Loop / Scan bodies) lists its formal inputs, then the values it
@@ -40,6 +42,7 @@
 #include "ipu/onnx/checker.hpp"
 #include "ipu/onnx/external_data.hpp"
 #include "ipu/onnx/fold.hpp"
+#include "ipu/onnx/gradient.hpp"
 #include "ipu/onnx/normalize.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/onnx/proto_edit.hpp"
@@ -199,6 +202,19 @@ inline void check_external_locations(const ::onnx::GraphProto& g, const external
 
 inline bool is_onnx_domain(const std::string& d) { return d.empty() || d == "ai.onnx"; }
 
+/// Whether any node of `g` or of its subgraphs is an ai.onnx op.
+inline bool uses_onnx_domain(const ::onnx::GraphProto& g) {
+  for (const auto& n : g.node()) {
+    if (is_onnx_domain(n.domain())) return true;
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && uses_onnx_domain(a.g())) return true;
+      for (const auto& sub : a.graphs())
+        if (uses_onnx_domain(sub)) return true;
+    }
+  }
+  return false;
+}
+
 /// Names a graph reads but does not define (its captures), in first-use order.
 inline std::vector<std::string> free_names(const ::onnx::GraphProto& g) {
   std::unordered_set<std::string> defined;
@@ -348,6 +364,7 @@ class graph_builder {
     const std::string label = "node " + node_label(n, index);
     const std::string domain = is_onnx_domain(n.domain()) ? std::string() : n.domain();
     if (domain.empty() && n.op_type() == "Constant") return add_constant(n, label, s);
+    if (domain == op_families::training_domain && n.op_type() == "Gradient") return add_gradient(n, label, s);
 
     op_node op;
     op.type = n.op_type();
@@ -389,6 +406,66 @@ class graph_builder {
     s.g->add_op(std::move(op));
   }
 
+  /// Gradient (ai.onnx.preview.training) becomes the ops computing its outputs (gradient.hpp). Only
+  /// its common form is expanded: its inputs are the very tensors xs and zs name (ONNX also allows
+  /// other values, which would mean recomputing y from them), and y is computed before it.
+  void add_gradient(const ::onnx::NodeProto& n, const std::string& label, scope& s) {
+    std::vector<std::string> xs, zs;
+    std::string y;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "xs") xs.assign(a.strings().begin(), a.strings().end());
+      else if (a.name() == "zs") zs.assign(a.strings().begin(), a.strings().end());
+      else if (a.name() == "y") y = a.s();
+    }
+    if (xs.empty() || y.empty())
+      throw error(error_category::onnx, "a Gradient node needs the attributes xs and y", label,
+                  "name the tensors to differentiate (xs) and the tensor differentiated (y)");
+    if (static_cast<std::size_t>(n.input_size()) != xs.size() + zs.size())
+      throw error(error_category::onnx,
+                  "Gradient has " + std::to_string(n.input_size()) + " inputs for " + std::to_string(xs.size()) +
+                      " xs and " + std::to_string(zs.size()) + " zs",
+                  label, "give one input per name of xs, then of zs");
+    for (int i = 0; i < n.input_size(); ++i) {
+      const auto& named = static_cast<std::size_t>(i) < xs.size() ? xs[static_cast<std::size_t>(i)]
+                                                                  : zs[static_cast<std::size_t>(i) - xs.size()];
+      if (n.input(i) != named)
+        throw error(error_category::onnx,
+                    "Gradient input #" + std::to_string(i) + " is '" + n.input(i) + "', not '" + named +
+                        "': the gradient at values other than the graph's own is not supported",
+                    label, "feed the Gradient node the tensors its xs and zs name");
+    }
+    if (static_cast<std::size_t>(n.output_size()) > xs.size())
+      throw error(error_category::onnx,
+                  "Gradient has " + std::to_string(n.output_size()) + " outputs for " + std::to_string(xs.size()) + " xs",
+                  label, "give at most one output per name of xs");
+    const auto y_at = s.ids.find(y);
+    if (y_at == s.ids.end())
+      throw error(error_category::onnx, "Gradient's y '" + y + "' is not computed before the Gradient node", label,
+                  "place the Gradient node after the node computing y, in the same graph");
+    std::vector<tensor_id> x_ids;
+    for (const auto& x : xs) x_ids.push_back(lookup(s, x, label));
+    const auto grads = add_onnx_gradient(*s.g, y_at->second, x_ids, label);
+    for (int i = 0; i < n.output_size(); ++i) {
+      const auto& out = n.output(i);
+      if (out.empty()) continue;  // that gradient is not wanted
+      const auto i_u = static_cast<std::size_t>(i);
+      const auto info = s.g->tensor(x_ids[i_u]).info;
+      if (grads[i_u] == no_tensor) {  // y does not depend on this x
+        s.ids[out] = s.g->add_tensor(out, info, tensor_kind::constant,
+                                     byte_buffer(std::vector<std::byte>(info.num_bytes(), std::byte{0})));
+        continue;
+      }
+      // An Identity gives the gradient the output's name.
+      op_node id;
+      id.type = "Identity";
+      id.name = (n.name().empty() ? std::string("Gradient") : n.name()) + "/" + out;
+      id.inputs = {grads[i_u]};
+      s.ids[out] = s.g->add_tensor(out, info);
+      id.outputs = {s.ids[out]};
+      s.g->add_op(std::move(id));
+    }
+  }
+
   std::shared_ptr<::onnx::ModelProto> model_;
   external_data_resolver& resolver_;
   std::vector<opset_import> opsets_;
@@ -405,6 +482,14 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
                 "the file is truncated or is not an ONNX model");
   if (options.check_supported) check_supported_ops(m, options.registry ? *options.registry : default_op_registry());
 
+  // A model of other domains' ops only (ONNX's optimizer tests import just ai.onnx.preview.training)
+  // has no ai.onnx op to normalise: it is read as importing the canonical opset.
+  if (m.ir_version() >= 3 && m.opset_import_size() > 0 && detail::onnx_opset(m) == 0 &&
+      !detail::uses_onnx_domain(m.graph())) {
+    auto* o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(canonical_opset);
+  }
   const auto version = detail::onnx_opset(m);
   if (m.ir_version() >= 3 && (version < oldest_opset || version > canonical_opset))
     throw error(error_category::onnx,

@@ -27,8 +27,9 @@ struct unsupported_op {
 };
 
 /// The op the importer turns a model op into (deprecated ops are renamed), or "" when the importer
-/// consumes the op itself (Constant becomes a constant tensor).
+/// consumes the op itself (Constant becomes a constant tensor, Gradient the ops computing it).
 inline std::string canonical_op_type(std::string_view domain, std::string_view type) {
+  if (domain == "ai.onnx.preview.training" && type == "Gradient") return {};
   if (domain.empty() || domain == "ai.onnx") {
     if (type == "Constant") return {};
     if (type == "Upsample") return "Resize";
