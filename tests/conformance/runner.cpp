@@ -5,10 +5,12 @@
 //   ctest --test-dir build/dev -R conformance          # generates the tests, then runs them all
 // or by hand:
 //   /usr/bin/python3 tests/conformance/generate_node_tests.py /tmp/onnx-tests   # -> /tmp/onnx-tests/node
-//   build/dev/tests/conformance/ipu_conformance /tmp/onnx-tests/node
+//   build/dev/tests/conformance/ipu_conformance /tmp/onnx-tests/node [/tmp/onnx-tests/simple]
 //       --expected tests/conformance/expected_pass.txt [--filter relu] [--threads 2]
 //   ... --update-expected    # rewrite the list with what passes now (only the filtered tests change)
 //
+// Several directories may be given: ONNX's small whole-model tests (simple/, e.g. the Gradient
+// op's test_gradient_of_add) share the expected list with the node tests.
 // Each test_*/model.onnx is imported, planned and run on every test_data_set_*/input_*.pb; each
 // output must match output_*.pb in type and shape, and in value within ONNX's tolerances
 // (|actual - expected| <= atol + rtol * |expected|, rtol 1e-3, atol 1e-7, NaN equal to NaN;
@@ -55,7 +57,7 @@ struct result {
 };
 
 struct options {
-  fs::path dir;
+  std::vector<fs::path> dirs;
   fs::path expected;
   std::string filter;
   bool update = false;
@@ -259,7 +261,7 @@ std::set<std::string> read_list(const fs::path& p) {
 
 int usage(const char* argv0) {
   std::cerr << "usage: " << argv0
-            << " NODE_TEST_DIR [--expected FILE] [--update-expected] [--filter TEXT] [--threads N]"
+            << " NODE_TEST_DIR... [--expected FILE] [--update-expected] [--filter TEXT] [--threads N]"
                " [--timeout SECONDS] [--no-fork]\n";
   return 2;
 }
@@ -285,19 +287,23 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") o.timeout_s = std::stoi(value());
     else if (a == "--no-fork") o.fork = false;
     else if (!a.empty() && a[0] == '-') return usage(argv[0]);
-    else o.dir = a;
+    else o.dirs.push_back(a);
   }
-  if (o.dir.empty()) return usage(argv[0]);
+  if (o.dirs.empty()) return usage(argv[0]);
   if (o.update && o.expected.empty()) {
     std::cerr << "error: --update-expected needs --expected FILE\n";
     return 2;
   }
-  auto tests = sorted_dirs(o.dir, "test_");
+  std::vector<fs::path> tests;
+  for (const auto& d : o.dirs) {
+    auto found = sorted_dirs(d, "test_");
+    tests.insert(tests.end(), found.begin(), found.end());
+  }
   std::erase_if(tests, [&](const fs::path& p) {
     return !o.filter.empty() && p.filename().string().find(o.filter) == std::string::npos;
   });
   if (tests.empty()) {
-    std::cerr << "error: no test_* directories in " << o.dir
+    std::cerr << "error: no test_* directories in " << o.dirs.front()
               << " (generate them with tests/conformance/generate_node_tests.py)\n";
     return 2;
   }
