@@ -5,6 +5,8 @@
 //   nll            NegativeLogLikelihoodLoss of log-probabilities    labels: S64 class indices [N, ...]
 //                  [N, C, ...] (PopART's nllloss on log-probabilities, with ignore_index)
 //   cross_entropy  LogSoftmax over axis 1, then nll                  labels: S64 class indices [N, ...]
+//   bce            binary cross-entropy of probabilities p:          labels: the prediction's info
+//                  -(y log p + (1 - y) log(1 - p)), each log clamped at -100 as PyTorch's BCELoss does
 // and identity_loss (PopTorch's, seed 4.6.3): a custom loss the model computed itself, reduced.
 #include <cstdint>
 #include <optional>
@@ -18,7 +20,7 @@
 
 namespace ipu::train {
 
-enum class loss_kind : std::uint8_t { mse, l1, nll, cross_entropy };
+enum class loss_kind : std::uint8_t { mse, l1, nll, cross_entropy, bce };
 /// How a loss over many values becomes one: PyTorch's `reduction` (none is not a training loss).
 enum class loss_reduction : std::uint8_t { mean, sum };
 
@@ -28,16 +30,17 @@ constexpr std::string_view to_string(loss_kind k) noexcept {
     case loss_kind::l1: return "l1";
     case loss_kind::nll: return "nll";
     case loss_kind::cross_entropy: return "cross-entropy";
+    case loss_kind::bce: return "bce";
   }
   return "?";
 }
 
-/// "mse", "l1", "nll" or "cross-entropy"; anything else is a usage error listing them.
+/// "mse", "l1", "nll", "cross-entropy" or "bce"; anything else is a usage error listing them.
 constexpr loss_kind parse_loss_kind(std::string_view s) {
-  for (auto k : {loss_kind::mse, loss_kind::l1, loss_kind::nll, loss_kind::cross_entropy})
+  for (auto k : {loss_kind::mse, loss_kind::l1, loss_kind::nll, loss_kind::cross_entropy, loss_kind::bce})
     if (to_string(k) == s) return k;
   throw error(error_category::usage, "unknown loss '" + std::string(s) + "'", "loss",
-              "use mse, l1, nll or cross-entropy");
+              "use mse, l1, nll, cross-entropy or bce");
 }
 
 struct loss_options {
@@ -80,6 +83,16 @@ constexpr loss_tensors add_loss(builder& b, tensor_id prediction, const loss_opt
       r.labels = b.add_input_tensor(p, o.labels_name);
       const auto d = b.sub(prediction, r.labels);
       const auto e = o.kind == loss_kind::mse ? b.mul(d, d) : b.abs(d);
+      r.loss = detail::reduce_all(b, e, o.reduction, "loss");
+      return r;
+    }
+    case loss_kind::bce: {
+      r.labels = b.add_input_tensor(p, o.labels_name);
+      // log p <= 0 for a probability: clamping to [-100, 0] is PyTorch's clamp at -100.
+      const auto log_p = b.clip(b.log(prediction), -100, 0);
+      const auto one = b.add_constant(p.type == data_type::F64 ? make_scalar<double>(1) : make_scalar<float>(1));
+      const auto log_q = b.clip(b.log(b.sub(one, prediction)), -100, 0);
+      const auto e = b.neg(b.add(b.mul(r.labels, log_p), b.mul(b.sub(one, r.labels), log_q)));
       r.loss = detail::reduce_all(b, e, o.reduction, "loss");
       return r;
     }

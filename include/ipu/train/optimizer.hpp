@@ -1,176 +1,368 @@
 #pragma once
-// Optimizers, written into the training graph as ordinary ops that turn each weight, its gradient
-// and its state into the updated weight and state. The formulas are PyTorch's (torch.optim), which
-// PopTorch's optimizers follow:
-//   SGD    g += wd w;  with momentum: b = g on the first step, else m b + (1 - dampening) g;
-//          g = nesterov ? g + m b : b;  w -= lr g
-//   Adam   g += wd w;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2;
-//          w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-//   AdamW  as Adam without the g += wd w, and w *= 1 - lr wd first.
+// Optimizers as PopTorch offers them (poptorch.optim: SGD, Adam, AdamW, RMSprop, LAMB, plus
+// torch.optim's Adagrad), with PopTorch's float16 aids: loss scaling, SGD's velocity scaling and
+// the accumulators' types. The arithmetic is torch.optim's; LAMB is the paper's (You et al., 2019,
+// Algorithm 2), with PopART's LambNoBias when bias correction is off. The ops each update writes
+// are in ipu/train/optimizer_update.hpp.
 //
-// Every hyperparameter is a scalar graph input fed each step (PopART's "variable" optimizer
-// values): changing the learning rate between steps needs no recompilation. What shapes the graph
-// (momentum or not, nesterov, weight decay or not, the optimizer's kind) is fixed when the graph is
-// built, and the session refuses a change to it.
+// Constant and variable attributes (poptorch-features 4.5.4): a variable attribute is a scalar
+// input of the step, fed each step, so set_optimizer can change it; a constant one is compiled into
+// the step, and changing it afterwards is an error. As in poptorch.optim, a value the user gives is
+// variable and one left at its default is constant; mark_as_constant / mark_as_variable override.
+// An attribute that is constant and neutral (momentum 0, weight decay 0, loss scaling 1) adds no op.
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
 
-#include "ipu/builder/builder.hpp"
+#include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
-#include "ipu/format.hpp"
-#include "ipu/graph/graph.hpp"
 
 namespace ipu::train {
 
+/// An optimizer attribute: its value, and whether it is fed each step (variable) or compiled in.
+class hyperparameter {
+ public:
+  /// A value the user gives: variable, as poptorch.optim makes an attribute passed to its constructor.
+  constexpr hyperparameter(double value) noexcept : value_(value), variable_(true) {}  // NOLINT: a value converts
+  /// A default: constant.
+  static constexpr hyperparameter by_default(double value) noexcept {
+    hyperparameter h(value);
+    h.variable_ = false;
+    return h;
+  }
+  [[nodiscard]] constexpr double value() const noexcept { return value_; }
+  [[nodiscard]] constexpr bool is_variable() const noexcept { return variable_; }
+  constexpr hyperparameter& mark_as_constant() noexcept {
+    variable_ = false;
+    return *this;
+  }
+  constexpr hyperparameter& mark_as_variable() noexcept {
+    variable_ = true;
+    return *this;
+  }
+  /// Whether the step needs ops for it: it may change, or it is not `neutral`.
+  [[nodiscard]] constexpr bool active(double neutral) const noexcept { return variable_ || value_ != neutral; }
+  friend constexpr bool operator==(const hyperparameter&, const hyperparameter&) = default;
+
+ private:
+  double value_;
+  bool variable_;
+};
+
+// Every optimizer carries PopTorch's loss_scaling (4.5.1: the loss is multiplied by it before the
+// backward pass and the gradients divided by it before the update) and accumulator types (4.5.3:
+// unset, the weight's type; accum_type is the type of the gradient accumulators that gradient
+// accumulation keeps).
+
 struct sgd {
-  double lr = 0.01;  // PopTorch's default optimizer: SGD with lr 0.01
-  double momentum = 0;
-  double dampening = 0;
-  double weight_decay = 0;
+  hyperparameter lr = 0.01;  // PopTorch's default optimizer: SGD with lr 0.01 (lr is always variable)
+  hyperparameter momentum = hyperparameter::by_default(0);
+  hyperparameter dampening = hyperparameter::by_default(0);
+  hyperparameter weight_decay = hyperparameter::by_default(0);
   bool nesterov = false;
+  hyperparameter loss_scaling = hyperparameter::by_default(1);
+  /// The momentum buffer is stored multiplied by this (PopTorch's combined variant, 4.5.2).
+  hyperparameter velocity_scaling = hyperparameter::by_default(1);
+  std::optional<data_type> accum_type{}, velocity_accum_type{};
 };
 
 struct adam {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0;
+  hyperparameter lr = 1e-3;
+  hyperparameter beta1 = hyperparameter::by_default(0.9);
+  hyperparameter beta2 = hyperparameter::by_default(0.999);
+  hyperparameter eps = hyperparameter::by_default(1e-8);
+  hyperparameter weight_decay = hyperparameter::by_default(0);
   bool decoupled_weight_decay = false;  // true: AdamW
+  bool bias_correction = true;
+  hyperparameter loss_scaling = hyperparameter::by_default(1);
+  std::optional<data_type> accum_type{}, first_order_momentum_accum_type{}, second_order_momentum_accum_type{};
 };
 
-using optimizer = std::variant<sgd, adam>;
+struct rmsprop {
+  hyperparameter lr = 0.01;
+  hyperparameter alpha = hyperparameter::by_default(0.99);
+  hyperparameter eps = hyperparameter::by_default(1e-8);
+  hyperparameter weight_decay = hyperparameter::by_default(0);
+  hyperparameter momentum = hyperparameter::by_default(0);
+  bool centered = false;
+  bool use_tf_variant = false;  // TensorFlow's form: epsilon inside the square root
+  hyperparameter loss_scaling = hyperparameter::by_default(1);
+  std::optional<data_type> accum_type{}, first_order_momentum_accum_type{}, second_order_momentum_accum_type{};
+};
+
+struct adagrad {
+  hyperparameter lr = 0.01;
+  hyperparameter lr_decay = hyperparameter::by_default(0);
+  hyperparameter weight_decay = hyperparameter::by_default(0);
+  double initial_accumulator_value = 0;  // the sum of squares' value before the first step
+  hyperparameter eps = hyperparameter::by_default(1e-10);
+  hyperparameter loss_scaling = hyperparameter::by_default(1);
+  std::optional<data_type> accum_type{}, second_order_momentum_accum_type{};
+};
+
+struct lamb {
+  hyperparameter lr = 1e-3;
+  hyperparameter beta1 = hyperparameter::by_default(0.9);
+  hyperparameter beta2 = hyperparameter::by_default(0.999);
+  hyperparameter eps = hyperparameter::by_default(1e-8);
+  hyperparameter weight_decay = hyperparameter::by_default(0.01);
+  bool bias_correction = true;  // false: PopART's LambNoBias
+  /// The weight's norm is clipped to this in the trust ratio; none: not clipped.
+  std::optional<double> max_weight_norm{};
+  hyperparameter loss_scaling = hyperparameter::by_default(1);
+  std::optional<data_type> accum_type{}, first_order_momentum_accum_type{}, second_order_momentum_accum_type{};
+};
+
+using optimizer = std::variant<sgd, adam, rmsprop, adagrad, lamb>;
+
+/// PopART's ConstSGD: SGD whose every attribute is compiled into the step.
+constexpr sgd const_sgd(double lr, double weight_decay = 0, double loss_scaling = 1) noexcept {
+  sgd s;
+  s.lr = hyperparameter::by_default(lr);
+  s.weight_decay = hyperparameter::by_default(weight_decay);
+  s.loss_scaling = hyperparameter::by_default(loss_scaling);
+  return s;
+}
 
 constexpr std::string_view optimizer_name(const optimizer& o) noexcept {
-  if (const auto* a = std::get_if<adam>(&o)) return a->decoupled_weight_decay ? "adamw" : "adam";
-  return "sgd";
-}
-
-/// Throws a usage error for values PyTorch refuses as well.
-constexpr void check(const optimizer& o) {
-  auto fail = [&](const std::string& what) {
-    throw error(error_category::usage, what, "optimizer " + std::string(optimizer_name(o)),
-                "use values PyTorch accepts");
-  };
-  if (const auto* s = std::get_if<sgd>(&o)) {
-    if (!(s->lr >= 0)) fail("the learning rate must be >= 0");
-    if (!(s->momentum >= 0)) fail("momentum must be >= 0");
-    if (!(s->weight_decay >= 0)) fail("weight decay must be >= 0");
-    if (s->nesterov && (s->momentum <= 0 || s->dampening != 0)) fail("Nesterov momentum needs momentum > 0 and dampening 0");
-  } else {
-    const auto& a = std::get<adam>(o);
-    if (!(a.lr >= 0)) fail("the learning rate must be >= 0");
-    if (!(a.eps >= 0)) fail("epsilon must be >= 0");
-    if (!(a.beta1 >= 0 && a.beta1 < 1) || !(a.beta2 >= 0 && a.beta2 < 1)) fail("betas must be in [0, 1)");
-    if (!(a.weight_decay >= 0)) fail("weight decay must be >= 0");
+  switch (o.index()) {
+    case 0: return "sgd";
+    case 1: return std::get<adam>(o).decoupled_weight_decay ? "adamw" : "adam";
+    case 2: return "rmsprop";
+    case 3: return "adagrad";
+    default: return "lamb";
   }
 }
 
-/// The graph's shape an optimizer implies: two optimizers with equal structure run the same graph.
-struct optimizer_structure {
-  int kind = 0;  // 0 sgd, 1 adam
-  bool momentum = false, nesterov = false, weight_decay = false, decoupled = false;
-  friend constexpr bool operator==(const optimizer_structure&, const optimizer_structure&) = default;
-};
-constexpr optimizer_structure structure_of(const optimizer& o) {
-  if (const auto* s = std::get_if<sgd>(&o)) return {0, s->momentum != 0, s->nesterov, s->weight_decay != 0, false};
-  const auto& a = std::get<adam>(o);
-  return {1, false, false, a.weight_decay != 0, a.decoupled_weight_decay};
-}
-
-/// The scalar hyperparameter inputs of step `step` (0-based), by name, as the update ops read them.
-inline std::vector<std::pair<std::string, double>> hyperparameters(const optimizer& o, std::uint64_t step) {
-  std::vector<std::pair<std::string, double>> h;
-  if (const auto* s = std::get_if<sgd>(&o)) {
-    h.push_back({"optimizer/lr", s->lr});
-    if (s->weight_decay != 0) h.push_back({"optimizer/weight_decay", s->weight_decay});
-    if (s->momentum != 0) {
-      h.push_back({"optimizer/momentum", s->momentum});
-      h.push_back({"optimizer/one_minus_dampening", 1 - s->dampening});
-    }
-    return h;
-  }
-  const auto& a = std::get<adam>(o);
-  const double t = static_cast<double>(step + 1);
-  const double bc1 = 1 - std::pow(a.beta1, t), bc2 = 1 - std::pow(a.beta2, t);
-  h.push_back({"optimizer/beta1", a.beta1});
-  h.push_back({"optimizer/one_minus_beta1", 1 - a.beta1});
-  h.push_back({"optimizer/beta2", a.beta2});
-  h.push_back({"optimizer/one_minus_beta2", 1 - a.beta2});
-  h.push_back({"optimizer/step_size", a.lr / bc1});
-  h.push_back({"optimizer/sqrt_bias_correction2", std::sqrt(bc2)});
-  h.push_back({"optimizer/eps", a.eps});
-  if (a.weight_decay != 0) {
-    if (a.decoupled_weight_decay) h.push_back({"optimizer/decay", 1 - a.lr * a.weight_decay});
-    else h.push_back({"optimizer/weight_decay", a.weight_decay});
-  }
-  return h;
-}
-
-/// One piece of optimizer state: a graph input holding its value before the step and the output
-/// holding it after.
-struct state_slot {
-  std::string input, output;
-  tensor_info info;
+/// An attribute by name, as PopTorch names it.
+struct named_hyperparameter {
+  std::string_view name;
+  hyperparameter value;
 };
 
-/// What add_update added for one weight.
-struct update_tensors {
-  tensor_id new_weight = no_tensor;
-  std::vector<state_slot> state;
+/// Every attribute of `o` that can be constant or variable.
+constexpr std::vector<named_hyperparameter> attributes_of(const optimizer& o) {
+  return std::visit(
+      [](const auto& x) -> std::vector<named_hyperparameter> {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, sgd>)
+          return {{"lr", x.lr}, {"momentum", x.momentum}, {"dampening", x.dampening}, {"weight_decay", x.weight_decay},
+                  {"loss_scaling", x.loss_scaling}, {"velocity_scaling", x.velocity_scaling}};
+        else if constexpr (std::is_same_v<T, adam>)
+          return {{"lr", x.lr}, {"beta1", x.beta1}, {"beta2", x.beta2}, {"eps", x.eps}, {"weight_decay", x.weight_decay},
+                  {"loss_scaling", x.loss_scaling}};
+        else if constexpr (std::is_same_v<T, rmsprop>)
+          return {{"lr", x.lr}, {"alpha", x.alpha}, {"eps", x.eps}, {"weight_decay", x.weight_decay},
+                  {"momentum", x.momentum}, {"loss_scaling", x.loss_scaling}};
+        else if constexpr (std::is_same_v<T, adagrad>)
+          return {{"lr", x.lr}, {"lr_decay", x.lr_decay}, {"weight_decay", x.weight_decay}, {"eps", x.eps},
+                  {"loss_scaling", x.loss_scaling}};
+        else
+          return {{"lr", x.lr}, {"beta1", x.beta1}, {"beta2", x.beta2}, {"eps", x.eps}, {"weight_decay", x.weight_decay},
+                  {"loss_scaling", x.loss_scaling}};
+      },
+      o);
+}
+
+/// A setting of an optimizer that is not an attribute (a flag, a type, an initial value): always
+/// compiled into the step. Flags are 0 or 1; a type is its code, -1 when unset (the weight's type).
+struct optimizer_setting {
+  std::string_view name;
+  double value = 0;
+  friend constexpr bool operator==(const optimizer_setting&, const optimizer_setting&) = default;
 };
 
-namespace detail {
-/// The hyperparameter input `name` of `type`, added once.
-constexpr tensor_id hyper(builder& b, std::string_view name, data_type type) {
-  if (const auto t = b.current().find_tensor(name)) return *t;
-  return b.add_input_tensor({type, {}}, name);
-}
-}  // namespace detail
-
-/// Adds the ops that update weight `w` (a graph input holding its value) from its gradient `g`.
-/// The first-step flag (SGD with momentum) is the BOOL input "optimizer/first_step".
-constexpr update_tensors add_update(builder& b, const optimizer& o, tensor_id w, tensor_id g) {
-  const auto type = b.info(w).type;
-  const std::string name = b.name_of(w);
-  auto h = [&](std::string_view n) { return detail::hyper(b, n, type); };
-  auto state_input = [&](std::string_view what) { return b.add_input_tensor(b.info(w), name + "/" + std::string(what)); };
-  update_tensors r;
-  auto keep = [&](tensor_id in, tensor_id out) {
-    r.state.push_back({b.name_of(in), b.name_of(out), b.info(in)});
-  };
-  if (const auto* s = std::get_if<sgd>(&o)) {
-    if (s->weight_decay != 0) g = b.add(g, b.mul(w, h("optimizer/weight_decay")));
-    if (s->momentum != 0) {
-      const auto v = state_input("momentum");
-      const auto first = detail::hyper(b, "optimizer/first_step", data_type::BOOL);
-      const auto later = b.add(b.mul(v, h("optimizer/momentum")), b.mul(g, h("optimizer/one_minus_dampening")));
-      const auto buf = b.op("Where", {first, g, later}).front();
-      keep(v, buf);
-      g = s->nesterov ? b.add(g, b.mul(buf, h("optimizer/momentum"))) : buf;
-    }
-    r.new_weight = b.sub(w, b.mul(g, h("optimizer/lr")));
-    return r;
-  }
-  const auto& a = std::get<adam>(o);
-  auto weight = w;
-  if (a.weight_decay != 0) {
-    if (a.decoupled_weight_decay) weight = b.mul(w, h("optimizer/decay"));
-    else g = b.add(g, b.mul(w, h("optimizer/weight_decay")));
-  }
-  const auto m = state_input("exp_avg"), v = state_input("exp_avg_sq");
-  const auto m_new = b.add(b.mul(m, h("optimizer/beta1")), b.mul(g, h("optimizer/one_minus_beta1")));
-  const auto v_new = b.add(b.mul(v, h("optimizer/beta2")), b.mul(b.mul(g, g), h("optimizer/one_minus_beta2")));
-  keep(m, m_new);
-  keep(v, v_new);
-  const auto denom = b.add(b.div(b.sqrt(v_new), h("optimizer/sqrt_bias_correction2")), h("optimizer/eps"));
-  r.new_weight = b.sub(weight, b.mul(b.div(m_new, denom), h("optimizer/step_size")));
+/// The settings of `o`, the optimizer's kind first (its variant index, AdamW apart from Adam).
+constexpr std::vector<optimizer_setting> settings_of(const optimizer& o) {
+  auto type = [](const std::optional<data_type>& t) { return t ? static_cast<double>(static_cast<int>(*t)) : -1.0; };
+  std::vector<optimizer_setting> r{{"optimizer", static_cast<double>(o.index()) + (optimizer_name(o) == "adamw" ? 0.5 : 0)}};
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        r.push_back({"accum_type", type(x.accum_type)});
+        if constexpr (std::is_same_v<T, sgd>) {
+          r.push_back({"nesterov", x.nesterov ? 1.0 : 0.0});
+          r.push_back({"velocity_accum_type", type(x.velocity_accum_type)});
+        } else if constexpr (std::is_same_v<T, adagrad>) {
+          r.push_back({"initial_accumulator_value", x.initial_accumulator_value});
+          r.push_back({"second_order_momentum_accum_type", type(x.second_order_momentum_accum_type)});
+        } else {
+          if constexpr (std::is_same_v<T, adam> || std::is_same_v<T, lamb>)
+            r.push_back({"bias_correction", x.bias_correction ? 1.0 : 0.0});
+          if constexpr (std::is_same_v<T, rmsprop>) {
+            r.push_back({"centered", x.centered ? 1.0 : 0.0});
+            r.push_back({"use_tf_variant", x.use_tf_variant ? 1.0 : 0.0});
+          }
+          if constexpr (std::is_same_v<T, lamb>) r.push_back({"max_weight_norm", x.max_weight_norm.value_or(-1.0)});
+          r.push_back({"first_order_momentum_accum_type", type(x.first_order_momentum_accum_type)});
+          r.push_back({"second_order_momentum_accum_type", type(x.second_order_momentum_accum_type)});
+        }
+      },
+      o);
   return r;
+}
+
+/// Throws a usage error for values PyTorch (or PopTorch) refuses as well.
+constexpr void check(const optimizer& o) {
+  const std::string where = "optimizer " + std::string(optimizer_name(o));
+  auto fail = [&](const std::string& what) { throw error(error_category::usage, what, where, "use values PyTorch accepts"); };
+  for (const auto& a : attributes_of(o))
+    if (!std::isfinite(a.value.value())) fail(std::string(a.name) + " must be finite");
+  auto at_least = [&](const hyperparameter& h, double low, std::string_view what) {
+    if (!(h.value() >= low)) fail(std::string(what) + " must be >= " + (low == 0 ? "0" : "1"));
+  };
+  auto positive = [&](const hyperparameter& h, std::string_view what) {
+    if (!(h.value() > 0)) fail(std::string(what) + " must be > 0");
+  };
+  auto beta = [&](const hyperparameter& h) {
+    if (!(h.value() >= 0 && h.value() < 1)) fail("betas must be in [0, 1)");
+  };
+  auto types = [&](std::initializer_list<std::optional<data_type>> ts) {
+    for (const auto& t : ts)
+      if (t && *t != data_type::F16 && *t != data_type::F32 && *t != data_type::F64)
+        fail("an accumulator type must be F16, F32 or F64, not " + std::string(to_string(*t)));
+  };
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        at_least(x.lr, 0, "the learning rate");
+        at_least(x.weight_decay, 0, "weight decay");
+        positive(x.loss_scaling, "loss scaling");
+        if constexpr (std::is_same_v<T, sgd>) {
+          at_least(x.momentum, 0, "momentum");
+          if (x.nesterov && (!(x.momentum.value() > 0) || x.dampening.value() != 0))
+            fail("Nesterov momentum needs momentum > 0 and dampening 0");
+          positive(x.velocity_scaling, "velocity scaling");
+          types({x.accum_type, x.velocity_accum_type});
+        } else if constexpr (std::is_same_v<T, adam> || std::is_same_v<T, lamb>) {
+          beta(x.beta1);
+          beta(x.beta2);
+          at_least(x.eps, 0, "epsilon");
+          if constexpr (std::is_same_v<T, lamb>)
+            if (x.max_weight_norm && !(*x.max_weight_norm > 0)) fail("max_weight_norm must be > 0");
+          types({x.accum_type, x.first_order_momentum_accum_type, x.second_order_momentum_accum_type});
+        } else if constexpr (std::is_same_v<T, rmsprop>) {
+          at_least(x.alpha, 0, "alpha");
+          at_least(x.eps, 0, "epsilon");
+          at_least(x.momentum, 0, "momentum");
+          types({x.accum_type, x.first_order_momentum_accum_type, x.second_order_momentum_accum_type});
+        } else {
+          at_least(x.lr_decay, 0, "lr_decay");
+          at_least(x.eps, 0, "epsilon");
+          if (!(x.initial_accumulator_value >= 0) || !std::isfinite(x.initial_accumulator_value))
+            fail("initial_accumulator_value must be >= 0");
+          types({x.accum_type, x.second_order_momentum_accum_type});
+        }
+      },
+      o);
+}
+
+/// How the gradients of one step's micro-batches become the one the update uses (PopTorch's
+/// accumulationAndReplicationReductionType): their mean or their sum.
+enum class accumulation_reduction : std::uint8_t { mean, sum };
+
+/// A scalar input of the step graph: its name, its value at a step, and whether it is fed each
+/// step (it depends on a variable attribute, or on the step itself) or compiled in as a constant.
+struct step_scalar {
+  std::string name;
+  double value = 0;
+  bool variable = false;
+};
+
+/// The scalars the update ops read at step `step` (0-based) when each update sees the sum of
+/// `micro_batches` micro-batches' gradients, reduced by `reduction`. Ops for a scalar that is
+/// constant and neutral are left out of the step (optimizer_update.hpp asks `wanted`).
+constexpr std::vector<step_scalar> step_scalars(const optimizer& o, std::uint64_t step, std::int64_t micro_batches = 1,
+                                                accumulation_reduction reduction = accumulation_reduction::mean) {
+  std::vector<step_scalar> r;
+  const double t = static_cast<double>(step + 1);
+  const double divisor = reduction == accumulation_reduction::mean ? static_cast<double>(micro_batches) : 1.0;
+  std::visit(
+      [&](const auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        // The gradients arrive multiplied by the loss scaling and summed over the micro-batches.
+        r.push_back({"optimizer/loss_scaling", x.loss_scaling.value(), x.loss_scaling.is_variable()});
+        r.push_back({"optimizer/gradient_scale", 1 / (x.loss_scaling.value() * divisor), x.loss_scaling.is_variable()});
+        r.push_back({"optimizer/weight_decay", x.weight_decay.value(), x.weight_decay.is_variable()});
+        if constexpr (std::is_same_v<T, sgd>) {
+          const double vs = x.velocity_scaling.value();
+          const bool v = x.velocity_scaling.is_variable();
+          r.push_back({"optimizer/lr", x.lr.value() / vs, x.lr.is_variable() || v});
+          r.push_back({"optimizer/velocity_scaling", vs, v});
+          r.push_back({"optimizer/momentum", x.momentum.value(), x.momentum.is_variable()});
+          r.push_back({"optimizer/one_minus_dampening", 1 - x.dampening.value(), x.dampening.is_variable()});
+        } else if constexpr (std::is_same_v<T, adam> || std::is_same_v<T, lamb>) {
+          const double bc1 = x.bias_correction ? 1 - std::pow(x.beta1.value(), t) : 1.0;
+          const double bc2 = x.bias_correction ? 1 - std::pow(x.beta2.value(), t) : 1.0;
+          const bool b1 = x.beta1.is_variable(), b2 = x.beta2.is_variable(), by_step = x.bias_correction;
+          r.push_back({"optimizer/beta1", x.beta1.value(), b1});
+          r.push_back({"optimizer/one_minus_beta1", 1 - x.beta1.value(), b1});
+          r.push_back({"optimizer/beta2", x.beta2.value(), b2});
+          r.push_back({"optimizer/one_minus_beta2", 1 - x.beta2.value(), b2});
+          r.push_back({"optimizer/eps", x.eps.value(), x.eps.is_variable()});
+          if constexpr (std::is_same_v<T, adam>) {
+            r.push_back({"optimizer/step_size", x.lr.value() / bc1, x.lr.is_variable() || b1 || by_step});
+            r.push_back({"optimizer/sqrt_bias_correction2", std::sqrt(bc2), b2 || by_step});
+            r.push_back({"optimizer/decay", 1 - x.lr.value() * x.weight_decay.value(),
+                         x.lr.is_variable() || x.weight_decay.is_variable()});
+          } else {
+            r.push_back({"optimizer/lr", x.lr.value(), x.lr.is_variable()});
+            r.push_back({"optimizer/bias_correction1", bc1, b1 || by_step});
+            r.push_back({"optimizer/bias_correction2", bc2, b2 || by_step});
+          }
+        } else if constexpr (std::is_same_v<T, rmsprop>) {
+          r.push_back({"optimizer/lr", x.lr.value(), x.lr.is_variable()});
+          r.push_back({"optimizer/alpha", x.alpha.value(), x.alpha.is_variable()});
+          r.push_back({"optimizer/one_minus_alpha", 1 - x.alpha.value(), x.alpha.is_variable()});
+          r.push_back({"optimizer/eps", x.eps.value(), x.eps.is_variable()});
+          r.push_back({"optimizer/momentum", x.momentum.value(), x.momentum.is_variable()});
+        } else {
+          // torch.optim.Adagrad: clr = lr / (1 + (t - 1) lr_decay), t counted from 1.
+          r.push_back({"optimizer/lr", x.lr.value() / (1 + static_cast<double>(step) * x.lr_decay.value()),
+                       x.lr.is_variable() || x.lr_decay.is_variable() || x.lr_decay.value() != 0});
+          r.push_back({"optimizer/eps", x.eps.value(), x.eps.is_variable()});
+        }
+      },
+      o);
+  return r;
+}
+
+/// Whether the compiled step of `compiled` can run with `next`'s values: the same settings, the
+/// same attributes variable, and every constant attribute unchanged. Throws, naming the first
+/// difference and what to do.
+constexpr void check_same_step(const optimizer& compiled, const optimizer& next, const std::string& where) {
+  const auto fix = "keep what is compiled into the step, or build a new session (mark an attribute variable before "
+                   "compiling to change it later)";
+  const auto a = settings_of(compiled), b = settings_of(next);
+  if (a.front() != b.front())
+    throw error(error_category::usage,
+                "the new optimizer (" + std::string(optimizer_name(next)) + ") changes the shape of the compiled step (" +
+                    std::string(optimizer_name(compiled)) + ")",
+                where, fix);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (a[i] != b[i])
+      throw error(error_category::usage,
+                  "the new optimizer's " + std::string(a[i].name) + " changes the shape of the compiled step", where, fix);
+  const auto x = attributes_of(compiled), y = attributes_of(next);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const auto& [name, before] = x[i];
+    const auto& after = y[i].value;
+    if (before.is_variable() != after.is_variable())
+      throw error(error_category::usage,
+                  "attribute '" + std::string(name) + "' was compiled as " + (before.is_variable() ? "variable" : "constant") +
+                      " and is now " + (after.is_variable() ? "variable" : "constant") +
+                      ": that changes the shape of the compiled step",
+                  where, fix);
+    if (!before.is_variable() && before.value() != after.value())
+      throw error(error_category::usage,
+                  "attribute '" + std::string(name) + "' is constant in the compiled step and cannot change after compiling",
+                  where, fix);
+  }
 }
 
 }  // namespace ipu::train

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,6 +20,7 @@
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/half.hpp"
 #include "ipu/tensor.hpp"
 #include "ipu/train/training_graph.hpp"
 
@@ -42,112 +45,111 @@ inline host_tensor take_rows(const host_tensor& all, std::int64_t first, std::in
   return t;
 }
 
+/// What a step returns of the model's outputs, one per micro-batch (PopTorch's OutputMode for a
+/// training model): the last micro-batch's (Final, the default), all of them stacked along the
+/// first axis, or their sum.
+enum class output_mode : std::uint8_t { final, all, sum };
+
 /// What one step returns.
 struct step_result {
-  double loss = 0;                   // the loss before the update
-  std::vector<host_tensor> outputs;  // the model's outputs, before the update
+  /// The loss the update descended, before the update: the mean (or, with sum reduction, the sum)
+  /// of the micro-batches' losses.
+  double loss = 0;
+  std::vector<double> micro_batch_losses;
+  std::vector<host_tensor> outputs;  // the model's outputs, before the update, by the output mode
 };
 
 class training_session {
  public:
-  explicit training_session(const graph& model, training_options options = {}, cpu::device_options device = {})
-      : options_(std::move(options)), model_(model), tg_(make_training_graph(model, options_)),
-        device_(tg_.step, device) {
-    for (const auto& w : tg_.weights) {
-      host_tensor t(w.info);
-      const auto bytes = w.initial.bytes();
-      if (bytes.size() != t.bytes().size())
-        throw error(error_category::graph, "weight '" + w.name + "' holds " + std::to_string(bytes.size()) +
-                                               " bytes but " + to_string(w.info) + " needs " +
-                                               std::to_string(t.bytes().size()),
-                    where());
-      if (!bytes.empty()) std::memcpy(t.bytes().data(), bytes.data(), bytes.size());
-      weights_.push_back(std::move(t));
+  explicit training_session(const graph& model, training_options options = {}, cpu::device_options device = {},
+                            output_mode outputs = output_mode::final)
+      : options_(std::move(options)), model_(model), tg_(make_training_graph(model, options_)), mode_(outputs),
+        step_(tg_.step, device) {
+    if (tg_.micro_batches > 1) update_.emplace(tg_.update, device);
+    for (const auto& w : tg_.weights) weights_.push_back(initial_value(w.name, w.info, w.initial, "weight"));
+    for (const auto& b : tg_.buffers) buffers_.push_back(initial_value(b.name, b.info, b.initial, "buffer"));
+    reset_state();
+    for (const auto& a : tg_.accumulators) accumulators_.emplace_back(a.info);
+    step_in_ = bind_inputs(step_.model());
+    step_out_ = bind_outputs(step_.model());
+    if (update_) {
+      update_in_ = bind_inputs(update_->model());
+      update_out_ = bind_outputs(update_->model());
     }
-    for (const auto& s : tg_.state) state_.emplace_back(s.info);  // zeroed
-    for (const auto& b : tg_.buffers) {
-      host_tensor t(b.info);
-      const auto bytes = b.initial.bytes();
-      if (bytes.size() != t.bytes().size())
-        throw error(error_category::graph, "buffer '" + b.name + "' holds " + std::to_string(bytes.size()) + " bytes but " +
-                                               to_string(b.info) + " needs " + std::to_string(t.bytes().size()),
-                    where());
-      if (!bytes.empty()) std::memcpy(t.bytes().data(), bytes.data(), bytes.size());
-      buffers_.push_back(std::move(t));
-    }
-    bind_inputs();
   }
 
   [[nodiscard]] const training_graph& graph_of_step() const noexcept { return tg_; }
   [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
   [[nodiscard]] const optimizer& current_optimizer() const noexcept { return options_.opt; }
 
-  /// Changes the optimizer's values for the next steps (PopART's updateOptimizerFromHost). A change
-  /// to what shapes the step (the kind, momentum on or off, Nesterov, weight decay on or off) needs
-  /// a new session.
+  /// Changes the optimizer's variable attributes for the next steps (PopART's
+  /// updateOptimizerFromHost, PopTorch's setOptimizer). What is compiled into the step (the kind,
+  /// the flags and types, which attributes are variable, the constant attributes' values) cannot
+  /// change: that needs a new session.
   void set_optimizer(const optimizer& o) {
     check(o);
-    if (structure_of(o) != tg_.structure)
-      throw error(error_category::usage,
-                  "the new optimizer (" + std::string(optimizer_name(o)) + ") changes the shape of the compiled step",
-                  where(),
-                  "keep the kind, and momentum, Nesterov and weight decay on or off as compiled; or build a new "
-                  "session");
+    check_same_step(tg_.compiled, o, where());
     options_.opt = o;
   }
 
-  /// One weight update from one batch: the model's inputs by name, and the labels.
+  /// One weight update from the micro-batches of a step: the model's inputs by name, and the labels.
+  /// With gradient accumulation G each holds G micro-batches stacked along the first axis (G times
+  /// the model's batch, as PopTorch takes them), used in order.
   step_result run(const std::vector<std::pair<std::string, const_tensor_view>>& inputs, const_tensor_view labels) {
-    std::vector<const_tensor_view> views(bindings_.size());
-    std::vector<bool> given(tg_.model_inputs.size(), false);
+    std::vector<const_tensor_view> given(tg_.model_inputs.size());
+    std::vector<bool> seen(tg_.model_inputs.size(), false);
     for (const auto& [name, view] : inputs) {
       std::size_t i = 0;
       while (i < tg_.model_inputs.size() && tg_.model_inputs[i] != name) ++i;
       if (i == tg_.model_inputs.size())
         throw error(error_category::usage, "the model has no input named '" + name + "'", where(),
                     "its inputs are: " + join(tg_.model_inputs));
-      if (given[i]) throw error(error_category::usage, "input '" + name + "' is given twice", where());
-      given[i] = true;
-      views[model_input_position_[i]] = view;
+      if (seen[i]) throw error(error_category::usage, "input '" + name + "' is given twice", where());
+      seen[i] = true;
+      given[i] = view;
     }
-    for (std::size_t i = 0; i < given.size(); ++i)
-      if (!given[i])
+    for (std::size_t i = 0; i < seen.size(); ++i)
+      if (!seen[i])
         throw error(error_category::usage, "input '" + tg_.model_inputs[i] + "' is not given", where(),
                     "give every model input: " + join(tg_.model_inputs));
-    views[labels_position_] = labels;
-    for (std::size_t i = 0; i < weights_.size(); ++i)
-      if (weight_position_[i] != npos) views[weight_position_[i]] = weights_[i].view();
-    for (std::size_t i = 0; i < state_.size(); ++i) views[state_position_[i]] = state_[i].view();
-    for (std::size_t i = 0; i < buffers_.size(); ++i) views[buffer_position_[i]] = buffers_[i].view();
-    std::vector<host_tensor> scalars;
-    scalars.reserve(hyper_.size());
-    const auto values = hyperparameters(options_.opt, steps_);
-    for (const auto& [name, position] : hyper_) {
-      const auto& info = device_.model().tensor(device_.model().inputs()[position]).info;
-      host_tensor t(info);
-      if (name == "optimizer/first_step") {
-        t.bytes()[0] = std::byte{steps_ == 0 ? std::uint8_t{1} : std::uint8_t{0}};
-      } else {
-        const auto found = std::find_if(values.begin(), values.end(), [&](const auto& p) { return p.first == name; });
-        if (found == values.end())
-          throw error(error_category::internal, "the optimizer gives no value for step input '" + name + "'", where());
-        const double v = found->second;
-        if (info.type == data_type::F64) t.as<double>()[0] = v;
-        else t.as<float>()[0] = static_cast<float>(v);
+    const auto micro = tg_.micro_batches;
+    // Each micro-batch is a view into the caller's rows: no copy.
+    auto micro_batch = [&](const const_tensor_view& all, const std::string& name, std::int64_t j) {
+      if (micro == 1) return all;
+      const auto& want = tensor_of(step_.model(), name).info;
+      auto dims = want.shape.dims();
+      const bool ok = !dims.empty() && all.info().type == want.type && all.info().shape.rank() == dims.size() &&
+                      all.info().shape[0] == dims[0] * micro &&
+                      std::equal(dims.begin() + 1, dims.end(), all.info().shape.dims().begin() + 1);
+      if (!ok) {
+        if (!dims.empty()) dims[0] *= micro;
+        throw error(error_category::shape,
+                    "'" + name + "' is " + to_string(all.info()) + "; a step of " + std::to_string(micro) +
+                        " micro-batches takes " + to_string(tensor_info{want.type, shape(dims)}),
+                    where(), "stack the step's micro-batches along the first axis");
       }
-      scalars.push_back(std::move(t));
-      views[position] = scalars.back().view();
-    }
-    auto out = device_.run(std::span<const const_tensor_view>(views));
+      return const_tensor_view(want, all.data() + static_cast<std::size_t>(j) * want.num_bytes());
+    };
+    const auto scalars = step_scalars(options_.opt, steps_, micro, options_.reduction);
+    std::vector<host_tensor> scalar_values;  // kept alive for the views below
     step_result r;
-    const auto& loss = out[tg_.model_outputs.size()];
-    r.loss = loss.info().type == data_type::F64 ? loss.as<double>()[0] : static_cast<double>(loss.as<float>()[0]);
-    std::size_t k = tg_.model_outputs.size() + 1;
-    for (std::size_t i = 0; i < weights_.size(); ++i)
-      if (!tg_.weights[i].updated.empty()) weights_[i] = std::move(out[k++]);
-    for (auto& s : state_) s = std::move(out[k++]);
-    for (auto& b : buffers_) b = std::move(out[k++]);
-    for (std::size_t i = 0; i < tg_.model_outputs.size(); ++i) r.outputs.push_back(std::move(out[i]));
+    for (std::int64_t j = 0; j < micro; ++j) {
+      for (auto& a : accumulators_)
+        if (j == 0) std::fill(a.bytes().begin(), a.bytes().end(), std::byte{0});
+      auto views = views_for(step_in_, step_.model(), scalars, scalar_values, [&](std::size_t i) {
+        return micro_batch(given[i], tg_.model_inputs[i], j);
+      }, micro_batch(labels, tg_.labels, j));
+      auto out = step_.run(std::span<const const_tensor_view>(views));
+      take_outputs(step_out_, out, r, j);
+    }
+    if (update_) {
+      auto views = views_for(update_in_, update_->model(), scalars, scalar_values, nullptr, {});
+      auto out = update_->run(std::span<const const_tensor_view>(views));
+      take_outputs(update_out_, out, r, 0);
+    }
+    double total = 0;
+    for (double l : r.micro_batch_losses) total += l;
+    r.loss = options_.reduction == accumulation_reduction::mean ? total / static_cast<double>(micro) : total;
     ++steps_;
     return r;
   }
@@ -163,6 +165,16 @@ class training_session {
     for (const auto& w : tg_.weights) n.push_back(w.name);
     return n;
   }
+  /// Replaces trained weight `name` (PopART's writeWeights, PopTorch's copyWeightsToDevice).
+  void set_weight(std::string_view name, const_tensor_view value) {
+    for (std::size_t i = 0; i < weights_.size(); ++i)
+      if (tg_.weights[i].name == name) {
+        weights_[i] = copy_checked(value, tg_.weights[i].info, "weight '" + std::string(name) + "'");
+        return;
+      }
+    throw error(error_category::usage, "no trained weight named '" + std::string(name) + "'", where(),
+                "its weights are: " + join(weight_names()));
+  }
   /// The current value of buffer `name` (a BatchNormalization running statistic).
   [[nodiscard]] const host_tensor& buffer(std::string_view name) const {
     for (std::size_t i = 0; i < buffers_.size(); ++i)
@@ -175,24 +187,62 @@ class training_session {
     return n;
   }
 
+  /// The optimizer's state (poptorch.optim's state_dict): every state tensor by its name
+  /// ("<weight>/momentum", "<weight>/exp_avg", ...) and "step", the updates made so far (S64).
+  [[nodiscard]] std::vector<std::pair<std::string, host_tensor>> optimizer_state() const {
+    std::vector<std::pair<std::string, host_tensor>> d;
+    for (std::size_t i = 0; i < state_.size(); ++i) d.emplace_back(tg_.state[i].input, state_[i]);
+    d.emplace_back("step", host_tensor::from<std::int64_t>({}, {static_cast<std::int64_t>(steps_)}));
+    return d;
+  }
+  /// Restores a state that optimizer_state() gave (load_state_dict): every entry, each of its
+  /// type and shape, nothing unknown. Nothing changes unless all of it is right.
+  void load_optimizer_state(const std::vector<std::pair<std::string, host_tensor>>& d) {
+    std::vector<host_tensor> next(state_.size());
+    std::vector<bool> seen(state_.size(), false);
+    std::optional<std::uint64_t> step;
+    for (const auto& [name, t] : d) {
+      if (name == "step") {
+        if (step || t.info() != tensor_info{data_type::S64, {}} || t.as<std::int64_t>()[0] < 0)
+          throw error(error_category::usage, "'step' must be given once, as a non-negative S64 scalar", where());
+        step = static_cast<std::uint64_t>(t.as<std::int64_t>()[0]);
+        continue;
+      }
+      std::size_t i = 0;
+      while (i < state_.size() && tg_.state[i].input != name) ++i;
+      if (i == state_.size())
+        throw error(error_category::usage, "the optimizer has no state named '" + name + "'", where(),
+                    "load a state this session's optimizer_state() gave");
+      if (seen[i]) throw error(error_category::usage, "state '" + name + "' is given twice", where());
+      seen[i] = true;
+      next[i] = copy_checked(t.view(), tg_.state[i].info, "state '" + name + "'");
+    }
+    for (std::size_t i = 0; i < seen.size(); ++i)
+      if (!seen[i]) throw error(error_category::usage, "state '" + tg_.state[i].input + "' is missing", where());
+    if (!step) throw error(error_category::usage, "'step' is missing", where());
+    state_ = std::move(next);
+    steps_ = *step;
+  }
+
   /// The model with its weights as trained so far (PopART's modelToHost).
   [[nodiscard]] graph trained_model() const {
     graph g(model_.name());
-    std::vector<bool> now_data(model_.num_tensors(), false);  // buffers the model computed by an Identity
+    std::vector<bool> now_data(model_.num_tensors(), false);  // weights and buffers the model computed by an Identity
     for (tensor_id t = 0; t < model_.num_tensors(); ++t) {
       const auto& n = model_.tensor(t);
       byte_buffer data = n.data;
       auto kind = n.kind;
-      for (std::size_t i = 0; i < weights_.size(); ++i)
-        if (tg_.weights[i].name == n.name) data = byte_buffer::copy(weights_[i].bytes());
-      for (std::size_t i = 0; i < buffers_.size(); ++i)
-        if (tg_.buffers[i].name == n.name) {
-          data = byte_buffer::copy(buffers_[i].bytes());
-          if (kind == tensor_kind::intermediate) {
-            kind = tensor_kind::variable;
-            now_data[t] = true;
-          }
+      auto take = [&](const host_tensor& v) {
+        data = byte_buffer::copy(v.bytes());
+        if (kind == tensor_kind::intermediate) {  // an Identity of a shared initial value: its own value now
+          kind = tensor_kind::variable;
+          now_data[t] = true;
         }
+      };
+      for (std::size_t i = 0; i < weights_.size(); ++i)
+        if (tg_.weights[i].name == n.name) take(weights_[i]);
+      for (std::size_t i = 0; i < buffers_.size(); ++i)
+        if (tg_.buffers[i].name == n.name) take(buffers_[i]);
       g.add_tensor(n.name, n.info, kind, std::move(data));
     }
     for (const auto& op : model_.ops())
@@ -203,7 +253,13 @@ class training_session {
   }
 
  private:
-  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  /// Where a graph input's value comes from, or where a graph output's value goes.
+  enum class slot : std::uint8_t { model_input, model_output, labels, loss, weight, state, buffer, accumulator, scalar, first_step };
+  struct binding {
+    slot kind;
+    std::size_t index = 0;
+    std::string scalar;  // for slot::scalar: the step scalar's name
+  };
 
   std::string where() const { return "training session of '" + model_.name() + "'"; }
   static std::string join(const std::vector<std::string>& v) {
@@ -211,49 +267,200 @@ class training_session {
     for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
     return s;
   }
+  static const tensor_node& tensor_of(const graph& g, std::string_view name) { return g.tensor(*g.find_tensor(name)); }
 
-  /// Where each kind of input sits among the step graph's inputs.
-  void bind_inputs() {
-    const auto& g = device_.model();
-    const auto& ids = g.inputs();
-    auto position = [&](std::string_view name) {
-      for (std::size_t i = 0; i < ids.size(); ++i)
-        if (g.tensor(ids[i]).name == name) return i;
-      return npos;
-    };
-    for (const auto& n : tg_.model_inputs) model_input_position_.push_back(position(n));
-    labels_position_ = position(tg_.labels);
-    for (const auto& w : tg_.weights) weight_position_.push_back(position(w.name));
-    for (const auto& s : tg_.state) state_position_.push_back(position(s.input));
-    for (const auto& b : tg_.buffers) buffer_position_.push_back(position(b.name));
-    bindings_.assign(ids.size(), false);
-    auto bind = [&](std::size_t p) {
-      if (p != npos) bindings_[p] = true;
-    };
-    for (auto p : model_input_position_) bind(p);
-    bind(labels_position_);
-    for (auto p : weight_position_) bind(p);
-    for (auto p : state_position_) bind(p);
-    for (auto p : buffer_position_) bind(p);
-    for (std::size_t i = 0; i < ids.size(); ++i)
-      if (!bindings_[i]) {
-        const auto& name = g.tensor(ids[i]).name;
-        if (name.rfind("optimizer/", 0) != 0)
-          throw error(error_category::internal, "step input '" + name + "' has no source", where());
-        hyper_.push_back({name, i});
-        bindings_[i] = true;
+  host_tensor initial_value(const std::string& name, const tensor_info& info, const byte_buffer& data,
+                            std::string_view what) const {
+    host_tensor t(info);
+    const auto bytes = data.bytes();
+    if (bytes.size() != t.bytes().size())
+      throw error(error_category::graph, std::string(what) + " '" + name + "' holds " + std::to_string(bytes.size()) +
+                                             " bytes but " + to_string(info) + " needs " + std::to_string(t.bytes().size()),
+                  where());
+    if (!bytes.empty()) std::memcpy(t.bytes().data(), bytes.data(), bytes.size());
+    return t;
+  }
+  host_tensor copy_checked(const const_tensor_view& v, const tensor_info& info, const std::string& what) const {
+    if (v.info() != info || (v.data() == nullptr && info.num_bytes() > 0))
+      throw error(error_category::usage, what + " is " + to_string(v.info()) + " but must be " + to_string(info), where());
+    host_tensor t(info);
+    if (info.num_bytes() > 0) std::memcpy(t.bytes().data(), v.data(), info.num_bytes());
+    return t;
+  }
+  /// The optimizer's state as before the first step.
+  void reset_state() {
+    state_.clear();
+    for (const auto& s : tg_.state) {
+      host_tensor t(s.info);
+      if (s.initial != 0) {
+        if (s.info.type == data_type::F64) std::fill(t.as<double>().begin(), t.as<double>().end(), s.initial);
+        else if (s.info.type == data_type::F32) std::fill(t.as<float>().begin(), t.as<float>().end(), static_cast<float>(s.initial));
+        else std::fill(t.as<half>().begin(), t.as<half>().end(), half(static_cast<float>(s.initial)));
       }
+      state_.push_back(std::move(t));
+    }
+  }
+
+  template <class Named>
+  static std::size_t index_in(const std::vector<Named>& v, std::string_view name, auto field) {
+    for (std::size_t i = 0; i < v.size(); ++i)
+      if (field(v[i]) == name) return i;
+    return static_cast<std::size_t>(-1);
+  }
+
+  /// What feeds each input of `g` (one of the step's graphs), found once.
+  std::vector<binding> bind_inputs(const graph& g) const {
+    std::vector<binding> b;
+    constexpr auto none = static_cast<std::size_t>(-1);
+    for (auto id : g.inputs()) {
+      const auto& name = g.tensor(id).name;
+      std::size_t i = none;
+      if ((i = index_in(tg_.model_inputs, name, [](const auto& n) { return n; })) != none) b.push_back({slot::model_input, i, {}});
+      else if (name == tg_.labels) b.push_back({slot::labels, 0, {}});
+      else if ((i = index_in(tg_.weights, name, [](const auto& w) { return w.name; })) != none) b.push_back({slot::weight, i, {}});
+      else if ((i = index_in(tg_.state, name, [](const auto& s) { return s.input; })) != none) b.push_back({slot::state, i, {}});
+      else if ((i = index_in(tg_.buffers, name, [](const auto& w) { return w.name; })) != none) b.push_back({slot::buffer, i, {}});
+      else if ((i = index_in(tg_.accumulators, name, [](const auto& a) { return a.input; })) != none)
+        b.push_back({slot::accumulator, i, {}});
+      else if (name == "optimizer/first_step") b.push_back({slot::first_step, 0, {}});
+      else if (name.rfind("optimizer/", 0) == 0) b.push_back({slot::scalar, 0, name.substr(0, name.find(':'))});
+      else throw error(error_category::internal, "step input '" + name + "' has no source", where());
+    }
+    return b;
+  }
+  /// Where each output of `g` goes, found once.
+  std::vector<binding> bind_outputs(const graph& g) const {
+    std::vector<binding> b;
+    constexpr auto none = static_cast<std::size_t>(-1);
+    for (std::size_t k = 0; k < g.outputs().size(); ++k) {
+      const auto& name = g.tensor(g.outputs()[k]).name;
+      std::size_t i = none;
+      if (&g == &step_.model() && k < tg_.model_outputs.size()) b.push_back({slot::model_output, k, {}});
+      else if (name == tg_.loss) b.push_back({slot::loss, 0, {}});
+      else if ((i = index_in(tg_.weights, name, [](const auto& w) { return w.updated; })) != none) b.push_back({slot::weight, i, {}});
+      else if ((i = index_in(tg_.state, name, [](const auto& s) { return s.output; })) != none) b.push_back({slot::state, i, {}});
+      else if ((i = index_in(tg_.buffers, name, [](const auto& w) { return w.updated; })) != none) b.push_back({slot::buffer, i, {}});
+      else if ((i = index_in(tg_.accumulators, name, [](const auto& a) { return a.output; })) != none)
+        b.push_back({slot::accumulator, i, {}});
+      else throw error(error_category::internal, "step output '" + name + "' has no destination", where());
+    }
+    return b;
+  }
+
+  /// The views of one run of `g`: the model's inputs and labels (of the micro-batch), the weights,
+  /// state, buffers and accumulators as they are now, and the step's scalars.
+  template <class Inputs>
+  std::vector<const_tensor_view> views_for(const std::vector<binding>& in, const graph& g,
+                                           const std::vector<step_scalar>& scalars, std::vector<host_tensor>& keep,
+                                           Inputs model_input, const const_tensor_view& labels) const {
+    std::vector<const_tensor_view> views(in.size());
+    keep.clear();  // the previous run's views are used up
+    keep.reserve(in.size());  // no reallocation: the views point into these
+    for (std::size_t p = 0; p < in.size(); ++p) {
+      const auto& b = in[p];
+      switch (b.kind) {
+        case slot::model_input:
+          if constexpr (!std::is_same_v<Inputs, std::nullptr_t>) views[p] = model_input(b.index);
+          break;
+        case slot::labels: views[p] = labels; break;
+        case slot::weight: views[p] = weights_[b.index].view(); break;
+        case slot::state: views[p] = state_[b.index].view(); break;
+        case slot::buffer: views[p] = buffers_[b.index].view(); break;
+        case slot::accumulator: views[p] = accumulators_[b.index].view(); break;
+        case slot::first_step: {
+          host_tensor t(tensor_info{data_type::BOOL, {}});
+          t.bytes()[0] = std::byte{steps_ == 0 ? std::uint8_t{1} : std::uint8_t{0}};
+          keep.push_back(std::move(t));
+          views[p] = keep.back().view();
+          break;
+        }
+        case slot::scalar: {
+          const auto found = std::find_if(scalars.begin(), scalars.end(), [&](const auto& s) { return s.name == b.scalar; });
+          if (found == scalars.end())
+            throw error(error_category::internal, "the optimizer gives no value for step input '" + b.scalar + "'", where());
+          host_tensor t(g.tensor(g.inputs()[p]).info);
+          if (t.info().type == data_type::F64) t.as<double>()[0] = found->value;
+          else if (t.info().type == data_type::F16) t.as<half>()[0] = half(static_cast<float>(found->value));
+          else t.as<float>()[0] = static_cast<float>(found->value);
+          keep.push_back(std::move(t));
+          views[p] = keep.back().view();
+          break;
+        }
+        default: throw error(error_category::internal, "an output slot bound to an input", where());
+      }
+    }
+    return views;
+  }
+
+  /// Takes the outputs of one run (micro-batch `j` of the step, or the update).
+  void take_outputs(const std::vector<binding>& out_bindings, std::vector<host_tensor>& out, step_result& r, std::int64_t j) {
+    for (std::size_t k = 0; k < out_bindings.size(); ++k) {
+      const auto& b = out_bindings[k];
+      switch (b.kind) {
+        case slot::model_output: keep_output(r, b.index, std::move(out[k]), j); break;
+        case slot::loss: {
+          const auto& l = out[k];
+          r.micro_batch_losses.push_back(l.info().type == data_type::F64 ? l.as<double>()[0]
+                                         : l.info().type == data_type::F16 ? static_cast<double>(static_cast<float>(l.as<half>()[0]))
+                                                                           : static_cast<double>(l.as<float>()[0]));
+          break;
+        }
+        case slot::weight: weights_[b.index] = std::move(out[k]); break;
+        case slot::state: state_[b.index] = std::move(out[k]); break;
+        case slot::buffer: buffers_[b.index] = std::move(out[k]); break;
+        case slot::accumulator: accumulators_[b.index] = std::move(out[k]); break;
+        default: throw error(error_category::internal, "an input slot bound to an output", where());
+      }
+    }
+  }
+  /// Output `i` of micro-batch `j`, kept as the output mode says.
+  void keep_output(step_result& r, std::size_t i, host_tensor t, std::int64_t j) const {
+    if (r.outputs.size() <= i) r.outputs.resize(i + 1);
+    const auto micro = tg_.micro_batches;
+    if (mode_ == output_mode::final || micro == 1) {
+      if (j == micro - 1) r.outputs[i] = std::move(t);
+      return;
+    }
+    if (mode_ == output_mode::all) {
+      if (j == 0) {
+        auto dims = t.info().shape.dims();
+        if (dims.empty()) dims.push_back(micro);  // a scalar per micro-batch stacks into [G]
+        else dims[0] *= micro;
+        r.outputs[i] = host_tensor(tensor_info{t.info().type, shape(dims)});
+      }
+      const auto n = t.bytes().size();
+      std::memcpy(r.outputs[i].bytes().data() + static_cast<std::size_t>(j) * n, t.bytes().data(), n);
+      return;
+    }
+    if (j == 0) {  // sum
+      r.outputs[i] = std::move(t);
+      return;
+    }
+    auto add = [&](auto tag) {
+      using T = decltype(tag);
+      auto acc = r.outputs[i].as<T>();
+      const auto x = t.as<T>();
+      for (std::size_t e = 0; e < acc.size(); ++e) acc[e] = static_cast<T>(acc[e] + x[e]);
+    };
+    switch (t.info().type) {
+      case data_type::F32: add(float{}); break;
+      case data_type::F64: add(double{}); break;
+      case data_type::S32: add(std::int32_t{}); break;
+      case data_type::S64: add(std::int64_t{}); break;
+      default:
+        throw error(error_category::usage, "output " + std::to_string(i) + " is " + to_string(t.info()) + ": it cannot be summed",
+                    where(), "use output_mode::final or output_mode::all");
+    }
   }
 
   training_options options_;
   graph model_;
   training_graph tg_;
-  cpu::device device_;
-  std::vector<host_tensor> weights_, state_, buffers_;
-  std::vector<std::size_t> model_input_position_, weight_position_, state_position_, buffer_position_;
-  std::size_t labels_position_ = npos;
-  std::vector<std::pair<std::string, std::size_t>> hyper_;
-  std::vector<bool> bindings_;
+  output_mode mode_;
+  cpu::device step_;
+  std::optional<cpu::device> update_;
+  std::vector<host_tensor> weights_, state_, buffers_, accumulators_;
+  std::vector<binding> step_in_, step_out_, update_in_, update_out_;
   std::uint64_t steps_ = 0;
 };
 

@@ -23,6 +23,7 @@
 #include "ipu/train/autodiff.hpp"
 #include "ipu/train/loss.hpp"
 #include "ipu/train/optimizer.hpp"
+#include "ipu/train/optimizer_update.hpp"
 #include "ipu/train/recurrent.hpp"
 
 namespace ipu::train {
@@ -33,6 +34,10 @@ struct training_options {
   optimizer opt = sgd{};
   std::vector<std::string> frozen;  // weights left as they are
   bool batch_norm_training = true;  // false: BatchNormalization keeps its running statistics (frozen)
+  /// Micro-batches whose gradients one weight update uses (PopTorch's gradientAccumulation), and
+  /// how they are combined (accumulationAndReplicationReductionType).
+  std::int64_t gradient_accumulation = 1;
+  accumulation_reduction reduction = accumulation_reduction::mean;
 };
 
 struct trained_weight {
@@ -51,8 +56,15 @@ struct training_graph {
   std::string loss;                        // the scalar loss output
   std::vector<trained_weight> weights;     // in the model's order
   std::vector<trained_weight> buffers;     // BatchNormalization's running statistics, updated each step
-  std::vector<state_slot> state;           // optimizer state, zero before the first step
-  optimizer_structure structure;
+  std::vector<state_slot> state;           // optimizer state, state_slot::initial before the first step
+  /// With gradient accumulation (micro_batches > 1) the step is two graphs: `step` runs once per
+  /// micro-batch and adds its gradients to the accumulators (zero at the start of a weight
+  /// update); `update` then applies the optimizer to the weights once, from the accumulators.
+  /// With one micro-batch, `step` does both and `update` is empty.
+  std::int64_t micro_batches = 1;
+  std::vector<state_slot> accumulators;  // inputs and outputs of `step`; inputs of `update` by the same names
+  graph update;
+  optimizer compiled;  // the optimizer the step was built for: what is constant in it stays so
 };
 
 namespace detail {
@@ -98,7 +110,6 @@ constexpr running_statistics_of running_statistics(const graph& g) {
 }  // namespace detail
 
 namespace detail {
-
 /// Writes BatchNormalization `op` (inference form, one output) of `g` out as training-mode ops:
 /// normalised with the batch's mean and biased variance, and returning the running statistics
 /// updated as PyTorch does (momentum on the old value; the unbiased variance).
@@ -182,6 +193,9 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
 constexpr training_graph make_training_graph(const graph& model, const training_options& o) {
   const std::string where = "training graph of '" + model.name() + "'";
   check(o.opt);
+  if (o.gradient_accumulation < 1)
+    throw error(error_category::usage, "gradient accumulation of " + std::to_string(o.gradient_accumulation), where,
+                "accumulate over at least 1 micro-batch");
   for (const auto& op : model.ops())
     if (op.where != annotation{})
       throw error(error_category::usage, "op " + graph::describe(op) + " carries an IPU, stage or phase annotation",
@@ -275,28 +289,61 @@ constexpr training_graph make_training_graph(const graph& model, const training_
   r.labels = lb.name_of(lt.labels);
   r.loss = lb.name_of(lt.loss);
   lb.add_output(lt.loss);
+  // Loss scaling: the backward pass starts from the loss times the scale (the optimizer's
+  // gradient_scale divides it out again before the update).
+  auto differentiated = lt.loss;
+  for (const auto& s : step_scalars(o.opt, 0))
+    if (s.name == "optimizer/loss_scaling" && (s.variable || s.value != 1)) {
+      const auto type = lb.info(lt.loss).type;
+      const auto scale = s.variable ? lb.add_input_tensor({type, {}}, detail::scalar_name(s.name, type))
+                                    : lb.add_constant(detail::scalar_of(type, s.value), detail::scalar_name(s.name, type));
+      differentiated = lb.mul(lt.loss, scale, "loss/scaled");
+    }
   g = std::move(lb).build();
 
-  // The backward graph, then the updates.
-  const auto grads = add_gradients(g, lt.loss, weights);
+  // The backward graph, then the updates: in the same graph, or, with gradient accumulation, in a
+  // graph of their own that reads the accumulated gradients.
+  const auto grads = add_gradients(g, differentiated, weights);
+  r.micro_batches = o.gradient_accumulation;
+  const update_options how{o.gradient_accumulation, o.reduction};
+  const bool fused = o.gradient_accumulation == 1;
   builder ub(std::move(g));
+  builder separate(model.name() + "/update");
   std::vector<tensor_id> updated;
   for (std::size_t i = 0; i < weights.size(); ++i) {
     if (grads[i] == no_tensor) continue;  // the loss does not depend on it: left unchanged, as PyTorch does
-    auto u = add_update(ub, o.opt, weights[i], grads[i]);
-    r.weights[i].updated = ub.name_of(u.new_weight);
-    updated.push_back(u.new_weight);
+    update_tensors u;
+    if (fused) {
+      u = add_update(ub, o.opt, weights[i], grads[i], how);
+      r.weights[i].updated = ub.name_of(u.new_weight);
+      updated.push_back(u.new_weight);
+    } else {
+      const auto& w = r.weights[i];
+      const auto accum_type = std::visit([](const auto& x) { return x.accum_type; }, o.opt).value_or(w.info.type);
+      const tensor_info accum_info{accum_type, w.info.shape};
+      const auto in = ub.add_input_tensor(accum_info, w.name + "/accum");
+      const auto g_i = ub.info(grads[i]).type == accum_type ? grads[i] : ub.cast(grads[i], accum_type);
+      const auto out = ub.add(in, g_i, w.name + "/accum/next");
+      r.accumulators.push_back({w.name + "/accum", ub.name_of(out), accum_info, 0});
+      u = add_update(separate, o.opt, separate.add_input_tensor(w.info, w.name),
+                     separate.add_input_tensor(accum_info, w.name + "/accum"), how);
+      r.weights[i].updated = separate.name_of(u.new_weight);
+      updated.push_back(u.new_weight);
+    }
     for (auto& s : u.state) r.state.push_back(std::move(s));
   }
-  for (auto t : updated) ub.add_output(t);
-  for (const auto& s : r.state) ub.add_output(*ub.current().find_tensor(s.output));
+  builder& ob = fused ? ub : separate;
+  for (auto t : updated) ob.add_output(t);
+  for (const auto& s : r.state) ob.add_output(*ob.current().find_tensor(s.output));
+  for (const auto& a : r.accumulators) ub.add_output(*ub.current().find_tensor(a.output));
   for (const auto& b : r.buffers) {
     if (b.updated.empty())
       throw error(error_category::usage, "running statistic '" + b.name + "' is read by no BatchNormalization", where);
     ub.add_output(*ub.current().find_tensor(b.updated));
   }
   r.step = std::move(ub).build();
-  r.structure = structure_of(o.opt);
+  if (!fused) r.update = std::move(separate).build();
+  r.compiled = o.opt;
   return r;
 }
 
