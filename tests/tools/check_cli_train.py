@@ -3,8 +3,10 @@
 
 An MLP exported by PyTorch (batch 4) is trained by `ipu train` for 6 steps of SGD with momentum on
 12 samples (steps wrap around the data) and by torch.optim.SGD on the same micro-batches; the
-printed losses and the trained ONNX model's weights must match PyTorch's within 1e-4. Then bad
-input: each refused with one clear error line and a non-zero exit.
+printed losses and the trained ONNX model's weights must match PyTorch's within 1e-4. Then RMSprop
+with gradient accumulation 3 (each update uses the mean gradient of 3 micro-batches, rows
+(k * 3 + j) * batch) against torch.optim.RMSprop doing the same. Then bad input: each refused with
+one clear error line and a non-zero exit.
 Usage: check_cli_train.py IPU_EXECUTABLE
 """
 import os
@@ -64,29 +66,60 @@ def main():
             loss.backward()
             opt.step()
 
+        def check_trained(model_path, reference):
+            trained = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(model_path).graph.initializer}
+            for name, param in reference.named_parameters():
+                want = param.detach().numpy()
+                if name not in trained:
+                    sys.exit(f"the trained model has no weight named {name}: {sorted(trained)}")
+                err = np.abs(trained[name] - want).max() / max(np.abs(want).max(), 1e-6)
+                if err > 1e-4:
+                    sys.exit(f"weight {name} differs from PyTorch's by {err:.2e} (relative)")
+
+        def last_losses(p):
+            last = p.stdout.strip().splitlines()[-1]
+            m = re.fullmatch(r"loss (\S+) -> (\S+)", last)
+            if not m:
+                sys.exit(f"the last line is not 'loss A -> B': {last!r}")
+            return float(m.group(1)), float(m.group(2))
+
         def with_(output="y", loss="cross-entropy", labels=path("labels.npy")):
             return ["--output", output, "--loss", loss, "--input", "x=" + path("x.npy"), "--labels", labels]
 
         common = with_()
         p = run(ipu, [path("mlp.onnx"), *common, "--lr", "0.1", "--momentum", "0.9", "--steps", "6",
                       "-o", path("trained.onnx")])
-        last = p.stdout.strip().splitlines()[-1]
-        m = re.fullmatch(r"loss (\S+) -> (\S+)", last)
-        if not m:
-            sys.exit(f"the last line is not 'loss A -> B': {last!r}")
-        got = (float(m.group(1)), float(m.group(2)))
+        got = last_losses(p)
         if not np.allclose(got, (losses[0], losses[-1]), rtol=1e-4, atol=1e-5):
             sys.exit(f"losses {got}, PyTorch {losses[0]} -> {losses[-1]}")
         if not re.search(r"step 6/6  loss \S+  [0-9.]+ samples/s", p.stdout):
             sys.exit(f"no progress line in:\n{p.stdout}")
-        trained = {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(path("trained.onnx")).graph.initializer}
-        for name, param in model.named_parameters():
-            want = param.detach().numpy()
-            if name not in trained:
-                sys.exit(f"the trained model has no weight named {name}: {sorted(trained)}")
-            err = np.abs(trained[name] - want).max() / max(np.abs(want).max(), 1e-6)
-            if err > 1e-4:
-                sys.exit(f"weight {name} differs from PyTorch's by {err:.2e} (relative)")
+        check_trained(path("trained.onnx"), model)
+
+        # RMSprop with momentum, 3 micro-batches per update, 4 updates: 12 micro-batches wrap around
+        # the 12 rows 4 times.
+        torch.manual_seed(3)
+        model = Mlp()
+        opt = torch.optim.RMSprop(model.parameters(), lr=0.01, momentum=0.5, weight_decay=0.01)
+        losses = []
+        for k in range(4):
+            opt.zero_grad()
+            total = 0.0
+            for j in range(3):
+                rows = [((k * 3 + j) * 4 + i) % 12 for i in range(4)]
+                loss = torch.nn.functional.cross_entropy(model(x[rows]), labels[rows]) / 3
+                total += loss.item()
+                loss.backward()
+            losses.append(total)
+            opt.step()
+        p = run(ipu, [path("mlp.onnx"), *common, "--optimizer", "rmsprop", "--momentum", "0.5", "--weight-decay", "0.01",
+                      "--gradient-accumulation", "3", "--steps", "4", "-o", path("trained_rmsprop.onnx")])
+        got = last_losses(p)
+        if not np.allclose(got, (losses[0], losses[-1]), rtol=1e-4, atol=1e-5):
+            sys.exit(f"accumulated losses {got}, PyTorch {losses[0]} -> {losses[-1]}")
+        if not re.search(r"step 4/4  loss \S+  [0-9.]+ samples/s", p.stdout):
+            sys.exit(f"no progress line in:\n{p.stdout}")
+        check_trained(path("trained_rmsprop.onnx"), model)
 
         run(ipu, [path("mlp.onnx"), *common, "--optimizer", "adam", "--lr", "0.01", "--steps", "2",
                   "-o", path("trained.popef")])
@@ -96,8 +129,10 @@ def main():
         bad = [
             ([*with_(labels=path("labels_float.npy")), "-o", path("t.onnx")], "F32 data; the model needs S64"),
             ([*with_(labels=path("labels_bad.npy")), "-o", path("t.onnx")], "label 7 is not a class index"),
-            ([*common, "--optimizer", "lamb", "-o", path("t.onnx")], "lamb optimizer is not built yet"),
             ([*common, "--optimizer", "adam", "--momentum", "0.9", "-o", path("t.onnx")], "--momentum applies to sgd"),
+            ([*common, "--optimizer", "lamb", "--nesterov", "-o", path("t.onnx")], "--nesterov applies to sgd"),
+            ([*common, "--gradient-accumulation", "0", "-o", path("t.onnx")], "--gradient-accumulation"),
+            ([*common, "--optimizer", "lion", "-o", path("t.onnx")], "--optimizer"),
             ([*common, "--options", path("x.npy"), "-o", path("t.onnx")], "options files are not read yet"),
             ([*common, "-o", path("t.txt")], "neither .onnx nor .popef"),
             ([*with_(output="nope"), "-o", path("t.onnx")], "no output named 'nope'"),
@@ -107,7 +142,7 @@ def main():
             p = run(ipu, [path("mlp.onnx"), *args], fail=True)
             if message not in p.stderr:
                 sys.exit(f"ipu train {' '.join(args)}: expected '{message}' in: {p.stderr}")
-    print("ipu train: PyTorch's losses and weights, and 8 refusals: OK")
+    print(f"ipu train: PyTorch's losses and weights (SGD; RMSprop with accumulation), and {len(bad)} refusals: OK")
     return 0
 
 

@@ -1,5 +1,6 @@
 // The `ipu` command-line tool. Each subcommand lives in its own header under tools/ipu/ and adds
-// itself with add_<name>_command(app); a failure is one line on stderr and exit status 1.
+// itself with add_<name>_command(app); a failure is one line on stderr and exit status 1 (2 for a
+// command line the parser refuses).
 #include <CLI/CLI.hpp>
 
 #include <exception>
@@ -40,8 +41,16 @@ int main(int argc, char** argv) {
   ipu_cli::add_inspect_command(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // A bad command line: one line, and exit status 2 as usage errors have it.
+    print_error("ipu: ", std::string(e.what()) + " (see --help)");
+    return 2;
   } catch (const ipu::error& e) {
     print_error("", e.what());
     return 1;

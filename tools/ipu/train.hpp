@@ -1,17 +1,19 @@
 #pragma once
-// `ipu train MODEL.onnx --output NAME --loss mse|l1|nll|cross-entropy --input NAME=FILE [--input ...]
-//  --labels FILE [--optimizer sgd|adam|adamw] [--lr X] [--momentum X] [--nesterov] [--weight-decay X]
-//  [--steps N] [--batch N] -o TRAINED.onnx|TRAINED.popef`
+// `ipu train MODEL.onnx --output NAME --loss mse|l1|nll|cross-entropy|bce --input NAME=FILE [--input ...]
+//  --labels FILE [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--lr X] [--momentum X] [--nesterov]
+//  [--weight-decay X] [--loss-scaling X] [--gradient-accumulation N] [--steps N] [--batch N]
+//  -o TRAINED.onnx|TRAINED.popef`
 //
 // Trains the model's weights with the loss applied to output NAME (mean reduction). A step is one
-// weight update on one micro-batch of --batch rows (default: the model's leading input dimension),
-// taken in order from every input file and from the labels: step k starts at row k * batch, wrapping
-// around at the end. FILE is a NumPy .npy or an ONNX TensorProto .pb; float64 data is converted to
-// the model's float32. The trained model is written with its weights under their original names, as
-// ONNX, or compiled for one Mk2 IPU into a PopEF file.
+// weight update on `gradient accumulation` micro-batches of --batch rows each (default: the model's
+// leading input dimension), taken in order from every input file and from the labels: micro-batch j
+// of step k starts at row (k * accumulation + j) * batch, wrapping around at the end; the update uses
+// the mean of their gradients. FILE is a NumPy .npy or an ONNX TensorProto .pb; float64 data is
+// converted to the model's float32. The trained model is written with its weights under their
+// original names, as ONNX, or compiled for one Mk2 IPU into a PopEF file.
 //
-// Refused with a clear error until they are built: RMSprop, LAMB and Adagrad; an options file;
-// the strategy flags (gradient accumulation, replicas, pipelining).
+// Refused with a clear error until they are built: an options file; the strategy flags (replicas,
+// pipelining), which CLI11 does not know yet.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -48,7 +50,9 @@ struct train_args {
   double lr = 0.01;
   std::optional<double> momentum;
   bool nesterov = false;
-  double weight_decay = 0;
+  std::optional<double> weight_decay;
+  std::optional<double> loss_scaling;
+  std::int64_t gradient_accumulation = 1;
   std::int64_t steps = 1;
   std::int64_t batch = 0;  // 0: the model's leading input dimension
   std::string options_file;
@@ -62,26 +66,35 @@ inline ipu::error usage(const std::string& what, const std::string& where, const
 }
 
 inline ipu::train::optimizer make_optimizer(const train_args& a) {
-  if (a.optimizer == "rmsprop" || a.optimizer == "lamb" || a.optimizer == "adagrad")
-    throw usage("the " + a.optimizer + " optimizer is not built yet", "--optimizer", "use sgd, adam or adamw");
-  if (a.optimizer == "sgd") {
-    ipu::train::sgd s;
-    s.lr = a.lr;
-    s.momentum = a.momentum.value_or(0);
-    s.weight_decay = a.weight_decay;
+  const std::string& kind = a.optimizer;
+  if (a.momentum && kind != "sgd" && kind != "rmsprop")
+    throw usage("--momentum applies to sgd and rmsprop", "--momentum", kind == "adagrad" ? "" : "Adam's and LAMB's moments are their betas");
+  if (a.nesterov && kind != "sgd") throw usage("--nesterov applies to sgd", "--nesterov");
+  // A value given on the command line is a variable attribute, one left out keeps its default, as
+  // poptorch.optim treats its constructor's arguments.
+  auto fill = [&](auto o) {
+    o.lr = a.lr;
+    // The command line's weight decay is 0 unless given, for every optimizer (LAMB's own default is 0.01).
+    o.weight_decay = a.weight_decay ? ipu::train::hyperparameter(*a.weight_decay) : ipu::train::hyperparameter::by_default(0);
+    if (a.loss_scaling) o.loss_scaling = *a.loss_scaling;
+    if constexpr (requires { o.momentum; })
+      if (a.momentum) o.momentum = *a.momentum;
+    return o;
+  };
+  if (kind == "sgd") {
+    auto s = fill(ipu::train::sgd{});
     s.nesterov = a.nesterov;
     return s;
   }
-  if (a.optimizer == "adam" || a.optimizer == "adamw") {
-    if (a.momentum) throw usage("--momentum applies to sgd", "--momentum", "Adam's moments are its betas");
-    if (a.nesterov) throw usage("--nesterov applies to sgd", "--nesterov");
-    ipu::train::adam o;
-    o.lr = a.lr;
-    o.weight_decay = a.weight_decay;
-    o.decoupled_weight_decay = a.optimizer == "adamw";
+  if (kind == "adam" || kind == "adamw") {
+    auto o = fill(ipu::train::adam{});
+    o.decoupled_weight_decay = kind == "adamw";
     return o;
   }
-  throw usage("unknown optimizer '" + a.optimizer + "'", "--optimizer", "use sgd, adam or adamw");
+  if (kind == "rmsprop") return fill(ipu::train::rmsprop{});
+  if (kind == "lamb") return fill(ipu::train::lamb{});
+  if (kind == "adagrad") return fill(ipu::train::adagrad{});
+  throw usage("unknown optimizer '" + kind + "'", "--optimizer", "use sgd, adam, adamw, rmsprop, lamb or adagrad");
 }
 
 /// `t` as `type` (float64 data for a float32 model is converted); any other mismatch is an error.
@@ -147,6 +160,9 @@ inline void run_train(const train_args& a) {
   o.output = a.output;
   o.loss.kind = ipu::train::parse_loss_kind(a.loss);
   o.opt = train_detail::make_optimizer(a);
+  if (a.gradient_accumulation < 1) throw usage("--gradient-accumulation must be at least 1", "--gradient-accumulation");
+  o.gradient_accumulation = a.gradient_accumulation;
+  const auto micro = a.gradient_accumulation;
 
   auto model = ipu::onnx::load_model(a.model);
   if (model.inputs().empty()) throw usage("the model has no inputs", a.model);
@@ -213,10 +229,10 @@ inline void run_train(const train_args& a) {
     batches.reserve(data.size());
     std::vector<std::pair<std::string, ipu::const_tensor_view>> in;
     for (const auto& [n, t] : data) {
-      batches.push_back(ipu::train::take_rows(t, k * batch, batch));
+      batches.push_back(ipu::train::take_rows(t, k * micro * batch, micro * batch));
       in.emplace_back(n, batches.back().view());
     }
-    const auto lb = ipu::train::take_rows(labels, k * batch, batch);
+    const auto lb = ipu::train::take_rows(labels, k * micro * batch, micro * batch);
     const auto r = s.run(in, lb.view());
     if (k == 0) first = r.loss;
     last = r.loss;
@@ -226,7 +242,7 @@ inline void run_train(const train_args& a) {
     if ((k + 1) % every == 0 || k + 1 == a.steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("step %lld/%lld  loss %.6g  %.1f samples/s\n", static_cast<long long>(k + 1),
-                  static_cast<long long>(a.steps), r.loss, static_cast<double>((k + 1) * batch) / std::max(secs, 1e-9));
+                  static_cast<long long>(a.steps), r.loss, static_cast<double>((k + 1) * micro * batch) / std::max(secs, 1e-9));
       std::fflush(stdout);
     }
   }
@@ -249,15 +265,23 @@ inline void add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "train an ONNX model's weights on the host and write the trained model");
   cmd->add_option("model", a->model, "the ONNX model")->required();
   cmd->add_option("--output", a->output, "the model output the loss applies to")->required();
-  cmd->add_option("--loss", a->loss, "mse, l1, nll (on log-probabilities) or cross-entropy (on scores)")->required();
+  cmd->add_option("--loss", a->loss, "mse, l1, nll (on log-probabilities), cross-entropy (on scores) or bce (on probabilities)")->required();
   cmd->add_option("--input", a->inputs, "NAME=FILE: a model input's samples, stacked (.npy or .pb; repeatable)")->required();
   cmd->add_option("--labels", a->labels, "the labels, one row per sample (.npy or .pb)")->required();
-  cmd->add_option("--optimizer", a->optimizer, "sgd, adam or adamw")->capture_default_str();
+  cmd->add_option("--optimizer", a->optimizer, "sgd, adam, adamw, rmsprop, lamb or adagrad")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop", "lamb", "adagrad"}));
   cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
-  cmd->add_option("--momentum", a->momentum, "SGD momentum (default 0)");
+  cmd->add_option("--momentum", a->momentum, "SGD or RMSprop momentum (default 0)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--nesterov", a->nesterov, "SGD with Nesterov momentum");
-  cmd->add_option("--weight-decay", a->weight_decay, "weight decay (AdamW: decoupled)")->capture_default_str();
-  cmd->add_option("--steps", a->steps, "weight updates")->capture_default_str();
+  cmd->add_option("--weight-decay", a->weight_decay, "weight decay (default 0; AdamW: decoupled)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--loss-scaling", a->loss_scaling, "multiply the loss by this before the backward pass (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--gradient-accumulation", a->gradient_accumulation, "micro-batches per weight update")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--steps", a->steps, "weight updates")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "rows per micro-batch (default: the model's leading input dimension)");
   cmd->add_option("--options", a->options_file, "a PopTorch options file (not read yet: refused)");
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
