@@ -22,6 +22,7 @@
 #include "ipu/error.hpp"
 #include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/half.hpp"
 #include "ipu/ops/shape_rules.hpp"
 #include "ipu/tensor_info.hpp"
 
@@ -138,13 +139,17 @@ class gradient_context {
       data = byte_buffer::from_values(std::span<const float>(v));
     } else if (t == data_type::F64) {
       data = byte_buffer::from_values(std::span<const double>(values));
+    } else if (t == data_type::F16) {  // float16 training (with loss scaling)
+      std::vector<half> v;
+      for (double x : values) v.emplace_back(static_cast<float>(x));
+      data = byte_buffer::from_values(std::span<const half>(v));
     } else if (t == data_type::S64) {
       std::vector<std::int64_t> v;
       for (double x : values) v.push_back(static_cast<std::int64_t>(x));
       data = byte_buffer::from_values(std::span<const std::int64_t>(v));
     } else {
       throw fail("a gradient constant of type " + std::string(to_string(t)) + " is not supported",
-                 "train in F32 (or F64)");
+                 "train in F16, F32 or F64");
     }
     return g_->add_tensor(prefix_ + "const" + format_uint(next_++), tensor_info{t, std::move(s)},
                           tensor_kind::constant, std::move(data));
