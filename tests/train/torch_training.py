@@ -63,7 +63,7 @@ class CnnBn(torch.nn.Module):
         self.fc = torch.nn.Linear(6, 3)
 
     def forward(self, x):
-        # Each BatchNorm2d after a ReLU: PyTorch's export folds one that directly follows a Conv.
+        # Each BatchNorm2d after a ReLU (TiedInitials has them right after a Conv).
         x = self.bn1(torch.relu(self.conv1(x)))
         x = self.bn2(torch.relu(self.conv2(x)))
         return self.fc(torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1))
@@ -97,6 +97,28 @@ class GruTagger(torch.nn.Module):
         return self.fc(y).reshape(-1, 3)
 
 
+class TiedInitials(torch.nn.Module):
+    """Conv -> BatchNorm2d twice, then two LayerNorms and a Linear head. PyTorch's export shares equal
+    initial values: bn2's weight, bias and statistics, norm1's and norm2's weight and bias are
+    Identity ops of one initializer each (bn1's ones and zeros), which must still train separately."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(1, 4, 3, padding=1)
+        self.bn1 = torch.nn.BatchNorm2d(4)
+        self.conv2 = torch.nn.Conv2d(4, 4, 3, padding=1)
+        self.bn2 = torch.nn.BatchNorm2d(4)
+        self.norm1 = torch.nn.LayerNorm(4)
+        self.norm2 = torch.nn.LayerNorm(4)
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.conv2(x)))
+        x = torch.flatten(torch.nn.functional.adaptive_avg_pool2d(x, 1), 1)
+        return self.fc(self.norm2(torch.tanh(self.norm1(x))))
+
+
 def optimizer_for(name, params):
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01)
@@ -114,8 +136,11 @@ def optimizer_for(name, params):
 def run(out_dir, case, model, x, labels, loss_fn, opt_name, steps):
     d = os.path.join(out_dir, case)
     os.makedirs(d, exist_ok=True)
+    # Eval mode, but TrainingMode.PRESERVE: the default (EVAL) folds a BatchNorm that directly follows
+    # a Conv into the Conv, leaving no BatchNorm to train in train() mode.
+    model.eval()
     torch.onnx.export(model, (x[0],), os.path.join(d, "model.onnx"), opset_version=13, do_constant_folding=False,
-                      input_names=["x"], output_names=["y"])
+                      training=torch.onnx.TrainingMode.PRESERVE, input_names=["x"], output_names=["y"])
     model.train()  # the export ran the model in eval mode
     np.save(os.path.join(d, "x.npy"), x.numpy())
     np.save(os.path.join(d, "labels.npy"), labels.numpy())
@@ -180,6 +205,11 @@ def main():
         x = torch.randint(0, 12, (3, 4, 6))
         labels = torch.randint(0, 3, (3, 6 * 4))  # time-major, as the scores are flattened
         run(out, "gru_tagger_ce_" + opt_name, model, x, labels, torch.nn.CrossEntropyLoss(), opt_name, 10)
+    torch.manual_seed(8)
+    model = TiedInitials()
+    x = torch.randn(3, 4, 1, 6, 6)
+    labels = torch.randint(0, 3, (3, 4))
+    run(out, "tied_initials_ce_sgd_momentum", model, x, labels, torch.nn.CrossEntropyLoss(), "sgd_momentum", 10)
     return 0
 
 

@@ -101,15 +101,56 @@ constexpr running_statistics_of running_statistics(const graph& g) {
   // A variable that something else reads too is not only a statistic's value: PyTorch's export
   // hands a BatchNormalization's running variance over as an Identity of its weight when both are
   // ones at export time, and the weight still trains.
+  // A consumer that reads it as a running statistic (BatchNormalization's inputs 3 and 4) is not.
+  auto as_statistic_only = [&](op_id c, tensor_id t) {
+    const auto& op = g.op(c);
+    if (op.type != "BatchNormalization" || !(op.domain.empty() || op.domain == "ai.onnx")) return false;
+    for (std::size_t i = 0; i < op.inputs.size(); ++i)
+      if (op.inputs[i] == t && i != 3 && i != 4) return false;
+    return true;
+  };
   for (tensor_id t = 0; t < g.num_tensors(); ++t)
     if (r.is_source[t])
       for (auto c : g.tensor(t).consumers)
-        if (!r.copies[c]) r.is_source[t] = false;
+        if (!r.copies[c] && !as_statistic_only(c, t)) r.is_source[t] = false;
   return r;
 }
 }  // namespace detail
 
 namespace detail {
+/// `g` with every Identity of a floating-point variable turned into a variable of its own holding a
+/// copy of the value, under the Identity output's name (same tensor ids; the Identity ops dropped).
+/// PyTorch's export shares equal initial values that way (every BatchNorm weight of ones, every bias
+/// of zeros, a LayerNorm's bias and an attention block's bias...), naming the copy as the parameter
+/// it stands for; PyTorch trains each of them separately, so each must be a weight of its own.
+constexpr graph untie_copies(const graph& g) {
+  std::vector<bool> copy(g.num_ops(), false), untied(g.num_tensors(), false), output(g.num_tensors(), false);
+  for (auto t : g.outputs()) output[t] = true;
+  for (op_id id = 0; id < g.num_ops(); ++id) {
+    const auto& op = g.op(id);
+    if (op.type != "Identity" || !(op.domain.empty() || op.domain == "ai.onnx") || op.inputs.size() != 1 ||
+        op.outputs.size() != 1 || op.inputs[0] == no_tensor)
+      continue;
+    const auto& in = g.tensor(op.inputs[0]);
+    if (in.kind != tensor_kind::variable || !is_float(in.info.type) || output[op.outputs[0]]) continue;
+    copy[id] = true;
+    untied[op.outputs[0]] = true;
+  }
+  graph r(g.name());
+  for (tensor_id t = 0; t < g.num_tensors(); ++t) {
+    const auto& n = g.tensor(t);
+    if (untied[t])
+      r.add_tensor(n.name, n.info, tensor_kind::variable, g.tensor(g.op(n.producer).inputs[0]).data);
+    else
+      r.add_tensor(n.name, n.info, n.kind, n.data);
+  }
+  for (op_id id = 0; id < g.num_ops(); ++id)
+    if (!copy[id]) r.add_op(g.op(id));
+  for (auto t : g.outputs()) r.mark_output(t);
+  r.set_opset_imports(g.opset_imports());
+  return r;
+}
+
 /// Writes BatchNormalization `op` (inference form, one output) of `g` out as training-mode ops:
 /// normalised with the batch's mean and biased variance, and returning the running statistics
 /// updated as PyTorch does (momentum on the old value; the unbiased variance).
@@ -190,7 +231,8 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
 }  // namespace detail
 
 /// Builds the training step of `model`.
-constexpr training_graph make_training_graph(const graph& model, const training_options& o) {
+constexpr training_graph make_training_graph(const graph& exported, const training_options& o) {
+  const graph model = detail::untie_copies(exported);
   const std::string where = "training graph of '" + model.name() + "'";
   check(o.opt);
   if (o.gradient_accumulation < 1)
