@@ -15,12 +15,13 @@
 //   LAMB     m, v as Adam;  u = m^ / (sqrt(v^) + eps) + wd w  (m^, v^ bias-corrected unless LambNoBias);
 //            r1 = min(|w|, max_weight_norm), r2 = |u|;  w -= lr (r1 > 0 and r2 > 0 ? r1 / r2 : 1) u
 // The gradient arrives multiplied by the loss scaling and summed over the step's micro-batches;
-// "optimizer/gradient_scale" undoes both first. Arithmetic runs in the widest of the weight's and
-// the state's types; state is stored in its accumulator type.
+// "optimizer/gradient_scale" undoes both first. Arithmetic runs in the widest of the weight's, the
+// gradients' (accum_type) and the state's types; state is stored in its accumulator type.
 #include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -89,6 +90,7 @@ constexpr update_tensors add_update(builder& b, const optimizer& o, tensor_id w,
         auto widen = [&](const std::optional<data_type>& t) {
           if (t && detail::width_of(*t) > detail::width_of(compute)) compute = *t;
         };
+        widen(x.accum_type);  // the gradients' type: F16 weights with F32 gradients unscale them in F32
         if constexpr (std::is_same_v<T, sgd>) {
           widen(x.velocity_accum_type);
         } else if constexpr (std::is_same_v<T, adagrad>) {
@@ -132,6 +134,16 @@ constexpr update_tensors add_update(builder& b, const optimizer& o, tensor_id w,
     r.state[i].output = b.name_of(as(value, r.state[i].info.type));
   };
 
+  /// Adam's and LAMB's moments of the gradient `g`, updated and kept as state 0 and 1.
+  auto moments = [&](tensor_id g_c, const std::optional<data_type>& first, const std::optional<data_type>& second) {
+    const auto m = state("exp_avg", first), v = state("exp_avg_sq", second);
+    const auto m_new = b.add(b.mul(m, h("optimizer/beta1")), b.mul(g_c, h("optimizer/one_minus_beta1")));
+    const auto v_new = b.add(b.mul(v, h("optimizer/beta2")), b.mul(b.mul(g_c, g_c), h("optimizer/one_minus_beta2")));
+    keep(0, m_new);
+    keep(1, v_new);
+    return std::pair{m_new, v_new};
+  };
+
   const auto wc = as(w, compute);
   auto gc = as(g, compute);
   if (wanted("optimizer/gradient_scale", 1)) gc = b.mul(gc, h("optimizer/gradient_scale"));
@@ -162,23 +174,13 @@ constexpr update_tensors add_update(builder& b, const optimizer& o, tensor_id w,
       if (a->decoupled_weight_decay) weight = b.mul(wc, h("optimizer/decay"));
       else gc = b.add(gc, b.mul(wc, h("optimizer/weight_decay")));
     }
-    const auto m = state("exp_avg", a->first_order_momentum_accum_type);
-    const auto v = state("exp_avg_sq", a->second_order_momentum_accum_type);
-    const auto m_new = b.add(b.mul(m, h("optimizer/beta1")), b.mul(gc, h("optimizer/one_minus_beta1")));
-    const auto v_new = b.add(b.mul(v, h("optimizer/beta2")), b.mul(b.mul(gc, gc), h("optimizer/one_minus_beta2")));
-    keep(0, m_new);
-    keep(1, v_new);
+    const auto [m_new, v_new] = moments(gc, a->first_order_momentum_accum_type, a->second_order_momentum_accum_type);
     auto root = b.sqrt(v_new);
     if (wanted("optimizer/sqrt_bias_correction2", 1)) root = b.div(root, h("optimizer/sqrt_bias_correction2"));
     const auto denom = b.add(root, h("optimizer/eps"));
     next = b.sub(weight, b.mul(b.div(m_new, denom), h("optimizer/step_size")));
   } else if (const auto* l = std::get_if<lamb>(&o)) {
-    const auto m = state("exp_avg", l->first_order_momentum_accum_type);
-    const auto v = state("exp_avg_sq", l->second_order_momentum_accum_type);
-    const auto m_new = b.add(b.mul(m, h("optimizer/beta1")), b.mul(gc, h("optimizer/one_minus_beta1")));
-    const auto v_new = b.add(b.mul(v, h("optimizer/beta2")), b.mul(b.mul(gc, gc), h("optimizer/one_minus_beta2")));
-    keep(0, m_new);
-    keep(1, v_new);
+    const auto [m_new, v_new] = moments(gc, l->first_order_momentum_accum_type, l->second_order_momentum_accum_type);
     const auto mh = wanted("optimizer/bias_correction1", 1) ? b.div(m_new, h("optimizer/bias_correction1")) : m_new;
     const auto vh = wanted("optimizer/bias_correction2", 1) ? b.div(v_new, h("optimizer/bias_correction2")) : v_new;
     auto step = b.div(mh, b.add(b.sqrt(vh), h("optimizer/eps")));
