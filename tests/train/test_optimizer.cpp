@@ -87,6 +87,79 @@ TEST_CASE("binary cross-entropy on probabilities, as torch.nn.BCELoss") {
   CHECK(train::parse_loss_kind("bce") == loss_kind::bce);
 }
 
+TEST_CASE("BCE stays finite where a sigmoid saturates to exactly 0 or 1") {
+  ipu::builder b("saturated");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {2, 1}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_scalar<float>(100), "w");
+  b.add_output(b.sigmoid(b.mul(x, w), "p"));  // sigmoid(100) and sigmoid(-100) round to exactly 1 and 0
+  auto o = mse(train::sgd{.lr = 0.01});
+  o.loss.kind = loss_kind::bce;
+  train::training_session s(b.build(), o);
+  const auto xs = ipu::host_tensor::from<float>({2, 1}, {1, -1});
+  // Both probabilities are below the smallest normal float on the wrong side: each log is taken at
+  // 1.2e-38 (PyTorch clamps at -100 instead; in F32 1 / p would overflow).
+  const auto wrong = ipu::host_tensor::from<float>({2, 1}, {0, 1});
+  const auto r = s.run({{"x", xs.view()}}, wrong.view());
+  CHECK(r.loss == doctest::Approx(-std::log(1.1754943508222875e-38)).epsilon(1e-5));
+  CHECK(std::isfinite(s.weight("w").as<float>()[0]));
+}
+
+TEST_CASE("SGD's momentum raised from 0 starts a fresh buffer, as torch.optim.SGD (which has none at 0)") {
+  train::sgd opt{.lr = 0.1, .dampening = 0.5};
+  opt.momentum.mark_as_variable();  // 0 for now
+  train::training_session s(linear(), mse(opt));
+  train::training_session plain(linear(), mse(train::sgd{.lr = 0.1}));
+  for (int k = 0; k < 2; ++k) {  // momentum 0: plain SGD, dampening has no effect
+    (void)s.run({{"x", linear_x.view()}}, linear_target.view());
+    (void)plain.run({{"x", linear_x.view()}}, linear_target.view());
+  }
+  CHECK(values(s.weight("w")) == values(plain.weight("w")));
+  // Raised to 0.9: the first step with momentum takes the gradient itself as its buffer.
+  opt.momentum = 0.9;
+  s.set_optimizer(opt);
+  const auto before = values(s.weight("w"));
+  (void)s.run({{"x", linear_x.view()}}, linear_target.view());
+  const auto buffer = values(s.optimizer_state().at(0).second);
+  const auto after = values(s.weight("w"));
+  for (std::size_t i = 0; i < after.size(); ++i) CHECK(after[i] == doctest::Approx(before[i] - 0.1f * buffer[i]));
+  (void)plain.run({{"x", linear_x.view()}}, linear_target.view());  // the same gradient as s's step
+  const auto g_plain = values(plain.weight("w"));
+  for (std::size_t i = 0; i < after.size(); ++i) CHECK(after[i] == doctest::Approx(g_plain[i]));
+}
+
+TEST_CASE("a step that fails part-way leaves the session as it was") {
+  // NLL on y as log-probabilities: micro-batch 0 is fine, micro-batch 1 names class 5 of 2.
+  auto o = mse(train::sgd{.lr = 0.1, .momentum = 0.9});
+  o.loss.kind = loss_kind::nll;
+  o.gradient_accumulation = 2;
+  train::training_session s(linear(), o);
+  const auto before = values(s.weight("w"));
+  const auto x4 = ipu::host_tensor::from<float>({4, 3}, {1, 0, 0, 0, 1, 0.5f, 0, 0, 1, 1, 1, 1});
+  const auto bad = ipu::host_tensor::from<std::int64_t>({4}, {0, 1, 0, 5});
+  CHECK_THROWS_WITH_AS((void)s.run({{"x", x4.view()}}, bad.view()), doctest::Contains("target 5 is not a class"),
+                       ipu::error);
+  CHECK(s.steps() == 0);
+  CHECK(values(s.weight("w")) == before);
+  // The next good step is the session's first: the same as a fresh session's.
+  const auto good = ipu::host_tensor::from<std::int64_t>({4}, {0, 1, 0, 1});
+  train::training_session fresh(linear(), o);
+  (void)s.run({{"x", x4.view()}}, good.view());
+  (void)fresh.run({{"x", x4.view()}}, good.view());
+  CHECK(values(s.weight("w")) == values(fresh.weight("w")));
+  CHECK(values(s.optimizer_state().at(0).second) == values(fresh.optimizer_state().at(0).second));
+  train::training_options f16;
+  f16.gradient_accumulation = 2;
+  ipu::builder b("half");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {2, 3}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{3, 2}, {1, 2, 3, 4, 5, 6}), "w");
+  const auto y = b.matmul(x, w, "y");
+  b.add_output(y);
+  b.add_output(b.cast(y, ipu::data_type::F16, "y16"));
+  f16.output = "y";
+  CHECK_THROWS_WITH_AS(train::training_session(b.build(), f16, {}, train::output_mode::sum),
+                       doctest::Contains("output_mode::sum adds F32, F64, S32 or S64 outputs"), ipu::error);
+}
+
 TEST_CASE("gradient accumulation: the mean or the sum of the micro-batches' gradients, one update per step") {
   SUBCASE("Adam, 4 micro-batches, mean") { check("mlp_adam_accumulate4", with(train::adam{.lr = 0.01}, 4), 6); }
   SUBCASE("SGD with momentum, 3 micro-batches, sum") {
@@ -125,7 +198,7 @@ TEST_CASE("gradient accumulation: the step graph accumulates, the update graph a
   const auto a = values(s.weight("w")), b = values(whole.weight("w"));
   for (std::size_t i = 0; i < a.size(); ++i) CHECK(a[i] == doctest::Approx(b[i]).epsilon(1e-6));
   CHECK_THROWS_WITH_AS((void)s.run({{"x", linear_x.view()}}, linear_target.view()),
-                       doctest::Contains("a step of 2 micro-batches takes F32[4,2]"), ipu::error);
+                       doctest::Contains("'labels' is F32[2,2]; a step takes 2 micro-batches of F32[2,2]"), ipu::error);
   o.gradient_accumulation = 0;
   CHECK_THROWS_WITH_AS(train::training_session(linear(), o), doctest::Contains("gradient accumulation of 0"), ipu::error);
 }

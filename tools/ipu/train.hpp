@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -150,7 +151,7 @@ inline void run_train(const train_args& a) {
   using train_detail::usage;
   if (!a.options_file.empty())
     throw usage("training options files are not read yet", "--options",
-                "leave it out: gradient accumulation, replicas and pipelined training are not built yet");
+                "leave it out: set --gradient-accumulation and the optimizer's flags directly");
   if (a.steps < 1) throw usage("--steps must be at least 1", "--steps");
   if (!(a.lr >= 0) || !std::isfinite(a.lr)) throw usage("--lr must be a finite value >= 0", "--lr");
   const auto ext = fs::path(a.trained).extension().string();
@@ -172,6 +173,11 @@ inline void run_train(const train_args& a) {
   const auto batch = a.batch == 0 ? model_batch : a.batch;
   if (batch < 1) throw usage("--batch must be at least 1", "--batch", "give the rows per micro-batch");
   if (batch != model_batch) model = train_detail::with_batch(model, batch);
+  if (micro > std::numeric_limits<std::int64_t>::max() / batch)
+    throw usage("--gradient-accumulation " + std::to_string(micro) + " of " + std::to_string(batch) +
+                    " rows each is more rows than can be counted",
+                "--gradient-accumulation", "use fewer micro-batches");
+  const auto rows_per_step = micro * batch;
 
   // The data: every model input bound once, all with the labels' number of rows.
   std::vector<std::pair<std::string, ipu::host_tensor>> data;
@@ -222,6 +228,7 @@ inline void run_train(const train_args& a) {
   }
 
   double first = 0, last = 0;
+  std::int64_t step_row = 0;  // the step's first row, kept below the number of rows (k * rows could overflow)
   const auto t0 = std::chrono::steady_clock::now();
   const std::int64_t every = std::max<std::int64_t>(1, a.steps / 20);
   for (std::int64_t k = 0; k < a.steps; ++k) {
@@ -229,10 +236,11 @@ inline void run_train(const train_args& a) {
     batches.reserve(data.size());
     std::vector<std::pair<std::string, ipu::const_tensor_view>> in;
     for (const auto& [n, t] : data) {
-      batches.push_back(ipu::train::take_rows(t, k * micro * batch, micro * batch));
+      batches.push_back(ipu::train::take_rows(t, step_row, rows_per_step));
       in.emplace_back(n, batches.back().view());
     }
-    const auto lb = ipu::train::take_rows(labels, k * micro * batch, micro * batch);
+    const auto lb = ipu::train::take_rows(labels, step_row, rows_per_step);
+    step_row = (step_row + rows_per_step % total) % total;
     const auto r = s.run(in, lb.view());
     if (k == 0) first = r.loss;
     last = r.loss;
@@ -242,7 +250,7 @@ inline void run_train(const train_args& a) {
     if ((k + 1) % every == 0 || k + 1 == a.steps) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("step %lld/%lld  loss %.6g  %.1f samples/s\n", static_cast<long long>(k + 1),
-                  static_cast<long long>(a.steps), r.loss, static_cast<double>((k + 1) * micro * batch) / std::max(secs, 1e-9));
+                  static_cast<long long>(a.steps), r.loss, static_cast<double>(k + 1) * static_cast<double>(rows_per_step) / std::max(secs, 1e-9));
       std::fflush(stdout);
     }
   }
@@ -271,7 +279,7 @@ inline void add_train_command(CLI::App& app) {
   cmd->add_option("--optimizer", a->optimizer, "sgd, adam, adamw, rmsprop, lamb or adagrad")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop", "lamb", "adagrad"}));
-  cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str();
+  cmd->add_option("--lr", a->lr, "learning rate")->capture_default_str()->check(CLI::NonNegativeNumber);
   cmd->add_option("--momentum", a->momentum, "SGD or RMSprop momentum (default 0)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--nesterov", a->nesterov, "SGD with Nesterov momentum");
   cmd->add_option("--weight-decay", a->weight_decay, "weight decay (default 0; AdamW: decoupled)")
@@ -282,7 +290,8 @@ inline void add_train_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", a->steps, "weight updates")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--batch", a->batch, "rows per micro-batch (default: the model's leading input dimension)");
+  cmd->add_option("--batch", a->batch, "rows per micro-batch (default: the model's leading input dimension)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--options", a->options_file, "a PopTorch options file (not read yet: refused)");
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
   cmd->callback([a] { run_train(*a); });

@@ -7,6 +7,7 @@
 //   cross_entropy  LogSoftmax over axis 1, then nll                  labels: S64 class indices [N, ...]
 //   bce            binary cross-entropy of probabilities p:          labels: the prediction's info
 //                  -(y log p + (1 - y) log(1 - p)), each log clamped at -100 as PyTorch's BCELoss does
+//                  (in F32, at log(1.2e-38) = -87.3 below p = 1.2e-38, so the gradient stays finite)
 // and identity_loss (PopTorch's, seed 4.6.3): a custom loss the model computed itself, reduced.
 #include <cstdint>
 #include <optional>
@@ -88,10 +89,18 @@ constexpr loss_tensors add_loss(builder& b, tensor_id prediction, const loss_opt
     }
     case loss_kind::bce: {
       r.labels = b.add_input_tensor(p, o.labels_name);
-      // log p <= 0 for a probability: clamping to [-100, 0] is PyTorch's clamp at -100.
-      const auto log_p = b.clip(b.log(prediction), -100, 0);
-      const auto one = b.add_constant(p.type == data_type::F64 ? make_scalar<double>(1) : make_scalar<float>(1));
-      const auto log_q = b.clip(b.log(b.sub(one, prediction)), -100, 0);
+      // PyTorch clamps each log at -100. The log is taken of max(p, tiny) and clipped to [-100, 0],
+      // so that where p is exactly 0 or 1 (a saturated sigmoid) the gradient, 1 / p, stays finite
+      // instead of 0 / 0: tiny is e^-100 in F64 (PyTorch's values exactly) and, in F32, the
+      // smallest normal float (1.2e-38, log -87.3), whose reciprocal still fits in F32.
+      const bool f64 = p.type == data_type::F64;
+      auto constant = [&](double v) {
+        return b.add_constant(f64 ? make_scalar<double>(v) : make_scalar<float>(static_cast<float>(v)));
+      };
+      const auto one = constant(1), tiny = constant(f64 ? 3.720075976020836e-44 : 1.1754943508222875e-38);
+      auto safe_log = [&](tensor_id x) { return b.clip(b.log(b.op("Max", {x, tiny}).front()), -100, 0); };
+      const auto log_p = safe_log(prediction);
+      const auto log_q = safe_log(b.sub(one, prediction));
       const auto e = b.neg(b.add(b.mul(r.labels, log_p), b.mul(b.sub(one, r.labels), log_q)));
       r.loss = detail::reduce_all(b, e, o.reduction, "loss");
       return r;

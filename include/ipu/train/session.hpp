@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "ipu/cpu/device.hpp"
@@ -39,9 +40,10 @@ inline host_tensor take_rows(const host_tensor& all, std::int64_t first, std::in
   dims[0] = n;
   host_tensor t(tensor_info{all.info().type, shape(dims)});
   const auto row_bytes = t.bytes().size() / static_cast<std::size_t>(n);
+  const auto start = first % total;  // first + i could overflow
   for (std::int64_t i = 0; i < n; ++i)
     std::memcpy(t.bytes().data() + static_cast<std::size_t>(i) * row_bytes,
-                all.bytes().data() + static_cast<std::size_t>((first + i) % total) * row_bytes, row_bytes);
+                all.bytes().data() + static_cast<std::size_t>((start + i % total) % total) * row_bytes, row_bytes);
   return t;
 }
 
@@ -66,6 +68,15 @@ class training_session {
       : options_(std::move(options)), model_(model), tg_(make_training_graph(model, options_)), mode_(outputs),
         step_(tg_.step, device) {
     if (tg_.micro_batches > 1) update_.emplace(tg_.update, device);
+    if (mode_ == output_mode::sum && tg_.micro_batches > 1)
+      for (auto t : tg_.step.outputs())
+        if (const auto type = tg_.step.tensor(t).info.type; tg_.step.tensor(t).kind != tensor_kind::input &&
+            std::find(tg_.model_outputs.begin(), tg_.model_outputs.end(), tg_.step.tensor(t).name) != tg_.model_outputs.end() &&
+            type != data_type::F32 && type != data_type::F64 && type != data_type::S32 && type != data_type::S64)
+          throw error(error_category::usage,
+                      "output '" + tg_.step.tensor(t).name + "' is " + std::string(ipu::to_string(type)) +
+                          ": output_mode::sum adds F32, F64, S32 or S64 outputs",
+                      where(), "use output_mode::final or output_mode::all");
     for (const auto& w : tg_.weights) weights_.push_back(initial_value(w.name, w.info, w.initial, "weight"));
     for (const auto& b : tg_.buffers) buffers_.push_back(initial_value(b.name, b.info, b.initial, "buffer"));
     reset_state();
@@ -104,7 +115,7 @@ class training_session {
       if (i == tg_.model_inputs.size())
         throw error(error_category::usage, "the model has no input named '" + name + "'", where(),
                     "its inputs are: " + join(tg_.model_inputs));
-      if (seen[i]) throw error(error_category::usage, "input '" + name + "' is given twice", where());
+      if (seen[i]) throw error(error_category::usage, "input '" + name + "' is given twice", where(), "give each input once");
       seen[i] = true;
       given[i] = view;
     }
@@ -117,39 +128,47 @@ class training_session {
     auto micro_batch = [&](const const_tensor_view& all, const std::string& name, std::int64_t j) {
       if (micro == 1) return all;
       const auto& want = tensor_of(step_.model(), name).info;
-      auto dims = want.shape.dims();
+      const auto dims = want.shape.dims();
+      // Compared by division: the number of rows times the micro-batches could overflow.
       const bool ok = !dims.empty() && all.info().type == want.type && all.info().shape.rank() == dims.size() &&
-                      all.info().shape[0] == dims[0] * micro &&
+                      all.data() != nullptr && all.info().shape[0] % micro == 0 && all.info().shape[0] / micro == dims[0] &&
                       std::equal(dims.begin() + 1, dims.end(), all.info().shape.dims().begin() + 1);
-      if (!ok) {
-        if (!dims.empty()) dims[0] *= micro;
+      if (!ok)
         throw error(error_category::shape,
-                    "'" + name + "' is " + to_string(all.info()) + "; a step of " + std::to_string(micro) +
-                        " micro-batches takes " + to_string(tensor_info{want.type, shape(dims)}),
+                    "'" + name + "' is " + to_string(all.info()) + "; a step takes " + std::to_string(micro) +
+                        " micro-batches of " + to_string(want),
                     where(), "stack the step's micro-batches along the first axis");
-      }
       return const_tensor_view(want, all.data() + static_cast<std::size_t>(j) * want.num_bytes());
     };
     const auto scalars = step_scalars(options_.opt, steps_, micro, options_.reduction);
     std::vector<host_tensor> scalar_values;  // kept alive for the views below
     step_result r;
+    // What the step changes is kept aside and taken only once the whole step has run: a failure in
+    // any micro-batch or in the update leaves the session as it was.
+    pending next{std::vector<std::optional<host_tensor>>(weights_.size()),
+                 std::vector<std::optional<host_tensor>>(state_.size()), buffers_};
+    for (auto& a : accumulators_) std::fill(a.bytes().begin(), a.bytes().end(), std::byte{0});
     for (std::int64_t j = 0; j < micro; ++j) {
-      for (auto& a : accumulators_)
-        if (j == 0) std::fill(a.bytes().begin(), a.bytes().end(), std::byte{0});
-      auto views = views_for(step_in_, step_.model(), scalars, scalar_values, [&](std::size_t i) {
+      auto views = views_for(step_in_, step_.model(), scalars, scalar_values, next.buffers, [&](std::size_t i) {
         return micro_batch(given[i], tg_.model_inputs[i], j);
       }, micro_batch(labels, tg_.labels, j));
       auto out = step_.run(std::span<const const_tensor_view>(views));
-      take_outputs(step_out_, out, r, j);
+      take_outputs(step_out_, out, r, j, next);
     }
     if (update_) {
-      auto views = views_for(update_in_, update_->model(), scalars, scalar_values, nullptr, {});
+      auto views = views_for(update_in_, update_->model(), scalars, scalar_values, next.buffers, nullptr, {});
       auto out = update_->run(std::span<const const_tensor_view>(views));
-      take_outputs(update_out_, out, r, 0);
+      take_outputs(update_out_, out, r, 0, next);
     }
     double total = 0;
     for (double l : r.micro_batch_losses) total += l;
     r.loss = options_.reduction == accumulation_reduction::mean ? total / static_cast<double>(micro) : total;
+    for (std::size_t i = 0; i < weights_.size(); ++i)
+      if (next.weights[i]) weights_[i] = std::move(*next.weights[i]);
+    for (std::size_t i = 0; i < state_.size(); ++i)
+      if (next.state[i]) state_[i] = std::move(*next.state[i]);
+    buffers_ = std::move(next.buffers);
+    previous_momentum_ = momentum();
     ++steps_;
     return r;
   }
@@ -186,6 +205,16 @@ class training_session {
     for (const auto& b : tg_.buffers) n.push_back(b.name);
     return n;
   }
+  /// Replaces buffer `name` (a BatchNormalization running statistic), as a checkpoint restores it.
+  void set_buffer(std::string_view name, const_tensor_view value) {
+    for (std::size_t i = 0; i < buffers_.size(); ++i)
+      if (tg_.buffers[i].name == name) {
+        buffers_[i] = copy_checked(value, tg_.buffers[i].info, "buffer '" + std::string(name) + "'");
+        return;
+      }
+    throw error(error_category::usage, "no buffer named '" + std::string(name) + "'", where(),
+                "its buffers are: " + join(buffer_names()));
+  }
 
   /// The optimizer's state (poptorch.optim's state_dict): every state tensor by its name
   /// ("<weight>/momentum", "<weight>/exp_avg", ...) and "step", the updates made so far (S64).
@@ -204,7 +233,8 @@ class training_session {
     for (const auto& [name, t] : d) {
       if (name == "step") {
         if (step || t.info() != tensor_info{data_type::S64, {}} || t.as<std::int64_t>()[0] < 0)
-          throw error(error_category::usage, "'step' must be given once, as a non-negative S64 scalar", where());
+          throw error(error_category::usage, "'step' must be given once, as a non-negative S64 scalar", where(),
+                      "load a state this session's optimizer_state() gave");
         step = static_cast<std::uint64_t>(t.as<std::int64_t>()[0]);
         continue;
       }
@@ -213,15 +243,20 @@ class training_session {
       if (i == state_.size())
         throw error(error_category::usage, "the optimizer has no state named '" + name + "'", where(),
                     "load a state this session's optimizer_state() gave");
-      if (seen[i]) throw error(error_category::usage, "state '" + name + "' is given twice", where());
+      if (seen[i]) throw error(error_category::usage, "state '" + name + "' is given twice", where(), "give it once");
       seen[i] = true;
       next[i] = copy_checked(t.view(), tg_.state[i].info, "state '" + name + "'");
     }
     for (std::size_t i = 0; i < seen.size(); ++i)
-      if (!seen[i]) throw error(error_category::usage, "state '" + tg_.state[i].input + "' is missing", where());
-    if (!step) throw error(error_category::usage, "'step' is missing", where());
+      if (!seen[i])
+        throw error(error_category::usage, "state '" + tg_.state[i].input + "' is missing", where(),
+                    "load a state this session's optimizer_state() gave, whole");
+    if (!step)
+      throw error(error_category::usage, "'step' is missing", where(),
+                  "load a state this session's optimizer_state() gave, whole");
     state_ = std::move(next);
     steps_ = *step;
+    previous_momentum_ = momentum();  // the loaded state was made with momentum
   }
 
   /// The model with its weights as trained so far (PopART's modelToHost).
@@ -282,7 +317,8 @@ class training_session {
   }
   host_tensor copy_checked(const const_tensor_view& v, const tensor_info& info, const std::string& what) const {
     if (v.info() != info || (v.data() == nullptr && info.num_bytes() > 0))
-      throw error(error_category::usage, what + " is " + to_string(v.info()) + " but must be " + to_string(info), where());
+      throw error(error_category::usage, what + " is " + to_string(v.info()) + " but must be " + to_string(info), where(),
+                  "give a tensor of that type and shape");
     host_tensor t(info);
     if (info.num_bytes() > 0) std::memcpy(t.bytes().data(), v.data(), info.num_bytes());
     return t;
@@ -352,7 +388,8 @@ class training_session {
   template <class Inputs>
   std::vector<const_tensor_view> views_for(const std::vector<binding>& in, const graph& g,
                                            const std::vector<step_scalar>& scalars, std::vector<host_tensor>& keep,
-                                           Inputs model_input, const const_tensor_view& labels) const {
+                                           const std::vector<host_tensor>& buffers, Inputs model_input,
+                                           const const_tensor_view& labels) const {
     std::vector<const_tensor_view> views(in.size());
     keep.clear();  // the previous run's views are used up
     keep.reserve(in.size());  // no reallocation: the views point into these
@@ -365,11 +402,14 @@ class training_session {
         case slot::labels: views[p] = labels; break;
         case slot::weight: views[p] = weights_[b.index].view(); break;
         case slot::state: views[p] = state_[b.index].view(); break;
-        case slot::buffer: views[p] = buffers_[b.index].view(); break;
+        case slot::buffer: views[p] = buffers[b.index].view(); break;
         case slot::accumulator: views[p] = accumulators_[b.index].view(); break;
         case slot::first_step: {
           host_tensor t(tensor_info{data_type::BOOL, {}});
-          t.bytes()[0] = std::byte{steps_ == 0 ? std::uint8_t{1} : std::uint8_t{0}};
+          // torch.optim.SGD starts the buffer afresh when there was none: on the first step, and
+          // after a step whose momentum was 0 (a variable momentum raised from 0).
+          const bool first = steps_ == 0 || previous_momentum_ == 0 || momentum() == 0;
+          t.bytes()[0] = std::byte{first ? std::uint8_t{1} : std::uint8_t{0}};
           keep.push_back(std::move(t));
           views[p] = keep.back().view();
           break;
@@ -392,8 +432,20 @@ class training_session {
     return views;
   }
 
+  /// What a step changes, taken when the whole step has run.
+  struct pending {
+    std::vector<std::optional<host_tensor>> weights, state;
+    std::vector<host_tensor> buffers;
+  };
+  /// SGD's momentum now (0 for other optimizers).
+  [[nodiscard]] double momentum() const noexcept {
+    const auto* s = std::get_if<sgd>(&options_.opt);
+    return s ? s->momentum.value() : 0.0;
+  }
+
   /// Takes the outputs of one run (micro-batch `j` of the step, or the update).
-  void take_outputs(const std::vector<binding>& out_bindings, std::vector<host_tensor>& out, step_result& r, std::int64_t j) {
+  void take_outputs(const std::vector<binding>& out_bindings, std::vector<host_tensor>& out, step_result& r, std::int64_t j,
+                    pending& next) {
     for (std::size_t k = 0; k < out_bindings.size(); ++k) {
       const auto& b = out_bindings[k];
       switch (b.kind) {
@@ -405,9 +457,9 @@ class training_session {
                                                                            : static_cast<double>(l.as<float>()[0]));
           break;
         }
-        case slot::weight: weights_[b.index] = std::move(out[k]); break;
-        case slot::state: state_[b.index] = std::move(out[k]); break;
-        case slot::buffer: buffers_[b.index] = std::move(out[k]); break;
+        case slot::weight: next.weights[b.index] = std::move(out[k]); break;
+        case slot::state: next.state[b.index] = std::move(out[k]); break;
+        case slot::buffer: next.buffers[b.index] = std::move(out[k]); break;
         case slot::accumulator: accumulators_[b.index] = std::move(out[k]); break;
         default: throw error(error_category::internal, "an input slot bound to an output", where());
       }
@@ -462,6 +514,7 @@ class training_session {
   std::vector<host_tensor> weights_, state_, buffers_, accumulators_;
   std::vector<binding> step_in_, step_out_, update_in_, update_out_;
   std::uint64_t steps_ = 0;
+  double previous_momentum_ = 0;  // SGD's momentum at the last step
 };
 
 }  // namespace ipu::train
