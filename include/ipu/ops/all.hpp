@@ -29,6 +29,10 @@ namespace ipu {
 /// The registry holding every shipped kernel; built once, then read-only (safe to share).
 IPU_DETAIL_KERNELS_INLINE const op_registry& default_op_registry();
 
+#if defined(IPU_KERNELS_IMPLEMENTATION)
+std::span<const op_def> detail::op_table::runtime_rows() noexcept { return rows; }
+#endif
+
 #if !defined(IPU_SEPARATE_KERNELS) || defined(IPU_KERNELS_IMPLEMENTATION)
 IPU_DETAIL_KERNELS_INLINE const op_registry& default_op_registry() {
   static const op_registry registry = [] {

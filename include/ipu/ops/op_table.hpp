@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <span>
 #include <string_view>
+#include <type_traits>
 
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/families/activation.hpp"
@@ -53,10 +54,23 @@ constexpr bool unique_rows() {
   return true;
 }
 static_assert(unique_rows(), "ipu: an op has two rows in the op table; keep one, in its family's file");
+
+#if defined(IPU_SEPARATE_KERNELS)
+// The rows point at every op's shape, cost and gradient rules, so a translation unit that reads
+// them at run time emits all of those functions. Under separate compilation (ops/all.hpp) run-time
+// readers reach the rows through this function instead, defined once beside the kernels; constant
+// expressions still read `rows`.
+std::span<const op_def> runtime_rows() noexcept;
+#endif
 }  // namespace detail::op_table
 
 /// Every row of the op table, family by family.
-constexpr std::span<const op_def> op_table() noexcept { return detail::op_table::rows; }
+constexpr std::span<const op_def> op_table() noexcept {
+#if defined(IPU_SEPARATE_KERNELS)
+  if (!std::is_constant_evaluated()) return detail::op_table::runtime_rows();
+#endif
+  return detail::op_table::rows;
+}
 
 /// Returned by op_def_index for an op the table has no row for.
 inline constexpr std::size_t no_op_def = static_cast<std::size_t>(-1);
