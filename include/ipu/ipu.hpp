@@ -92,3 +92,4 @@
 
 // PopART-style sessions
 #include "ipu/popart/inference_session.hpp"
+#include "ipu/popart/training_session.hpp"

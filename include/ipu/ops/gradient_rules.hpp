@@ -147,6 +147,10 @@ class gradient_context {
       std::vector<std::int64_t> v;
       for (double x : values) v.push_back(static_cast<std::int64_t>(x));
       data = byte_buffer::from_values(std::span<const std::int64_t>(v));
+    } else if (t == data_type::S32) {  // class indices given as S32
+      std::vector<std::int32_t> v;
+      for (double x : values) v.push_back(static_cast<std::int32_t>(x));
+      data = byte_buffer::from_values(std::span<const std::int32_t>(v));
     } else {
       throw fail("a gradient constant of type " + std::string(to_string(t)) + " is not supported",
                  "train in F16, F32 or F64");
@@ -778,9 +782,11 @@ constexpr tensor_id nll_grad(gradient_context& c, tensor_id dy) {
     throw c.fail("unknown reduction '" + reduction + "'", "use none, sum or mean");
   tensor_id target = t;
   if (c.has_attr("ignore_index")) {
-    const auto ignore = c.constant(data_type::S64, shape{}, {static_cast<double>(c.attr_int("ignore_index", 0))});
+    // In the targets' own type (S32 or S64).
+    const auto index_type = c.info(t).type;
+    const auto ignore = c.constant(index_type, shape{}, {static_cast<double>(c.attr_int("ignore_index", 0))});
     // An index outside [-C, C) one-hot encodes as all zeros.
-    const auto no_class = c.constant(data_type::S64, shape{}, {static_cast<double>(classes)});
+    const auto no_class = c.constant(index_type, shape{}, {static_cast<double>(classes)});
     target = c.add("Where", {c.add("Equal", {t, ignore}), no_class, t});
   }
   const auto values = c.constant(c.info(x).type, shape{2}, {0.0, -1.0});

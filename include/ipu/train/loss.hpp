@@ -8,7 +8,11 @@
 //   bce            binary cross-entropy of probabilities p:          labels: the prediction's info
 //                  -(y log p + (1 - y) log(1 - p)), each log clamped at -100 as PyTorch's BCELoss does
 //                  (in F32, at log(1.2e-38) = -87.3 below p = 1.2e-38, so the gradient stays finite)
-// and identity_loss (PopTorch's, seed 4.6.3): a custom loss the model computed itself, reduced.
+//   output         the output is the loss already: a scalar the model computed (PopART's
+//                  TrainingSession names its loss tensor; a model ending in identity_loss)       no labels
+// and identity_loss (PopTorch's, seed 4.6.3): a custom loss the model computed itself, reduced; and
+// the PopART Builder's loss ops (aiGraphcore.nllloss, l1loss, identityloss), written as ONNX ops.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,7 +25,7 @@
 
 namespace ipu::train {
 
-enum class loss_kind : std::uint8_t { mse, l1, nll, cross_entropy, bce };
+enum class loss_kind : std::uint8_t { mse, l1, nll, cross_entropy, bce, output };
 /// How a loss over many values becomes one: PyTorch's `reduction` (none is not a training loss).
 enum class loss_reduction : std::uint8_t { mean, sum };
 
@@ -32,16 +36,17 @@ constexpr std::string_view to_string(loss_kind k) noexcept {
     case loss_kind::nll: return "nll";
     case loss_kind::cross_entropy: return "cross-entropy";
     case loss_kind::bce: return "bce";
+    case loss_kind::output: return "output";
   }
   return "?";
 }
 
-/// "mse", "l1", "nll", "cross-entropy" or "bce"; anything else is a usage error listing them.
+/// "mse", "l1", "nll", "cross-entropy", "bce" or "output"; anything else is a usage error listing them.
 constexpr loss_kind parse_loss_kind(std::string_view s) {
-  for (auto k : {loss_kind::mse, loss_kind::l1, loss_kind::nll, loss_kind::cross_entropy, loss_kind::bce})
+  for (auto k : {loss_kind::mse, loss_kind::l1, loss_kind::nll, loss_kind::cross_entropy, loss_kind::bce, loss_kind::output})
     if (to_string(k) == s) return k;
   throw error(error_category::usage, "unknown loss '" + std::string(s) + "'", "loss",
-              "use mse, l1, nll, cross-entropy or bce");
+              "use mse, l1, nll, cross-entropy, bce or output");
 }
 
 struct loss_options {
@@ -51,7 +56,7 @@ struct loss_options {
   std::string labels_name = "labels";        // the graph input the labels are fed to
 };
 
-/// What add_loss added: the labels input and the scalar loss.
+/// What add_loss added: the labels input (none for loss_kind::output) and the scalar loss.
 struct loss_tensors {
   tensor_id labels = no_tensor;
   tensor_id loss = no_tensor;
@@ -79,6 +84,12 @@ constexpr loss_tensors add_loss(builder& b, tensor_id prediction, const loss_opt
                 "cast the output to F32 before the loss");
   loss_tensors r;
   switch (o.kind) {
+    case loss_kind::output:
+      if (p.shape.rank() != 0)
+        throw error(error_category::usage, "the loss output is " + to_string(p) + "; a loss is a scalar", where,
+                    "reduce it to one value (mean or sum), e.g. with identityloss or identity_loss");
+      r.loss = prediction;
+      return r;
     case loss_kind::mse:
     case loss_kind::l1: {
       r.labels = b.add_input_tensor(p, o.labels_name);
@@ -126,6 +137,64 @@ constexpr loss_tensors add_loss(builder& b, tensor_id prediction, const loss_opt
 /// PopTorch's identity_loss: `x`, computed by the model, is the loss, reduced to a scalar.
 constexpr tensor_id identity_loss(builder& b, tensor_id x, loss_reduction r = loss_reduction::mean) {
   return detail::reduce_all(b, x, r, "loss");
+}
+
+/// PopART's ReductionType for the Builder's loss ops: a scalar (sum or mean) or one value per
+/// element (none: a loss to reduce further, not one to train on directly).
+enum class popart_reduction : std::uint8_t { sum, mean, none };
+
+namespace detail {
+constexpr tensor_id reduce_popart(builder& b, tensor_id x, popart_reduction r, std::string_view name) {
+  if (r == popart_reduction::none) return b.identity(x, name);
+  return reduce_all(b, x, r == popart_reduction::mean ? loss_reduction::mean : loss_reduction::sum, name);
+}
+}  // namespace detail
+
+/// PopART's aiGraphcore.nllloss: -log(probs[label]) per sample. `probs` holds probabilities
+/// (log-probabilities with `input_is_log_probability`) with the classes on the last axis,
+/// [..., C]; `labels` holds S32 or S64 class indices, [...]. Mean divides by the number of samples
+/// whose label is not `ignore_index`. Written as Log, a Transpose bringing the classes to axis 1,
+/// and NegativeLogLikelihoodLoss.
+constexpr tensor_id nllloss(builder& b, tensor_id probs, tensor_id labels, popart_reduction r = popart_reduction::mean,
+                            std::optional<std::int64_t> ignore_index = {}, bool input_is_log_probability = false,
+                            std::string_view name = "nllloss") {
+  const auto p = b.info(probs), l = b.info(labels);
+  const std::string where = "nllloss on '" + b.name_of(probs) + "'";
+  if (!is_floating_point(p.type) || p.shape.rank() < 2)
+    throw error(error_category::usage, "probs is " + to_string(p) + "; nllloss takes floating-point [N, ..., C]", where,
+                "give the class probabilities, classes on the last axis");
+  if ((l.type != data_type::S32 && l.type != data_type::S64) || l.shape.rank() + 1 != p.shape.rank() ||
+      !std::equal(l.shape.dims().begin(), l.shape.dims().end(), p.shape.dims().begin()))
+    throw error(error_category::usage, "labels are " + to_string(l) + " for probs " + to_string(p), where,
+                "give S32 or S64 labels shaped as probs without its last (class) axis");
+  auto log_probs = input_is_log_probability ? probs : b.log(probs);
+  if (const auto rank = static_cast<std::int64_t>(p.shape.rank()); rank > 2) {
+    std::vector<std::int64_t> perm{0, rank - 1};
+    for (std::int64_t i = 1; i < rank - 1; ++i) perm.push_back(i);
+    log_probs = b.transpose(log_probs, perm);
+  }
+  std::vector<attribute> at{
+      {"reduction", std::string(r == popart_reduction::mean ? "mean" : r == popart_reduction::sum ? "sum" : "none")}};
+  if (ignore_index) at.push_back({"ignore_index", *ignore_index});
+  return b.op("NegativeLogLikelihoodLoss", {log_probs, labels}, at, op_options{0, 1, name, {}}).front();
+}
+
+/// PopART's aiGraphcore.l1loss: lambda * |x|, reduced.
+constexpr tensor_id l1loss(builder& b, tensor_id x, float lambda, popart_reduction r = popart_reduction::mean,
+                           std::string_view name = "l1loss") {
+  const auto t = b.info(x);
+  if (t.type != data_type::F32 && t.type != data_type::F64)
+    throw error(error_category::usage, "the input is " + to_string(t) + "; l1loss takes F32 or F64",
+                "l1loss on '" + b.name_of(x) + "'", "cast it to F32 first");
+  const auto scale = t.type == data_type::F64 ? b.add_constant(make_scalar<double>(lambda))
+                                              : b.add_constant(make_scalar<float>(lambda));
+  return detail::reduce_popart(b, b.mul(b.abs(x), scale), r, name);
+}
+
+/// PopART's aiGraphcore.identityloss: `x`, computed by the model, reduced.
+constexpr tensor_id identityloss(builder& b, tensor_id x, popart_reduction r = popart_reduction::mean,
+                                 std::string_view name = "identityloss") {
+  return detail::reduce_popart(b, x, r, name);
 }
 
 }  // namespace ipu::train

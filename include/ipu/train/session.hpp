@@ -103,10 +103,20 @@ class training_session {
     options_.opt = o;
   }
 
+  /// One weight update of a model that computes its own loss (loss_kind::output): its inputs only.
+  step_result run(const std::vector<std::pair<std::string, const_tensor_view>>& inputs) { return run(inputs, {}); }
+
   /// One weight update from the micro-batches of a step: the model's inputs by name, and the labels.
   /// With gradient accumulation G each holds G micro-batches stacked along the first axis (G times
   /// the model's batch, as PopTorch takes them), used in order.
   step_result run(const std::vector<std::pair<std::string, const_tensor_view>>& inputs, const_tensor_view labels) {
+    if (tg_.labels.empty() && labels.data() != nullptr)
+      throw error(error_category::usage, "labels given, but the loss is an output of the model and takes none", where(),
+                  "feed what the loss reads as model inputs, and call run(inputs)");
+    if (!tg_.labels.empty() && labels.data() == nullptr)
+      throw error(error_category::usage, "no labels given; the " + std::string(to_string(options_.loss.kind)) +
+                                             " loss reads them from input '" + tg_.labels + "'",
+                  where(), "pass the step's labels");
     std::vector<const_tensor_view> given(tg_.model_inputs.size());
     std::vector<bool> seen(tg_.model_inputs.size(), false);
     for (const auto& [name, view] : inputs) {
@@ -151,7 +161,7 @@ class training_session {
     for (std::int64_t j = 0; j < micro; ++j) {
       auto views = views_for(step_in_, step_.model(), scalars, scalar_values, next.buffers, [&](std::size_t i) {
         return micro_batch(given[i], tg_.model_inputs[i], j);
-      }, micro_batch(labels, tg_.labels, j));
+      }, tg_.labels.empty() ? const_tensor_view{} : micro_batch(labels, tg_.labels, j));
       auto out = step_.run(std::span<const const_tensor_view>(views));
       take_outputs(step_out_, out, r, j, next);
     }
@@ -352,7 +362,7 @@ class training_session {
       const auto& name = g.tensor(id).name;
       std::size_t i = none;
       if ((i = index_in(tg_.model_inputs, name, [](const auto& n) { return n; })) != none) b.push_back({slot::model_input, i, {}});
-      else if (name == tg_.labels) b.push_back({slot::labels, 0, {}});
+      else if (!tg_.labels.empty() && name == tg_.labels) b.push_back({slot::labels, 0, {}});
       else if ((i = index_in(tg_.weights, name, [](const auto& w) { return w.name; })) != none) b.push_back({slot::weight, i, {}});
       else if ((i = index_in(tg_.state, name, [](const auto& s) { return s.input; })) != none) b.push_back({slot::state, i, {}});
       else if ((i = index_in(tg_.buffers, name, [](const auto& w) { return w.name; })) != none) b.push_back({slot::buffer, i, {}});

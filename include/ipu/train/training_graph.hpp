@@ -324,11 +324,14 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
   // The loss.
   builder lb(std::move(g));
   auto lo = o.loss;
-  if (lb.current().find_tensor(lo.labels_name))
+  if (lo.kind != loss_kind::output && lb.current().find_tensor(lo.labels_name))
     throw error(error_category::usage, "the model already has a tensor named '" + lo.labels_name + "'", where,
                 "name the labels input otherwise (loss_options::labels_name)");
-  const auto lt = add_loss(lb, prediction, lo);
-  r.labels = lb.name_of(lt.labels);
+  auto lt = add_loss(lb, prediction, lo);
+  // A loss the model computed is one of its outputs already; the step returns it once more, as
+  // the loss, through an Identity of its own.
+  if (lo.kind == loss_kind::output) lt.loss = lb.identity(lt.loss);
+  if (lt.labels != no_tensor) r.labels = lb.name_of(lt.labels);
   r.loss = lb.name_of(lt.loss);
   lb.add_output(lt.loss);
   // Loss scaling: the backward pass starts from the loss times the scale (the optimizer's

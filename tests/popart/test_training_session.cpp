@@ -1,0 +1,272 @@
+// PopART's TrainingSession over a Builder model ending in aiGraphcore.nllloss (seed
+// popart-importing-graphs 2.1), against SGD worked out by hand in double precision.
+#include "ipu/popart/training_session.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ipu/builder/builder.hpp"
+#include "ipu/onnx/import.hpp"
+#include "ipu/train/loss.hpp"
+
+namespace {
+
+using ipu::data_type;
+
+constexpr int kIn = 3, kClasses = 2;
+const std::vector<float> kW0{0.2f, -0.1f, 0.05f, 0.3f, -0.25f, 0.15f};  // [3, 2]
+const std::vector<float> kB0{0.01f, -0.02f};
+
+struct linear_model {
+  ipu::graph g;
+  std::string loss, probs;
+};
+
+/// x [n, 3] -> MatMul W [3, 2] + b -> Softmax -> nllloss(labels [n] S32).
+linear_model make_model(std::int64_t n, ipu::train::popart_reduction r = ipu::train::popart_reduction::mean,
+                        std::optional<std::int64_t> ignore = {}) {
+  ipu::builder b("linear");
+  const auto x = b.add_input_tensor({data_type::F32, {n, kIn}}, "x");
+  const auto labels = b.add_input_tensor({data_type::S32, {n}}, "labels");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>({kIn, kClasses}, kW0), "W");
+  const auto bias = b.add_initialized_input(ipu::make_constant<float>({kClasses}, kB0), "b");
+  const auto probs = b.softmax(b.add(b.matmul(x, w), bias), -1, "probs");
+  const auto loss = ipu::train::nllloss(b, probs, labels, r, ignore);
+  b.add_output(probs);
+  linear_model m{{}, b.name_of(loss), b.name_of(probs)};
+  m.g = std::move(b).build();
+  return m;
+}
+
+/// SGD on the same model in double: returns the loss before each update; updates w and b.
+std::vector<double> reference_sgd(const std::vector<float>& x, const std::vector<std::int32_t>& y, std::int64_t rows_per_update,
+                                  int updates, double lr, std::vector<double>& w, std::vector<double>& b) {
+  std::vector<double> losses;
+  for (int u = 0; u < updates; ++u) {
+    std::vector<double> dw(w.size(), 0), db(b.size(), 0);
+    double loss = 0;
+    for (std::int64_t i = 0; i < rows_per_update; ++i) {
+      const auto row = static_cast<std::size_t>(u * rows_per_update + i);
+      double logits[kClasses], p[kClasses], sum = 0;
+      for (int c = 0; c < kClasses; ++c) {
+        logits[c] = b[static_cast<std::size_t>(c)];
+        for (int k = 0; k < kIn; ++k)
+          logits[c] += static_cast<double>(x[row * kIn + static_cast<std::size_t>(k)]) * w[static_cast<std::size_t>(k * kClasses + c)];
+      }
+      const double mx = std::max(logits[0], logits[1]);
+      for (int c = 0; c < kClasses; ++c) sum += (p[c] = std::exp(logits[c] - mx));
+      for (double& v : p) v /= sum;
+      loss -= std::log(p[y[row]]);
+      for (int c = 0; c < kClasses; ++c) {
+        const double d = (p[c] - (c == y[row] ? 1.0 : 0.0)) / static_cast<double>(rows_per_update);
+        db[static_cast<std::size_t>(c)] += d;
+        for (int k = 0; k < kIn; ++k)
+          dw[static_cast<std::size_t>(k * kClasses + c)] += static_cast<double>(x[row * kIn + static_cast<std::size_t>(k)]) * d;
+      }
+    }
+    losses.push_back(loss / static_cast<double>(rows_per_update));
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] -= lr * dw[i];
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] -= lr * db[i];
+  }
+  return losses;
+}
+
+std::vector<float> inputs(std::size_t rows) {
+  std::vector<float> x(rows * kIn);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(std::sin(0.7 * static_cast<double>(i) + 0.3));
+  return x;
+}
+
+std::vector<std::int32_t> labels_for(std::size_t rows) {
+  std::vector<std::int32_t> y(rows);
+  for (std::size_t i = 0; i < rows; ++i) y[i] = static_cast<std::int32_t>((i * 7 + 1) % kClasses);
+  return y;
+}
+
+std::vector<double> widen(const std::vector<float>& v) { return {v.begin(), v.end()}; }
+
+void check_weights(ipu::runtime::training_session& s, const std::vector<double>& w, const std::vector<double>& b) {
+  ipu::host_tensor w_out(ipu::tensor_info{data_type::F32, {kIn, kClasses}}), b_out(ipu::tensor_info{data_type::F32, {kClasses}});
+  s.weights_to_host();
+  s.read_weights({{"W", w_out.view()}, {"b", b_out.view()}});
+  for (std::size_t i = 0; i < w.size(); ++i) CHECK(w_out.as<float>()[i] == doctest::Approx(w[i]).epsilon(1e-5));
+  for (std::size_t i = 0; i < b.size(); ++i) CHECK(b_out.as<float>()[i] == doctest::Approx(b[i]).epsilon(1e-5));
+}
+
+}  // namespace
+
+TEST_CASE("a training session runs batches-per-step SGD updates and returns the anchors the data flow asks for") {
+  constexpr std::int64_t n = 4, bps = 3;
+  auto m = make_model(n);
+  ipu::data_flow flow(bps, {{m.loss, ipu::anchor_return_type::all()}, {m.probs, ipu::anchor_return_type::final()}});
+  ipu::runtime::training_session s(m.g, flow, m.loss, ipu::train::const_sgd(0.1), ipu::device_from_name("mk2", 1));
+  CHECK_FALSE(s.is_prepared());
+  CHECK(s.input_array_info("x") == ipu::tensor_info{data_type::F32, {bps, n, kIn}});
+  s.prepare_device();
+  CHECK(s.executable().plan.predicted.samples_per_second > 0);
+
+  const auto x = inputs(bps * n);
+  const auto y = labels_for(bps * n);
+  auto xs = ipu::host_tensor::from<float>({bps, n, kIn}, x);
+  auto ys = ipu::host_tensor::from<std::int32_t>({bps, n}, y);
+  auto anchors = s.init_anchor_arrays();
+  ipu::step_io io({{"x", xs.view()}, {"labels", ys.view()}}, anchors);
+  s.run(io);
+  CHECK(s.updates() == bps);
+
+  auto w = widen(kW0), b = widen(kB0);
+  const auto losses = reference_sgd(x, y, n, bps, 0.1, w, b);
+  const auto got = anchors.at(m.loss).as<float>();
+  REQUIRE(got.size() == static_cast<std::size_t>(bps));
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(got[i] == doctest::Approx(losses[i]).epsilon(1e-5));
+  check_weights(s, w, b);
+  // Final: the probabilities of the last batch, before its update.
+  CHECK(anchors.at(m.probs).info() == ipu::tensor_info{data_type::F32, {n, kClasses}});
+}
+
+TEST_CASE("gradient accumulation: two micro-batches per update descend as one batch of both") {
+  constexpr std::int64_t n = 4;
+  auto m = make_model(n);
+  ipu::options o;
+  o.gradient_accumulation(2);
+  ipu::runtime::training_session s(m.g, ipu::data_flow(1, {{m.loss, ipu::anchor_return_type::sum()}}), m.loss,
+                                   ipu::train::const_sgd(0.5), {}, o);
+  s.prepare_device();
+  CHECK(s.input_array_info("x") == ipu::tensor_info{data_type::F32, {2, n, kIn}});
+  const auto x = inputs(2 * n);
+  const auto y = labels_for(2 * n);
+  auto xs = ipu::host_tensor::from<float>({2, n, kIn}, x);
+  auto ys = ipu::host_tensor::from<std::int32_t>({2, n}, y);
+  auto anchors = s.init_anchor_arrays();
+  ipu::step_io io({{"x", xs.view()}, {"labels", ys.view()}}, anchors);
+  s.run(io);
+  auto w = widen(kW0), b = widen(kB0);
+  const auto losses = reference_sgd(x, y, 2 * n, 1, 0.5, w, b);
+  // Sum: both micro-batches' mean losses added, i.e. twice the mean over all eight rows.
+  CHECK(anchors.at(m.loss).as<float>()[0] == doctest::Approx(2 * losses[0]).epsilon(1e-5));
+  check_weights(s, w, b);
+}
+
+TEST_CASE("nllloss: ignore_index rows count for nothing, and mean divides by the rows that count") {
+  constexpr std::int64_t n = 4;
+  auto m = make_model(n, ipu::train::popart_reduction::mean, -1);
+  ipu::runtime::training_session s(m.g, ipu::data_flow(1, {{m.loss, ipu::anchor_return_type::all()}}), m.loss,
+                                   ipu::train::const_sgd(0.1));
+  s.prepare_device();
+  const auto x = inputs(n);
+  std::vector<std::int32_t> y{1, -1, 0, -1};
+  auto xs = ipu::host_tensor::from<float>({n, kIn}, x);
+  auto ys = ipu::host_tensor::from<std::int32_t>({n}, y);
+  auto anchors = s.init_anchor_arrays();
+  ipu::step_io io({{"x", xs.view()}, {"labels", ys.view()}}, anchors);
+  s.run(io);
+  // The reference on rows 0 and 2 alone.
+  const std::vector<float> kept{x[0], x[1], x[2], x[6], x[7], x[8]};
+  auto w = widen(kW0), b = widen(kB0);
+  const auto losses = reference_sgd(kept, {1, 0}, 2, 1, 0.1, w, b);
+  CHECK(anchors.at(m.loss).as<float>()[0] == doctest::Approx(losses[0]).epsilon(1e-5));
+  check_weights(s, w, b);
+}
+
+TEST_CASE("l1loss and identityloss: lambda times the reduced absolute values, and the reduction itself") {
+  ipu::builder b("l1");
+  const auto x = b.add_input_tensor({data_type::F32, {2, 2}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>({2, 2}, {1.f, -2.f, 3.f, -4.f}), "w");
+  const auto y = b.mul(x, w);
+  const auto l1 = ipu::train::l1loss(b, y, 0.5f, ipu::train::popart_reduction::sum);
+  const auto id = ipu::train::identityloss(b, y, ipu::train::popart_reduction::mean);
+  b.add_output(id);
+  const auto loss = b.name_of(l1), mean = b.name_of(id);
+  auto g = std::move(b).build();
+  ipu::runtime::training_session s(g, ipu::data_flow(1, {{loss, ipu::anchor_return_type::all()}, {mean, ipu::anchor_return_type::all()}}),
+                                   loss, ipu::train::const_sgd(0.25));
+  s.prepare_device();
+  auto xs = ipu::host_tensor::from<float>({2, 2}, {1.f, 1.f, -1.f, 2.f});
+  auto anchors = s.init_anchor_arrays();
+  ipu::step_io io({{"x", xs.view()}}, anchors);
+  s.run(io);
+  // y = [1, -2, -3, -8]: 0.5 * (1 + 2 + 3 + 8) = 7; the mean of y is -3.
+  CHECK(anchors.at(loss).as<float>()[0] == doctest::Approx(7.0));
+  CHECK(anchors.at(mean).as<float>()[0] == doctest::Approx(-3.0));
+  // d/dw = 0.5 * sign(y) * x = [0.5, -0.5, 0.5, -1]; w - 0.25 * that.
+  ipu::host_tensor out(ipu::tensor_info{data_type::F32, {2, 2}});
+  s.weights_to_host();
+  s.read_weights({{"w", out.view()}});
+  const std::vector<float> want{0.875f, -1.875f, 2.875f, -3.75f};
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(out.as<float>()[i] == doctest::Approx(want[i]));
+}
+
+TEST_CASE("weights move as PopART moves them: write_weights, weights_from_host, weights_to_host, model_to_host") {
+  auto m = make_model(4);
+  ipu::runtime::training_session s(m.g, ipu::data_flow(1, {{m.loss, ipu::anchor_return_type::all()}}), m.loss,
+                                   ipu::train::const_sgd(0.1));
+  ipu::host_tensor zeros(ipu::tensor_info{data_type::F32, {kIn, kClasses}});
+  CHECK_THROWS_WITH_AS(s.weights_to_host(), doctest::Contains("before prepare_device()"), ipu::error);
+  s.write_weights({{"W", zeros.view()}});  // the host's copy, sent by prepare_device()
+  s.prepare_device();
+  const auto x = inputs(4);
+  const auto y = labels_for(4);
+  auto xs = ipu::host_tensor::from<float>({4, kIn}, x);
+  auto ys = ipu::host_tensor::from<std::int32_t>({4}, y);
+  auto anchors = s.init_anchor_arrays();
+  ipu::step_io io({{"x", xs.view()}, {"labels", ys.view()}}, anchors);
+  s.run(io);
+  std::vector<double> w(kW0.size(), 0.0), b = widen(kB0);
+  (void)reference_sgd(x, y, 4, 1, 0.1, w, b);
+  check_weights(s, w, b);
+
+  const auto file = std::filesystem::temp_directory_path() / "ipu_test_training_session.onnx";
+  s.model_to_host(file);
+  const auto trained = ipu::onnx::load_model(file);
+  std::filesystem::remove(file);
+  const auto& t = trained.tensor(*trained.find_tensor("W"));
+  for (std::size_t i = 0; i < w.size(); ++i) CHECK(t.data.load<float>(i) == doctest::Approx(w[i]).epsilon(1e-5));
+
+  SUBCASE("bad arrays change nothing") {
+    ipu::host_tensor wrong(ipu::tensor_info{data_type::F32, {2, 2}});
+    CHECK_THROWS_WITH_AS(s.write_weights({{"b", ipu::host_tensor(ipu::tensor_info{data_type::F32, {kClasses}}).view()},
+                                          {"W", wrong.view()}}),
+                         doctest::Contains("the array for weight 'W' is F32[2,2], the weight F32[3,2]"), ipu::error);
+    CHECK_THROWS_WITH_AS(s.read_weights({{"nope", wrong.view()}}), doctest::Contains("'nope' is not a weight"), ipu::error);
+  }
+}
+
+TEST_CASE("a training session refuses what it cannot do, before any work") {
+  auto m = make_model(4);
+  const ipu::data_flow flow(1, {{m.loss, ipu::anchor_return_type::all()}});
+  SUBCASE("an option it does not apply") {
+    ipu::options o;
+    o.replication_factor(2);
+    CHECK_THROWS_WITH_AS(ipu::runtime::training_session(m.g, flow, m.loss, ipu::train::const_sgd(0.1), {}, o),
+                         doctest::Contains("does not apply these options yet: replicationFactor(2)"), ipu::error);
+  }
+  SUBCASE("a loss that is no tensor, or not a scalar") {
+    CHECK_THROWS_WITH_AS(ipu::runtime::training_session(m.g, flow, "nope", ipu::train::const_sgd(0.1)),
+                         doctest::Contains("the loss 'nope' is no tensor of the model"), ipu::error);
+    auto per_row = make_model(4, ipu::train::popart_reduction::none);
+    CHECK_THROWS_WITH_AS(ipu::runtime::training_session(per_row.g, ipu::data_flow{}, per_row.loss, ipu::train::const_sgd(0.1)),
+                         doctest::Contains("a loss is a scalar"), ipu::error);
+  }
+  SUBCASE("run before prepare_device, and arrays of the wrong size") {
+    ipu::runtime::training_session s(m.g, flow, m.loss, ipu::train::const_sgd(0.1));
+    auto xs = ipu::host_tensor::from<float>({1, kIn}, {1.f, 2.f, 3.f});
+    auto ys = ipu::host_tensor::from<std::int32_t>({4}, {0, 1, 0, 1});
+    auto anchors = s.init_anchor_arrays();
+    ipu::step_io io({{"x", xs.view()}, {"labels", ys.view()}}, anchors);
+    CHECK_THROWS_WITH_AS(s.run(io), doctest::Contains("run() before prepare_device()"), ipu::error);
+    s.prepare_device();
+    CHECK_THROWS_AS(s.run(io), ipu::error);
+    CHECK(s.updates() == 0);
+  }
+  SUBCASE("a constant optimizer attribute changed after compiling") {
+    ipu::runtime::training_session s(m.g, flow, m.loss, ipu::train::const_sgd(0.1));
+    s.prepare_device();
+    CHECK_THROWS_AS(s.update_optimizer_from_host(ipu::train::const_sgd(0.2)), ipu::error);
+  }
+}
