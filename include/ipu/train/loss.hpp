@@ -41,12 +41,13 @@ constexpr std::string_view to_string(loss_kind k) noexcept {
   return "?";
 }
 
-/// "mse", "l1", "nll", "cross-entropy", "bce" or "output"; anything else is a usage error listing them.
+/// "mse", "l1", "nll", "cross-entropy" or "bce" (the losses that read labels); anything else is a
+/// usage error listing them.
 constexpr loss_kind parse_loss_kind(std::string_view s) {
-  for (auto k : {loss_kind::mse, loss_kind::l1, loss_kind::nll, loss_kind::cross_entropy, loss_kind::bce, loss_kind::output})
+  for (auto k : {loss_kind::mse, loss_kind::l1, loss_kind::nll, loss_kind::cross_entropy, loss_kind::bce})
     if (to_string(k) == s) return k;
   throw error(error_category::usage, "unknown loss '" + std::string(s) + "'", "loss",
-              "use mse, l1, nll, cross-entropy, bce or output");
+              "use mse, l1, nll, cross-entropy or bce");
 }
 
 struct loss_options {
