@@ -28,6 +28,7 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/log.hpp"
 #include "ipu/onnx/import.hpp"
+#include "ipu/popart/batches_per_step.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/compile/cache.hpp"
 #include "ipu/compile/compile.hpp"
@@ -53,7 +54,7 @@ class inference_session {
     // The options' log level (set in code, or IPU_LOG_LEVEL through apply_environment) is the
     // process's, as PopART's logging is.
     if (options_.log_level()) log::set_level(*options_.log_level());
-    set_batches_per_step();
+    take_batches_per_step(options_, flow_, where());
   }
   /// An ONNX file (PopART's InferenceSession::createFromOnnxModel).
   inference_session(const std::filesystem::path& onnx_model, data_flow flow, target_device device = {},
@@ -167,16 +168,6 @@ class inference_session {
     auto r = popef::compile_cached(model_, options_, device_.description(), compile_);
     compiled_ = std::move(r.model);
     from_cache_ = r.hit;
-  }
-
-  void set_batches_per_step() {
-    const auto bps = static_cast<std::int64_t>(flow_.batches_per_step());
-    if (options_.device_iterations() != 1 && options_.device_iterations() != bps)
-      throw error(error_category::usage,
-                  "the options ask for " + std::to_string(options_.device_iterations()) +
-                      " device iterations but the data flow runs " + std::to_string(bps) + " batches per step",
-                  where(), "set batches per step in the data flow only");
-    options_.device_iterations(bps);
   }
 
   void adopt(popef::compiled_model&& m, const std::filesystem::path& file) {

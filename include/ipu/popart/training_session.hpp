@@ -40,6 +40,7 @@
 #include "ipu/log.hpp"
 #include "ipu/onnx/export.hpp"
 #include "ipu/onnx/import.hpp"
+#include "ipu/popart/batches_per_step.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/runtime/session.hpp"
@@ -223,12 +224,7 @@ class training_session {
 
   /// What the options may set; anything else is refused by name (nothing is accepted and ignored).
   void check_options() {
-    const auto bps = static_cast<std::int64_t>(flow_.batches_per_step());
-    if (options_.device_iterations() != 1 && options_.device_iterations() != bps)
-      throw error(error_category::usage,
-                  "the options ask for " + std::to_string(options_.device_iterations()) +
-                      " device iterations but the data flow runs " + std::to_string(bps) + " batches per step",
-                  where(), "set batches per step in the data flow only");
+    take_batches_per_step(options_, flow_, where());
     const std::string config = options_.to_config();
     std::string refused;
     for (std::size_t at = 0; at < config.size();) {
