@@ -1,5 +1,5 @@
 // Writes the seed corpus for the PopEF reader's fuzz target into the directory given: small files
-// with every blob type (compressed and not), a compiled two-op model, and a file with a blob of an
+// with every blob type (compressed and not), a compiled two-op model, a training step's file, and a file with a blob of an
 // unknown type. Run as a CTest fixture before the fuzz tests.
 #include <cstdio>
 #include <filesystem>
@@ -9,6 +9,7 @@
 #include "../popef/popef_test_util.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/compile/compile.hpp"
+#include "ipu/popef/training_state.hpp"
 #include "ipu/popef/writer.hpp"
 
 namespace {
@@ -26,6 +27,16 @@ ipu::graph tiny_model() {
   g.add_op(op_node{"MatMul", "", 17, "mm", {x, w}, {y}, {}, {}});
   g.add_op(op_node{"Relu", "", 17, "relu", {y}, {z}, {}, {}});
   g.mark_output(z);
+  return g;
+}
+
+/// tiny_model with a loss: the mean of z, a scalar.
+ipu::graph tiny_loss_model() {
+  using namespace ipu;
+  graph g = tiny_model();
+  const auto loss = g.add_tensor("loss", {data_type::F32, shape{}});
+  g.add_op(op_node{"ReduceMean", "", 17, "mean", {*g.find_tensor("z")}, {loss}, {attribute{"keepdims", std::int64_t{0}}}, {}});
+  g.mark_output(loss);
   return g;
 }
 
@@ -47,6 +58,22 @@ int main(int argc, char** argv) {
     const auto m = ipu::popef::compile(tiny_model(), ipu::options().execution_strategy(ipu::strategy_settings::sharded()),
                                        ipu::device_from_name("mk2", 1));
     ipu::popef::export_model(m, dir / ("tiny" + suffix + ".popef"), compress);
+  }
+  {
+    // A training step's file: the tiny model compiled stands in for the step; its training state
+    // (Adam with every setting) and the value of its weight.
+    ipu::popef::training_state state;
+    state.model = tiny_loss_model();
+    state.loss = "loss";
+    ipu::train::adam opt{.lr = 0.01};
+    opt.first_order_momentum_accum_type = ipu::data_type::F32;
+    state.opt = opt;
+    state.gradient_accumulation = 2;
+    state.updates = 7;
+    const auto step = ipu::popef::compile(tiny_model(), ipu::options(), ipu::device_from_name("mk2", 1));
+    ipu::popef::writer w(dir / "training.popef");
+    ipu::popef::write_training(w, step, state, {{"w/exp_avg", ipu::host_tensor(ipu::tensor_info{ipu::data_type::F32, {3, 4}})}});
+    w.close();
   }
   {
     // A blob of type 99 between two known ones.

@@ -270,3 +270,140 @@ TEST_CASE("a training session refuses what it cannot do, before any work") {
     CHECK_THROWS_AS(s.update_optimizer_from_host(ipu::train::const_sgd(0.2)), ipu::error);
   }
 }
+
+namespace {
+
+/// `s` and `t` hold the same weights, bit for bit, after weights_to_host.
+void check_same_weights(ipu::runtime::training_session& s, ipu::runtime::training_session& t) {
+  ipu::host_tensor w1(ipu::tensor_info{data_type::F32, {kIn, kClasses}}), b1(ipu::tensor_info{data_type::F32, {kClasses}});
+  ipu::host_tensor w2 = w1, b2 = b1;
+  s.weights_to_host();
+  t.weights_to_host();
+  s.read_weights({{"W", w1.view()}, {"b", b1.view()}});
+  t.read_weights({{"W", w2.view()}, {"b", b2.view()}});
+  for (std::size_t i = 0; i < w1.as<float>().size(); ++i) CHECK(w1.as<float>()[i] == w2.as<float>()[i]);
+  for (std::size_t i = 0; i < b1.as<float>().size(); ++i) CHECK(b1.as<float>()[i] == b2.as<float>()[i]);
+}
+
+/// Runs one step (`bps` updates) of `s` on rows [first, first + bps * rows) of the data set.
+void run_updates(ipu::runtime::training_session& s, std::int64_t bps, std::int64_t rows, std::int64_t first) {
+  const auto x = inputs(static_cast<std::size_t>(first + bps * rows));
+  const auto y = labels_for(static_cast<std::size_t>(first + bps * rows));
+  auto xs = ipu::host_tensor::from<float>({bps * rows, kIn}, std::vector<float>(x.begin() + first * kIn, x.end()));
+  auto ys = ipu::host_tensor::from<std::int32_t>({bps * rows}, std::vector<std::int32_t>(y.begin() + first, y.end()));
+  auto anchors = s.init_anchor_arrays();
+  ipu::step_io io({{"x", ipu::const_tensor_view(s.input_array_info("x"), xs.bytes().data())},
+                   {"labels", ipu::const_tensor_view(s.input_array_info("labels"), ys.bytes().data())}},
+                  anchors);
+  s.run(io);
+}
+
+}  // namespace
+
+TEST_CASE("compile_and_export writes a training step that training resumes from, bit for bit") {
+  constexpr std::int64_t n = 4;
+  const auto dir = std::filesystem::temp_directory_path() / "ipu_test_training_export";
+  std::filesystem::create_directories(dir);
+  for (const std::int64_t accumulation : {1, 2}) {
+    CAPTURE(accumulation);
+    auto m = make_model(n);
+    ipu::options o;
+    o.gradient_accumulation(accumulation);
+    ipu::train::adam opt{.lr = 0.05};  // Adam: its moments and step count must resume too
+    opt.beta1 = 0.8;
+    const ipu::data_flow flow(1, {{m.loss, ipu::anchor_return_type::all()}});
+    const auto rows = n * accumulation;
+
+    // Straight through: 5 updates.
+    ipu::runtime::training_session straight(m.g, flow, m.loss, opt, ipu::device_from_name("mk2", 1), o);
+    straight.prepare_device();
+    for (std::int64_t u = 0; u < 5; ++u) run_updates(straight, 1, rows, u * rows);
+
+    // 3 updates, exported, then 2 more in a session made from the file alone.
+    ipu::runtime::training_session first(m.g, flow, m.loss, opt, ipu::device_from_name("mk2", 1), o);
+    first.prepare_device();
+    for (std::int64_t u = 0; u < 3; ++u) run_updates(first, 1, rows, u * rows);
+    const auto file = dir / ("step" + std::to_string(accumulation) + ".popef");
+    first.compile_and_export(file);
+
+    auto resumed = ipu::runtime::training_session::from_executable(file, flow, ipu::device_from_name("mk2", 1));
+    CHECK(resumed.is_loaded_from_file());
+    CHECK(resumed.updates() == 3);
+    CHECK(resumed.options().gradient_accumulation() == accumulation);
+    resumed.prepare_device();
+    for (std::int64_t u = 3; u < 5; ++u) run_updates(resumed, 1, rows, u * rows);
+    check_same_weights(straight, resumed);
+    const auto a = straight.host_session().optimizer_state(), b = resumed.host_session().optimizer_state();
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      CHECK(a[i].first == b[i].first);
+      CHECK(std::equal(a[i].second.bytes().begin(), a[i].second.bytes().end(), b[i].second.bytes().begin(),
+                       b[i].second.bytes().end()));
+    }
+
+    // PopART's way: a session from the same model loads the file instead of planning, and resumes.
+    ipu::runtime::training_session loaded(m.g, flow, m.loss, opt, ipu::device_from_name("mk2", 1), o);
+    loaded.load_executable(file);
+    loaded.prepare_device();
+    CHECK(loaded.executable().name == first.executable().name);
+    for (std::int64_t u = 3; u < 5; ++u) run_updates(loaded, 1, rows, u * rows);
+    check_same_weights(straight, loaded);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("a training step from PopEF is refused when it is not this session's, and an inference file is no training step") {
+  constexpr std::int64_t n = 4;
+  const auto dir = std::filesystem::temp_directory_path() / "ipu_test_training_refusals";
+  std::filesystem::create_directories(dir);
+  auto m = make_model(n);
+  const ipu::data_flow flow(1, {{m.loss, ipu::anchor_return_type::all()}});
+  ipu::runtime::training_session s(m.g, flow, m.loss, ipu::train::sgd{.lr = 0.1}, ipu::device_from_name("mk2", 1));
+  const auto file = dir / "sgd.popef";
+  s.compile_and_export(file);  // no device needed: the host's weights, a fresh optimizer
+
+  auto refused = [&](auto&& call, std::string_view needle) {
+    try {
+      call();
+      FAIL("not refused: " << needle);
+    } catch (const ipu::error& e) {
+      CHECK_MESSAGE(std::string(e.what()).find(needle) != std::string::npos, e.what());
+    }
+  };
+  // Another optimizer kind, or a constant changed.
+  refused([&] {
+    ipu::runtime::training_session t(m.g, flow, m.loss, ipu::train::adam{}, ipu::device_from_name("mk2", 1));
+    t.load_executable(file);
+  }, "changes the shape of the compiled step");
+  // Other anchors than those the step was exported with: the logits are no output of the model.
+  const auto logits = m.g.tensor(m.g.ops().at(1).outputs.at(0)).name;
+  refused([&] {
+    (void)ipu::runtime::training_session::from_executable(
+        file, ipu::data_flow(1, {{m.loss, ipu::anchor_return_type::all()}, {logits, ipu::anchor_return_type::final()}}));
+  }, "anchors the step was exported with");
+  // Options contradicting the file.
+  refused([&] {
+    ipu::options o;
+    o.gradient_accumulation(3);
+    (void)ipu::runtime::training_session::from_executable(file, flow, ipu::device_from_name("mk2", 1), o);
+  }, "another gradient accumulation");
+  // Loaded after prepare_device.
+  refused([&] {
+    ipu::runtime::training_session t(m.g, flow, m.loss, ipu::train::sgd{.lr = 0.1}, ipu::device_from_name("mk2", 1));
+    t.prepare_device();
+    t.load_executable(file);
+  }, "after prepare_device");
+  // An inference executable.
+  const auto inference = dir / "inference.popef";
+  ipu::popef::compile_and_export(make_model(n).g, ipu::options{}, ipu::device_from_name("mk2", 1), inference);
+  refused([&] { (void)ipu::runtime::training_session::from_executable(inference, flow); }, "not a training step");
+  // A fresh session's export trains as the session would have: the variable lr may differ.
+  ipu::runtime::training_session t(m.g, flow, m.loss, ipu::train::sgd{.lr = 0.2}, ipu::device_from_name("mk2", 1));
+  t.load_executable(file);
+  t.prepare_device();
+  run_updates(t, 1, n, 0);
+  auto w = widen(kW0), b = widen(kB0);
+  (void)reference_sgd(inputs(n), labels_for(n), n, 1, 0.2, w, b);
+  check_weights(t, w, b);
+  std::filesystem::remove_all(dir);
+}

@@ -42,6 +42,8 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/popart/batches_per_step.hpp"
 #include "ipu/popef/compiled_model.hpp"
+#include "ipu/popef/training_state.hpp"
+#include "ipu/popef/writer.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/runtime/session.hpp"
 #include "ipu/tensor.hpp"
@@ -108,10 +110,94 @@ class training_session {
   /// Plans the training step for the device (an ipu::error when it does not fit) and loads the
   /// host's weights onto the device (PopART's prepareDevice + weightsFromHost).
   void prepare_device() {
-    compiled_ = popef::compile(session_->graph_of_step().step, ipu::options{}, device_.description());
+    if (!compiled_) compiled_ = popef::compile(session_->graph_of_step().step, ipu::options{}, device_.description());
     prepared_ = true;
     weights_from_host();
   }
+
+  /// Plans the training step (unless planned or loaded already) and writes it as a PopEF file
+  /// that training resumes from (PopART's compileAndExport; no device needed): the executable, and
+  /// as TensorData the weights and running statistics (the device's once prepared, else the
+  /// host's copy) and the optimizer's state, with the model, the loss, the optimizer and the
+  /// updates made (popef/training_state.hpp).
+  void compile_and_export(const std::filesystem::path& popef_file, bool compress = true) {
+    if (!compiled_) compiled_ = popef::compile(session_->graph_of_step().step, ipu::options{}, device_.description());
+    popef::training_state st;
+    st.model = model_;
+    st.loss = loss_;
+    st.opt = opt_;
+    st.gradient_accumulation = counts_.accumulation;
+    st.reduction = reduction();
+    st.updates = session_->steps();
+    std::vector<std::pair<std::string, host_tensor>> values;
+    for (const auto& n : session_->weight_names()) values.emplace_back(n, prepared_ ? session_->weight(n) : host_weights_.at(n));
+    for (const auto& n : session_->buffer_names()) values.emplace_back(n, prepared_ ? session_->buffer(n) : host_weights_.at(n));
+    for (auto& [name, t] : session_->optimizer_state())
+      if (name != "step") values.emplace_back(name, std::move(t));
+    popef::writer w(popef_file);
+    popef::write_training(w, *compiled_, st, values, compress);
+    w.close();
+  }
+
+  /// A session on a training step exported by compile_and_export: the model, loss and optimizer
+  /// come from the file, and training resumes where it stopped (weights, running statistics,
+  /// optimizer state, update count). The options may set what a session's options may; gradient
+  /// accumulation and its reduction are the file's (options that set others are refused). The data
+  /// flow's anchors must be those the step was exported with.
+  static training_session from_executable(const std::filesystem::path& popef_file, data_flow flow, target_device device = {},
+                                          ipu::options options = {}) {
+    auto f = popef::load_training(popef_file);
+    const auto file_reduction = f.state.reduction == train::accumulation_reduction::sum ? reduction_type::sum : reduction_type::mean;
+    const auto accumulation = static_cast<std::int64_t>(f.state.gradient_accumulation);
+    if ((options.gradient_accumulation() != 1 && options.gradient_accumulation() != accumulation) ||
+        (options.accumulation_and_replication_reduction_type() != reduction_type::mean &&
+         options.accumulation_and_replication_reduction_type() != file_reduction))
+      throw error(error_category::usage,
+                  "the options ask for another gradient accumulation or reduction than the step in " + popef_file.string() +
+                      " was compiled with (" + std::to_string(accumulation) + ", " +
+                      (file_reduction == reduction_type::sum ? "sum" : "mean") + ")",
+                  "training session from " + popef_file.string(), "leave them unset: the file's are used");
+    options.gradient_accumulation(accumulation);
+    options.accumulation_and_replication_reduction_type(file_reduction);
+    auto model = f.state.model;
+    auto loss = f.state.loss;
+    auto opt = f.state.opt;
+    training_session s(std::move(model), std::move(flow), std::move(loss), std::move(opt), std::move(device), std::move(options));
+    s.adopt(std::move(f), popef_file);
+    return s;
+  }
+
+  /// PopART's loadExecutableFromFile: prepare_device() uses the training step in `popef_file`
+  /// instead of planning one, and training resumes from its weights, running statistics,
+  /// optimizer state and update count. The session's optimizer stays (its variable attributes may
+  /// differ from the file's; what is compiled into the step may not). Throws ipu::error when the
+  /// session is prepared already, or the file holds the step of another model, loss, optimizer,
+  /// gradient accumulation or set of anchors.
+  void load_executable(const std::filesystem::path& popef_file) {
+    if (prepared_)
+      throw error(error_category::usage, "load_executable after prepare_device", where(),
+                  "load the executable before preparing the device");
+    auto f = popef::load_training(popef_file);
+    const std::string fix = "load a step exported from this model with this loss, optimizer and options";
+    if (f.state.loss != loss_)
+      throw error(error_category::usage,
+                  "the step in " + popef_file.string() + " descends loss '" + f.state.loss + "', this session '" + loss_ + "'",
+                  where(), fix);
+    if (f.state.gradient_accumulation != counts_.accumulation ||
+        f.state.reduction != reduction())
+      throw error(error_category::usage,
+                  "the step in " + popef_file.string() + " was compiled for gradient accumulation " +
+                      std::to_string(f.state.gradient_accumulation) + " (" +
+                      (f.state.reduction == train::accumulation_reduction::sum ? "sum" : "mean") + "), this session's is " +
+                      std::to_string(counts_.accumulation),
+                  where(), fix);
+    train::check_same_step(f.state.opt, opt_, where() + ", loading " + popef_file.string());
+    adopt(std::move(f), popef_file);
+  }
+
+  /// True when the training step came from a PopEF file (load_executable, from_executable).
+  [[nodiscard]] bool is_loaded_from_file() const noexcept { return !loaded_from_.empty(); }
+  [[nodiscard]] const std::filesystem::path& loaded_from() const noexcept { return loaded_from_; }
 
   /// Sends the host's copy of the weights to the device (after write_weights()).
   void weights_from_host() {
@@ -214,6 +300,54 @@ class training_session {
 
  private:
   [[nodiscard]] std::string where() const { return "training session for '" + model_.name() + "'"; }
+
+  [[nodiscard]] train::accumulation_reduction reduction() const {
+    return options_.accumulation_and_replication_reduction_type() == reduction_type::sum ? train::accumulation_reduction::sum
+                                                                                          : train::accumulation_reduction::mean;
+  }
+
+  /// Takes the training step of `f` in place of planning one, and resumes from its values. The
+  /// step must be the one this session builds (the same inputs and outputs: the same model, loss,
+  /// optimizer and anchors). Nothing changes unless all of it is right.
+  void adopt(popef::training_file&& f, const std::filesystem::path& file) {
+    const auto& mine = session_->graph_of_step().step;
+    const auto& theirs = f.step.model();
+    auto describe = [](const graph& g, bool inputs) {
+      std::string s;
+      for (auto t : inputs ? g.inputs() : g.outputs()) s += (s.empty() ? "" : ", ") + g.tensor(t).name + " " + to_string(g.tensor(t).info);
+      return s;
+    };
+    for (bool inputs : {true, false})
+      if (describe(theirs, inputs) != describe(mine, inputs))
+        throw error(error_category::usage,
+                    "the training step in " + file.string() + " is not this session's: its " +
+                        (inputs ? "inputs are " : "outputs are ") + describe(theirs, inputs) + "; this session's " +
+                        describe(mine, inputs),
+                    where(),
+                    inputs ? "load a step exported from this model, loss and optimizer"
+                           : "ask the data flow for the anchors the step was exported with");
+    auto value = [&](const std::string& name, const tensor_info& info) {
+      const auto& b = f.tensor(name);
+      if (b.bytes().size() != info.num_bytes())
+        throw error(error_category::popef, "TensorData '" + name + "' does not hold " + to_string(info), file.string(),
+                    "the file is damaged; export it again");
+      host_tensor t(info);
+      if (!b.bytes().empty()) std::memcpy(t.bytes().data(), b.bytes().data(), b.bytes().size());
+      return t;
+    };
+    std::vector<std::pair<std::string, host_tensor>> state;
+    for (const auto& [name, t] : session_->optimizer_state())
+      state.emplace_back(name, name == "step" ? host_tensor::from<std::int64_t>({}, {static_cast<std::int64_t>(f.state.updates)})
+                                              : value(name, t.info()));
+    std::map<std::string, host_tensor> weights;
+    for (const auto& names : {session_->weight_names(), session_->buffer_names()})
+      for (const auto& n : names) weights.emplace(n, value(n, host_weights_.at(n).info()));
+    session_->load_optimizer_state(state);
+    for (auto& [n, t] : weights) host_weights_.at(n) = std::move(t);
+    updates_ = f.state.updates;
+    compiled_ = std::move(f.step);
+    loaded_from_ = file;
+  }
 
   train::training_session& prepared(std::string_view call) const {
     if (!prepared_)
@@ -322,6 +456,7 @@ class training_session {
   std::optional<popef::compiled_model> compiled_;
   bool prepared_ = false;
   std::uint64_t updates_ = 0;
+  std::filesystem::path loaded_from_;
 };
 
 }  // namespace ipu::runtime

@@ -10,6 +10,7 @@
 // the step, and changing it afterwards is an error. As in poptorch.optim, a value the user gives is
 // variable and one left at its default is constant; mark_as_constant / mark_as_variable override.
 // An attribute that is constant and neutral (momentum 0, weight decay 0, loss scaling 1) adds no op.
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <optional>
@@ -69,6 +70,7 @@ struct sgd {
   /// The momentum buffer is stored multiplied by this (PopTorch's combined variant, 4.5.2).
   hyperparameter velocity_scaling = hyperparameter::by_default(1);
   std::optional<data_type> accum_type{}, velocity_accum_type{};
+  friend constexpr bool operator==(const sgd&, const sgd&) = default;
 };
 
 struct adam {
@@ -81,6 +83,7 @@ struct adam {
   bool bias_correction = true;
   hyperparameter loss_scaling = hyperparameter::by_default(1);
   std::optional<data_type> accum_type{}, first_order_momentum_accum_type{}, second_order_momentum_accum_type{};
+  friend constexpr bool operator==(const adam&, const adam&) = default;
 };
 
 struct rmsprop {
@@ -93,6 +96,7 @@ struct rmsprop {
   bool use_tf_variant = false;  // TensorFlow's form: epsilon inside the square root
   hyperparameter loss_scaling = hyperparameter::by_default(1);
   std::optional<data_type> accum_type{}, first_order_momentum_accum_type{}, second_order_momentum_accum_type{};
+  friend constexpr bool operator==(const rmsprop&, const rmsprop&) = default;
 };
 
 struct adagrad {
@@ -103,6 +107,7 @@ struct adagrad {
   hyperparameter eps = hyperparameter::by_default(1e-10);
   hyperparameter loss_scaling = hyperparameter::by_default(1);
   std::optional<data_type> accum_type{}, second_order_momentum_accum_type{};
+  friend constexpr bool operator==(const adagrad&, const adagrad&) = default;
 };
 
 struct lamb {
@@ -116,6 +121,7 @@ struct lamb {
   std::optional<double> max_weight_norm{};
   hyperparameter loss_scaling = hyperparameter::by_default(1);
   std::optional<data_type> accum_type{}, first_order_momentum_accum_type{}, second_order_momentum_accum_type{};
+  friend constexpr bool operator==(const lamb&, const lamb&) = default;
 };
 
 using optimizer = std::variant<sgd, adam, rmsprop, adagrad, lamb>;
@@ -145,26 +151,53 @@ struct named_hyperparameter {
   hyperparameter value;
 };
 
+namespace detail {
+template <class T>
+struct attribute_member {
+  std::string_view name;
+  hyperparameter T::*member;
+};
+/// The attributes of optimizer type T, in the order PopTorch lists them.
+template <class T>
+constexpr auto attribute_members() {
+  using m = attribute_member<T>;
+  if constexpr (std::is_same_v<T, sgd>)
+    return std::array{m{"lr", &T::lr}, m{"momentum", &T::momentum}, m{"dampening", &T::dampening},
+                      m{"weight_decay", &T::weight_decay}, m{"loss_scaling", &T::loss_scaling},
+                      m{"velocity_scaling", &T::velocity_scaling}};
+  else if constexpr (std::is_same_v<T, adam> || std::is_same_v<T, lamb>)
+    return std::array{m{"lr", &T::lr}, m{"beta1", &T::beta1}, m{"beta2", &T::beta2}, m{"eps", &T::eps},
+                      m{"weight_decay", &T::weight_decay}, m{"loss_scaling", &T::loss_scaling}};
+  else if constexpr (std::is_same_v<T, rmsprop>)
+    return std::array{m{"lr", &T::lr}, m{"alpha", &T::alpha}, m{"eps", &T::eps}, m{"weight_decay", &T::weight_decay},
+                      m{"momentum", &T::momentum}, m{"loss_scaling", &T::loss_scaling}};
+  else
+    return std::array{m{"lr", &T::lr}, m{"lr_decay", &T::lr_decay}, m{"weight_decay", &T::weight_decay},
+                      m{"eps", &T::eps}, m{"loss_scaling", &T::loss_scaling}};
+}
+}  // namespace detail
+
 /// Every attribute of `o` that can be constant or variable.
 constexpr std::vector<named_hyperparameter> attributes_of(const optimizer& o) {
   return std::visit(
-      [](const auto& x) -> std::vector<named_hyperparameter> {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, sgd>)
-          return {{"lr", x.lr}, {"momentum", x.momentum}, {"dampening", x.dampening}, {"weight_decay", x.weight_decay},
-                  {"loss_scaling", x.loss_scaling}, {"velocity_scaling", x.velocity_scaling}};
-        else if constexpr (std::is_same_v<T, adam>)
-          return {{"lr", x.lr}, {"beta1", x.beta1}, {"beta2", x.beta2}, {"eps", x.eps}, {"weight_decay", x.weight_decay},
-                  {"loss_scaling", x.loss_scaling}};
-        else if constexpr (std::is_same_v<T, rmsprop>)
-          return {{"lr", x.lr}, {"alpha", x.alpha}, {"eps", x.eps}, {"weight_decay", x.weight_decay},
-                  {"momentum", x.momentum}, {"loss_scaling", x.loss_scaling}};
-        else if constexpr (std::is_same_v<T, adagrad>)
-          return {{"lr", x.lr}, {"lr_decay", x.lr_decay}, {"weight_decay", x.weight_decay}, {"eps", x.eps},
-                  {"loss_scaling", x.loss_scaling}};
-        else
-          return {{"lr", x.lr}, {"beta1", x.beta1}, {"beta2", x.beta2}, {"eps", x.eps}, {"weight_decay", x.weight_decay},
-                  {"loss_scaling", x.loss_scaling}};
+      [](const auto& x) {
+        std::vector<named_hyperparameter> r;
+        for (const auto& a : detail::attribute_members<std::decay_t<decltype(x)>>()) r.push_back({a.name, x.*a.member});
+        return r;
+      },
+      o);
+}
+
+/// Sets attribute `name` of `o` (value and constness); false when `o` has no attribute so named.
+constexpr bool set_attribute(optimizer& o, std::string_view name, hyperparameter value) {
+  return std::visit(
+      [&](auto& x) {
+        for (const auto& a : detail::attribute_members<std::decay_t<decltype(x)>>())
+          if (a.name == name) {
+            x.*a.member = value;
+            return true;
+          }
+        return false;
       },
       o);
 }
@@ -205,6 +238,62 @@ constexpr std::vector<optimizer_setting> settings_of(const optimizer& o) {
       },
       o);
   return r;
+}
+
+/// An optimizer of kind `name` ("sgd", "adam", "adamw", "rmsprop", "adagrad", "lamb", as
+/// optimizer_name gives it) with PopTorch's defaults; none for another name.
+constexpr std::optional<optimizer> optimizer_of_kind(std::string_view name) {
+  if (name == "sgd") return sgd{};
+  if (name == "adam") return adam{};
+  if (name == "adamw") {
+    adam a;
+    a.decoupled_weight_decay = true;
+    return a;
+  }
+  if (name == "rmsprop") return rmsprop{};
+  if (name == "adagrad") return adagrad{};
+  if (name == "lamb") return lamb{};
+  return std::nullopt;
+}
+
+/// Sets setting `name` of `o` from a value as settings_of gives it (the kind, "optimizer", is not
+/// set this way); false when `o` has no such setting or `value` is none it can take.
+constexpr bool apply_setting(optimizer& o, std::string_view name, double value) {
+  const bool flag = value == 0 || value == 1;
+  auto type = [&](std::optional<data_type>& t) {
+    if (value == -1) t.reset();
+    else if (value >= 0 && value <= 255 && value == static_cast<double>(static_cast<int>(value)))
+      t = static_cast<data_type>(static_cast<int>(value));
+    else return false;
+    return true;
+  };
+  return std::visit(
+      [&](auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if (name == "accum_type") return type(x.accum_type);
+        if constexpr (std::is_same_v<T, sgd>) {
+          if (name == "nesterov" && flag) return (x.nesterov = value == 1, true);
+          if (name == "velocity_accum_type") return type(x.velocity_accum_type);
+        } else {
+          if (name == "second_order_momentum_accum_type") return type(x.second_order_momentum_accum_type);
+          if constexpr (std::is_same_v<T, adagrad>) {
+            if (name == "initial_accumulator_value") return (x.initial_accumulator_value = value, true);
+          } else {
+            if (name == "first_order_momentum_accum_type") return type(x.first_order_momentum_accum_type);
+            if constexpr (std::is_same_v<T, adam> || std::is_same_v<T, lamb>)
+              if (name == "bias_correction" && flag) return (x.bias_correction = value == 1, true);
+            if constexpr (std::is_same_v<T, rmsprop>) {
+              if (name == "centered" && flag) return (x.centered = value == 1, true);
+              if (name == "use_tf_variant" && flag) return (x.use_tf_variant = value == 1, true);
+            }
+            if constexpr (std::is_same_v<T, lamb>)
+              if (name == "max_weight_norm")
+                return (x.max_weight_norm = value == -1 ? std::nullopt : std::optional<double>(value), true);
+          }
+        }
+        return false;
+      },
+      o);
 }
 
 /// Throws a usage error for values PyTorch (or PopTorch) refuses as well.
