@@ -230,3 +230,24 @@ TEST_CASE("a training model's options: gradient accumulation and the output mode
     check_values(train({{"x", x2.view()}}, t2.view()).outputs.at(0), want);
   }
 }
+
+TEST_CASE("a training model's buffers are BatchNormalization's running statistics: the host and an inference model get them") {
+  const auto dir = ipu_test::pytorch_runs("torch_training.py") / "cnn_bn_ce_sgd_momentum";
+  ipu::poptorch::model m(ipu::onnx::load_model(dir / "model.onnx"));
+  ipu::poptorch::loss_spec ce;
+  ce.loss.kind = ipu::train::loss_kind::cross_entropy;
+  ipu::poptorch::training_model train(m, {}, ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, ce);
+  const auto x = ipu::io::read_npy(dir / "x.npy"), labels = ipu::io::read_npy(dir / "labels.npy");
+  for (std::int64_t k = 0; k < 10; ++k) {
+    const auto xb = ipu_test::row(x, k % 3), lb = ipu_test::row(labels, k % 3);
+    (void)train({{"x", xb.view()}}, lb.view());
+  }
+  for (const auto* name : {"bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var", "conv1.weight"}) {
+    CAPTURE(name);
+    CHECK(relative_difference(m.weight(name), ipu::io::read_npy(dir / (std::string(name) + ".npy"))) < 1e-4);
+  }
+  // PyTorch's trained model in eval mode: normalised by the trained running statistics.
+  ipu::poptorch::inference_model infer(m);
+  const auto x0 = ipu_test::row(x, 0);
+  CHECK(relative_difference(infer({{"x", x0.view()}}).at(0), ipu::io::read_npy(dir / "out.npy")) < 1e-4);
+}

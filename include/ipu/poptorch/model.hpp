@@ -45,6 +45,7 @@
 #include "ipu/poptorch/options.hpp"
 #include "ipu/tensor.hpp"
 #include "ipu/train/session.hpp"
+#include "ipu/train/training_graph.hpp"
 
 namespace ipu::poptorch {
 
@@ -55,8 +56,10 @@ class inference_model;
 /// (PyTorch's parameters and buffers, what copyWeightsToHost and copyWeightsToDevice move).
 class model {
  public:
-  explicit model(graph g) : s_(std::make_shared<state>()) {
-    s_->network = std::move(g);
+  /// PyTorch's export shares equal initial values through Identity ops of one initializer; each
+  /// copy is a parameter of its own here (train::untie_copies), as PyTorch trains it.
+  explicit model(const graph& g) : s_(std::make_shared<state>()) {
+    s_->network = train::untie_copies(g);
     const auto& net = s_->network;
     for (tensor_id t = 0; t < net.num_tensors(); ++t) {
       const auto& n = net.tensor(t);
@@ -249,14 +252,13 @@ class training_model {
                      mode == ipu::output_mode::all   ? train::output_mode::all
                      : mode == ipu::output_mode::sum ? train::output_mode::sum
                                                      : train::output_mode::final);
-    // Every host weight is a weight or a buffer of the step, so the two copies map one to one.
+    // Every weight and buffer of the step is a host weight (the host model's graph is untied as the
+    // step's is), so the two copies map one to one.
     for (const auto& names : {session_->weight_names(), session_->buffer_names()})
       for (const auto& n : names)
         if (host_->find(n) == model::npos)
-          throw error(error_category::usage,
-                      "the training step has a weight '" + n + "' that is no initializer of the host model", where(),
-                      "give each parameter an initializer of its own (PyTorch's export shares equal initial values "
-                      "through Identity ops; export with keep_initializers_as_inputs=False and distinct values)");
+          throw error(error_category::internal, "the training step has a weight '" + n + "' the host model does not hold",
+                      where());
     host_->wrapped = true;
     seen_ = host_->generation;
   }
