@@ -192,6 +192,8 @@ TEST_CASE("PopTorch's model wrappers refuse what they cannot do, saying what") {
   auto [seed, sx, target] = seed_example();
   CHECK_THROWS_WITH_AS(ipu::poptorch::training_model(seed, ipu::options().device_iterations(4)),
                        doctest::Contains("deviceIterations(4)"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::poptorch::training_model(seed, ipu::options().output_mode(ipu::output_mode::every_n, 1)),
+                       doctest::Contains("EveryN"), ipu::error);
   ipu::poptorch::training_model train(seed, {}, ipu::train::sgd{}, mse_loss());
   CHECK_THROWS_WITH_AS(train({{"x", sx.view()}}), doctest::Contains("no labels given"), ipu::error);
 }
@@ -227,6 +229,13 @@ TEST_CASE("a training model's options: gradient accumulation and the output mode
                                         ipu::train::sgd{}, mse);
     auto want = y1;
     want.insert(want.end(), y2.begin(), y2.end());
+    check_values(train({{"x", x2.view()}}, t2.view()).outputs.at(0), want);
+  }
+  SUBCASE("Sum") {
+    ipu::poptorch::training_model train(m, ipu::options().gradient_accumulation(2).output_mode(ipu::output_mode::sum),
+                                        ipu::train::sgd{}, mse);
+    std::vector<double> want(10);
+    for (std::size_t i = 0; i < 10; ++i) want[i] = y1[i] + y2[i];
     check_values(train({{"x", x2.view()}}, t2.view()).outputs.at(0), want);
   }
 }
