@@ -17,11 +17,11 @@ import tempfile
 COMPONENTS = {
     "core": {
         "headers": ["*.hpp", "io", "graph", "device", "ops", "builder", "train", "poptorch", "sched"],
-        "exclude": ["ipu.hpp", "ops/kernels/", "ops/all.hpp", "train/session.hpp"],
+        "exclude": ["ipu.hpp", "ops/kernels/", "ops/all.hpp", "train/session.hpp", "poptorch/model.hpp"],
         "forbidden": ["/onnx/", "/google/protobuf/", "cblas", "openblas", "popef.pb.h", "xxhash", "zlib.h"],
     },
     "host": {
-        "headers": ["ops/all.hpp", "ops/kernels", "cpu", "exec", "train/session.hpp"],
+        "headers": ["ops/all.hpp", "ops/kernels", "cpu", "exec", "train/session.hpp", "poptorch/model.hpp"],
         "exclude": [],
         "forbidden": ["/onnx/", "/google/protobuf/", "popef.pb.h", "xxhash", "zlib.h"],
     },

@@ -61,6 +61,7 @@
 #include "ipu/onnx/tensor.hpp"
 
 // PopTorch's options
+#include "ipu/poptorch/model.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/poptorch/options_file.hpp"
 

@@ -117,7 +117,6 @@ constexpr running_statistics_of running_statistics(const graph& g) {
 }
 }  // namespace detail
 
-namespace detail {
 /// `g` with every Identity of a floating-point variable turned into a variable of its own holding a
 /// copy of the value, under the Identity output's name (same tensor ids; the Identity ops dropped).
 /// PyTorch's export shares equal initial values that way (every BatchNorm weight of ones, every bias
@@ -132,7 +131,7 @@ constexpr graph untie_copies(const graph& g) {
         op.outputs.size() != 1 || op.inputs[0] == no_tensor)
       continue;
     const auto& in = g.tensor(op.inputs[0]);
-    if (in.kind != tensor_kind::variable || !is_float(in.info.type) || output[op.outputs[0]]) continue;
+    if (in.kind != tensor_kind::variable || !detail::is_float(in.info.type) || output[op.outputs[0]]) continue;
     copy[id] = true;
     untied[op.outputs[0]] = true;
   }
@@ -151,6 +150,7 @@ constexpr graph untie_copies(const graph& g) {
   return r;
 }
 
+namespace detail {
 /// Writes BatchNormalization `op` (inference form, one output) of `g` out as training-mode ops:
 /// normalised with the batch's mean and biased variance, and returning the running statistics
 /// updated as PyTorch does (momentum on the old value; the unbiased variance).
@@ -232,7 +232,7 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
 
 /// Builds the training step of `model`.
 constexpr training_graph make_training_graph(const graph& exported, const training_options& o) {
-  const graph model = detail::untie_copies(exported);
+  const graph model = untie_copies(exported);
   const std::string where = "training graph of '" + model.name() + "'";
   check(o.opt);
   if (o.gradient_accumulation < 1)

@@ -1,0 +1,262 @@
+// PopTorch's model wrappers: the seed's trainingModel example against PyTorch (tests/train/
+// torch_training.py), the implicit and explicit weight syncs between the host model and its
+// training and inference models, the CounterModel's buffer (seed 4.8), and what they refuse.
+#include "ipu/poptorch/model.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "../train/pytorch_reference.hpp"
+#include "ipu/builder/builder.hpp"
+#include "ipu/io/npy.hpp"
+#include "ipu/onnx/import.hpp"
+#include "ipu/ops/all.hpp"
+
+namespace {
+
+using ipu::host_tensor;
+using ipu_test::relative_difference;
+
+ipu::poptorch::loss_spec mse_loss() {
+  ipu::poptorch::loss_spec s;
+  s.loss.kind = ipu::train::loss_kind::mse;
+  return s;
+}
+
+float at(const host_tensor& t, std::size_t i) { return t.as<float>()[i]; }
+
+/// The seed's CounterModel: `i` = [0.], output `i + 1`; with `registered`, `i` takes the output's
+/// value after each run.
+ipu::poptorch::model counter(bool registered) {
+  ipu::builder b("counter");
+  const auto i = b.add_initialized_input(ipu::make_constant<float>({1}, {0.F}), "i");
+  const auto one = b.add_constant(ipu::make_constant<float>({1}, {1.F}), "one");
+  const auto next = b.add(i, one, "next");
+  b.add_output(next);
+  ipu::poptorch::model m(std::move(b).build());
+  if (registered) m.register_buffer("i", "next");
+  return m;
+}
+
+/// The seed's Linear(10, 10), as PyTorch exported it, untrained; its input and target.
+struct seed_case {
+  ipu::poptorch::model m;
+  host_tensor x, target;
+};
+seed_case seed_example() {
+  const auto dir = ipu_test::pytorch_runs("torch_training.py") / "seed_example";
+  return {ipu::poptorch::model(ipu::onnx::load_model(dir / "model.onnx")),
+          ipu_test::row(ipu::io::read_npy(dir / "x.npy"), 0), ipu_test::row(ipu::io::read_npy(dir / "labels.npy"), 0)};
+}
+
+/// W x + b for the seed's Linear(10, 10) with x [1, 10], computed here.
+std::vector<double> linear(const host_tensor& w, const host_tensor& b, const host_tensor& x) {
+  std::vector<double> y(10);
+  for (std::size_t o = 0; o < 10; ++o) {
+    double s = at(b, o);
+    for (std::size_t i = 0; i < 10; ++i) s += static_cast<double>(at(w, o * 10 + i)) * at(x, i);
+    y[o] = s;
+  }
+  return y;
+}
+void check_values(const host_tensor& got, const std::vector<double>& want) {
+  REQUIRE(got.info().shape.num_elements() == static_cast<std::int64_t>(want.size()));
+  for (std::size_t i = 0; i < want.size(); ++i) CHECK(at(got, i) == doctest::Approx(want[i]).epsilon(1e-6));
+}
+
+}  // namespace
+
+TEST_CASE("the seed's trainingModel example: Linear(10, 10) + MSELoss, 800 steps of PopTorch's default SGD, as PyTorch") {
+  const auto dir = ipu_test::pytorch_runs("torch_training.py") / "seed_example";
+  auto [m, x, target] = seed_example();
+  ipu::poptorch::training_model train(m, {}, ipu::train::sgd{}, mse_loss());
+  const auto losses = ipu::io::read_npy(dir / "losses.npy");
+  ipu::train::step_result r;
+  for (std::size_t k = 0; k < 800; ++k) {
+    r = train({{"x", x.view()}}, target.view());
+    INFO("step " << k);
+    CHECK(r.loss == doctest::Approx(losses.as<double>()[k]).epsilon(1e-4).scale(1e-3));
+  }
+  // As the seed asserts: the last call's output (before its update) is PyTorch's trained output.
+  const auto native_out = ipu::io::read_npy(dir / "out.npy");
+  CHECK(relative_difference(r.outputs.at(0), native_out) < 1e-4);
+  // The host model has the trained weights without an explicit copy (the implicit sync).
+  CHECK(relative_difference(m.weight("fc.weight"), ipu::io::read_npy(dir / "fc.weight.npy")) < 1e-4);
+  CHECK(relative_difference(m.weight("fc.bias"), ipu::io::read_npy(dir / "fc.bias.npy")) < 1e-4);
+}
+
+TEST_CASE("a training and an inference model over one host model share its weights, as PoplarExecutor keeps them") {
+  auto [m, x, target] = seed_example();
+  ipu::poptorch::inference_model infer(m);
+  const auto w0 = m.weight("fc.weight"), b0 = m.weight("fc.bias");
+  check_values(infer({{"x", x.view()}}).at(0), linear(w0, b0, x));
+
+  ipu::poptorch::training_model train(m, {}, ipu::train::sgd{}, mse_loss());
+  for (int k = 0; k < 5; ++k) (void)train({{"x", x.view()}}, target.view());
+  // The inference model's next call sees the trained weights, and so does the host model.
+  const auto trained = infer({{"x", x.view()}}).at(0);
+  const auto w1 = m.weight("fc.weight"), b1 = m.weight("fc.bias");
+  CHECK(relative_difference(w1, w0) > 1e-4);
+  check_values(trained, linear(w1, b1, x));
+  CHECK(relative_difference(trained, train({{"x", x.view()}}, target.view()).outputs.at(0)) == 0);
+
+  SUBCASE("host weights changed by other means reach a wrapper with copy_weights_to_device") {
+    const auto zeros = host_tensor(w0.info());  // zero-initialised
+    const auto bias = host_tensor::from<float>({10}, {0.F, 1.F, 2.F, 3.F, 4.F, 5.F, 6.F, 7.F, 8.F, 9.F});
+    const auto before = infer({{"x", x.view()}}).at(0);
+    m.set_weight("fc.weight", zeros.view());
+    m.set_weight("fc.bias", bias.view());
+    CHECK(relative_difference(infer({{"x", x.view()}}).at(0), before) == 0);  // not seen yet
+    infer.copy_weights_to_device();
+    check_values(infer({{"x", x.view()}}).at(0), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+
+    // The training model too: its next step starts from W = 0, b = bias, so its output is the bias
+    // and its loss mean((bias - target)^2).
+    train.copy_weights_to_device();
+    const auto r = train({{"x", x.view()}}, target.view());
+    check_values(r.outputs.at(0), {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+    double want = 0;
+    for (std::size_t i = 0; i < 10; ++i) want += (static_cast<double>(i) - at(target, i)) * (static_cast<double>(i) - at(target, i));
+    CHECK(r.loss == doctest::Approx(want / 10).epsilon(1e-6));
+  }
+  SUBCASE("copy_weights_to_host of a training model, then the device's weights changed by the host") {
+    train.copy_weights_to_host();
+    CHECK(relative_difference(m.weight("fc.weight"), w1) > 0);  // one more step was made above
+    const auto w2 = m.weight("fc.weight"), b2 = m.weight("fc.bias");
+    check_values(infer({{"x", x.view()}}).at(0), linear(w2, b2, x));
+  }
+}
+
+TEST_CASE("a registered buffer keeps its value between runs (seed 4.8's CounterModel); a plain initializer is frozen") {
+  SUBCASE("registered: 1, then 2; the host's copy only after copy_weights_to_host") {
+    auto m = counter(true);
+    ipu::poptorch::inference_model infer(m);
+    CHECK(at(infer().at(0), 0) == 1.F);
+    CHECK(at(infer().at(0), 0) == 2.F);
+    CHECK(at(m.weight("i"), 0) == 0.F);
+    infer.copy_weights_to_host();
+    CHECK(at(m.weight("i"), 0) == 2.F);
+    CHECK(at(infer().at(0), 0) == 3.F);
+    // The host's value replaces the device's only on copy_weights_to_device.
+    const auto ten = host_tensor::from<float>({1}, {10.F});
+    m.set_weight("i", ten.view());
+    CHECK(at(infer().at(0), 0) == 4.F);
+    infer.copy_weights_to_device();
+    CHECK(at(infer().at(0), 0) == 11.F);
+    // A second inference model starts from the host's value.
+    ipu::poptorch::inference_model other(m);
+    CHECK(at(other().at(0), 0) == 11.F);
+  }
+  SUBCASE("not registered: frozen, 1 and 1") {
+    auto m = counter(false);
+    ipu::poptorch::inference_model infer(m);
+    CHECK(at(infer().at(0), 0) == 1.F);
+    CHECK(at(infer().at(0), 0) == 1.F);
+    infer.copy_weights_to_host();
+    CHECK(at(m.weight("i"), 0) == 0.F);
+  }
+}
+
+TEST_CASE("PopTorch's model wrappers refuse what they cannot do, saying what") {
+  auto m = counter(false);
+  CHECK_THROWS_WITH_AS(m.register_buffer("one", "next"), doctest::Contains("not a floating-point initializer"), ipu::error);
+  CHECK_THROWS_WITH_AS(m.register_buffer("i", "nothing"), doctest::Contains("no tensor of the model"), ipu::error);
+  CHECK_THROWS_WITH_AS((void)m.weight("j"), doctest::Contains("no weight named 'j'"), ipu::error);
+  const auto two = host_tensor::from<float>({2}, {1.F, 2.F});
+  CHECK_THROWS_WITH_AS(m.set_weight("i", two.view()), doctest::Contains("F32[2]"), ipu::error);
+
+  ipu::builder b("typed");
+  const auto i = b.add_initialized_input(ipu::make_constant<float>({1}, {0.F}), "i");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {2}}, "x");
+  const auto y = b.add(i, x, "y");
+  b.add_output(y);
+  ipu::poptorch::model typed(std::move(b).build());
+  CHECK_THROWS_WITH_AS(typed.register_buffer("i", "y"), doctest::Contains("its update 'y' is F32[2]"), ipu::error);
+  typed.register_buffer("i", "i");
+  CHECK_THROWS_WITH_AS(typed.register_buffer("i", "i"), doctest::Contains("registered twice"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::poptorch::training_model(typed, {}, ipu::train::sgd{}, mse_loss()),
+                       doctest::Contains("registered buffers (i)"), ipu::error);
+
+  ipu::poptorch::inference_model infer(typed);
+  CHECK_THROWS_WITH_AS(typed.register_buffer("i", "y"), doctest::Contains("after the model was wrapped"), ipu::error);
+  const auto x3 = host_tensor::from<float>({3}, {1.F, 2.F, 3.F});
+  CHECK_THROWS_WITH_AS(infer({{"x", x3.view()}}), doctest::Contains("the model takes F32[2]"), ipu::error);
+  CHECK_THROWS_WITH_AS(infer({{"z", two.view()}}), doctest::Contains("no input named 'z'"), ipu::error);
+  CHECK_THROWS_WITH_AS(infer(), doctest::Contains("input 'x' is not given"), ipu::error);
+  CHECK_THROWS_WITH_AS(infer({{"x", two.view()}, {"x", two.view()}}), doctest::Contains("given twice"), ipu::error);
+
+  CHECK_THROWS_WITH_AS(ipu::poptorch::inference_model(typed, ipu::options().replication_factor(2)),
+                       doctest::Contains("replicationFactor(2)"), ipu::error);
+  auto [seed, sx, target] = seed_example();
+  CHECK_THROWS_WITH_AS(ipu::poptorch::training_model(seed, ipu::options().device_iterations(4)),
+                       doctest::Contains("deviceIterations(4)"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::poptorch::training_model(seed, ipu::options().output_mode(ipu::output_mode::every_n, 1)),
+                       doctest::Contains("EveryN"), ipu::error);
+  ipu::poptorch::training_model train(seed, {}, ipu::train::sgd{}, mse_loss());
+  CHECK_THROWS_WITH_AS(train({{"x", sx.view()}}), doctest::Contains("no labels given"), ipu::error);
+}
+
+TEST_CASE("a training model's options: gradient accumulation and the output mode change what a call does") {
+  auto [m, x, target] = seed_example();
+  // Two micro-batches: x and 2x, stacked. The loss is their mean; All returns both outputs, Final
+  // the second's.
+  host_tensor x2({ipu::data_type::F32, {20}}), t2({ipu::data_type::F32, {20}});  // the model takes x F32[10]
+  for (std::size_t i = 0; i < 10; ++i) {
+    x2.as<float>()[i] = at(x, i);
+    x2.as<float>()[10 + i] = 2 * at(x, i);
+    t2.as<float>()[i] = t2.as<float>()[10 + i] = at(target, i);
+  }
+  const auto w = m.weight("fc.weight"), b = m.weight("fc.bias");
+  host_tensor x_twice({ipu::data_type::F32, {10}});
+  for (std::size_t i = 0; i < 10; ++i) x_twice.as<float>()[i] = 2 * at(x, i);
+  const auto y1 = linear(w, b, x), y2 = linear(w, b, x_twice);
+  double l1 = 0, l2 = 0;
+  for (std::size_t i = 0; i < 10; ++i) {
+    l1 += (y1[i] - at(target, i)) * (y1[i] - at(target, i)) / 10;
+    l2 += (y2[i] - at(target, i)) * (y2[i] - at(target, i)) / 10;
+  }
+  const auto mse = mse_loss();
+  SUBCASE("Final (the default)") {
+    ipu::poptorch::training_model train(m, ipu::options().gradient_accumulation(2), ipu::train::sgd{}, mse);
+    const auto r = train({{"x", x2.view()}}, t2.view());
+    check_values(r.outputs.at(0), y2);
+    CHECK(r.loss == doctest::Approx((l1 + l2) / 2).epsilon(1e-6));
+  }
+  SUBCASE("All") {
+    ipu::poptorch::training_model train(m, ipu::options().gradient_accumulation(2).output_mode(ipu::output_mode::all),
+                                        ipu::train::sgd{}, mse);
+    auto want = y1;
+    want.insert(want.end(), y2.begin(), y2.end());
+    check_values(train({{"x", x2.view()}}, t2.view()).outputs.at(0), want);
+  }
+  SUBCASE("Sum") {
+    ipu::poptorch::training_model train(m, ipu::options().gradient_accumulation(2).output_mode(ipu::output_mode::sum),
+                                        ipu::train::sgd{}, mse);
+    std::vector<double> want(10);
+    for (std::size_t i = 0; i < 10; ++i) want[i] = y1[i] + y2[i];
+    check_values(train({{"x", x2.view()}}, t2.view()).outputs.at(0), want);
+  }
+}
+
+TEST_CASE("a training model's buffers are BatchNormalization's running statistics: the host and an inference model get them") {
+  const auto dir = ipu_test::pytorch_runs("torch_training.py") / "cnn_bn_ce_sgd_momentum";
+  ipu::poptorch::model m(ipu::onnx::load_model(dir / "model.onnx"));
+  ipu::poptorch::loss_spec ce;
+  ce.loss.kind = ipu::train::loss_kind::cross_entropy;
+  ipu::poptorch::training_model train(m, {}, ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, ce);
+  const auto x = ipu::io::read_npy(dir / "x.npy"), labels = ipu::io::read_npy(dir / "labels.npy");
+  for (std::int64_t k = 0; k < 10; ++k) {
+    const auto xb = ipu_test::row(x, k % 3), lb = ipu_test::row(labels, k % 3);
+    (void)train({{"x", xb.view()}}, lb.view());
+  }
+  for (const auto* name : {"bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var", "conv1.weight"}) {
+    CAPTURE(name);
+    CHECK(relative_difference(m.weight(name), ipu::io::read_npy(dir / (std::string(name) + ".npy"))) < 1e-4);
+  }
+  // PyTorch's trained model in eval mode: normalised by the trained running statistics.
+  ipu::poptorch::inference_model infer(m);
+  const auto x0 = ipu_test::row(x, 0);
+  CHECK(relative_difference(infer({{"x", x0.view()}}).at(0), ipu::io::read_npy(dir / "out.npy")) < 1e-4);
+}
