@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <limits>
+#include <span>
 #include <random>
 #include <string>
 #include <vector>
@@ -177,4 +179,123 @@ TEST_CASE("weights PyTorch's export shares as Identity ops of one initializer tr
   check_against_pytorch("tied_initials_ce_sgd_momentum", loss_kind::cross_entropy,
                         ipu::train::sgd{.lr = 0.05, .momentum = 0.9, .dampening = 0.1, .weight_decay = 0.01}, 10,
                         1e-4);
+}
+
+namespace {
+
+/// x [2, 2] MatMul w [2, 2], MSE against zeros: with x the identity, the loss is mean(w^2) and
+/// w's gradient w / 2 (times the loss scale).
+ipu::graph square_model(ipu::data_type type) {
+  ipu::builder b("square");
+  const auto x = b.add_input_tensor({type, {2, 2}}, "x");
+  const std::vector<float> w0{1.0f, 0.01f, 0.02f, 0.03f};
+  ipu::constant_tensor w = ipu::make_constant<float>(ipu::shape{2, 2}, std::span<const float>(w0));
+  if (type == ipu::data_type::F16) {
+    std::vector<ipu::half> h;
+    for (float v : w0) h.emplace_back(v);
+    w = ipu::make_constant<ipu::half>(ipu::shape{2, 2}, std::span<const ipu::half>(h));
+  }
+  const auto y = b.matmul(x, b.add_initialized_input(w, "w"), type == ipu::data_type::F16 ? "y16" : "y");
+  b.add_output(type == ipu::data_type::F16 ? b.cast(y, ipu::data_type::F32, "y") : y);  // a loss reads F32
+  return b.build();
+}
+
+}  // namespace
+
+TEST_CASE("automatic loss scaling: the scale halves when too many gradient elements reach the bin edge, else doubles") {
+  using ipu::data_type;
+  const auto x = ipu::host_tensor::from<float>({2, 2}, {1, 0, 0, 1});
+  const auto zeros = ipu::host_tensor::from<float>({2, 2}, {0, 0, 0, 0});
+  ipu::train::training_options o;
+  o.opt = ipu::train::sgd{.lr = 0};  // the weights stay: the gradients are (0.5, 0.005, 0.01, 0.015) times the scale
+  o.auto_loss_scaling.enabled = true;
+  o.auto_loss_scaling.bin_edge_location = 4.0 / static_cast<double>(std::numeric_limits<float>::max());  // the edge at 4
+  o.auto_loss_scaling.threshold_upper_count_proportion = 0.2;  // halve when upper > 0.25 lower
+  SUBCASE("every update") {
+    ipu::train::training_session s(square_model(data_type::F32), o);
+    std::vector<double> scales;
+    for (int i = 0; i < 6; ++i) {
+      (void)s.run({{"x", x.view()}}, zeros.view());
+      scales.push_back(s.loss_scaling());
+    }
+    // 1 -> 2 -> 4 -> 8; at 8 the largest gradient (4) reaches the edge: 1 of 4 elements, over 0.2.
+    CHECK(scales == std::vector<double>{2, 4, 8, 4, 8, 4});
+  }
+  SUBCASE("every second update, from the counts of both") {
+    o.auto_loss_scaling.update_period = 2;
+    ipu::train::training_session s(square_model(data_type::F32), o);
+    std::vector<double> scales;
+    for (int i = 0; i < 8; ++i) {
+      (void)s.run({{"x", x.view()}}, zeros.view());
+      scales.push_back(s.loss_scaling());
+    }
+    CHECK(scales == std::vector<double>{1, 2, 2, 4, 4, 8, 8, 4});
+  }
+  SUBCASE("the counts since the last change are optimizer state, saved and restored") {
+    o.auto_loss_scaling.update_period = 2;
+    ipu::train::training_session s(square_model(data_type::F32), o);
+    for (int i = 0; i < 7; ++i) (void)s.run({{"x", x.view()}}, zeros.view());  // the 7th at scale 8: one upper element
+    const auto state = s.optimizer_state();
+    ipu::train::training_options o8 = o;
+    o8.opt = ipu::train::sgd{.lr = 0, .loss_scaling = 8};
+    ipu::train::training_session t(square_model(data_type::F32), o8);
+    t.load_optimizer_state(state);
+    (void)t.run({{"x", x.view()}}, zeros.view());
+    (void)s.run({{"x", x.view()}}, zeros.view());
+    CHECK(t.loss_scaling() == 4);
+    CHECK(s.loss_scaling() == 4);
+  }
+}
+
+TEST_CASE("automatic loss scaling changes nothing else: float32 training is the same bit for bit; float16 stops at 2^15") {
+  using ipu::data_type;
+  const auto x = ipu::host_tensor::from<float>({2, 2}, {1, 2, -1, 0.5f});
+  const auto target = ipu::host_tensor::from<float>({2, 2}, {0.3f, -0.2f, 0.1f, 0.7f});
+  ipu::train::training_options plain;
+  plain.opt = ipu::train::sgd{.lr = 0.1, .momentum = 0.9};
+  auto scaled = plain;
+  scaled.auto_loss_scaling.enabled = true;  // powers of two: scaling and unscaling are exact in float32
+  ipu::train::training_session a(square_model(data_type::F32), plain), b(square_model(data_type::F32), scaled);
+  for (int i = 0; i < 10; ++i) {
+    const auto ra = a.run({{"x", x.view()}}, target.view()), rb = b.run({{"x", x.view()}}, target.view());
+    CHECK(ra.loss == rb.loss);
+  }
+  CHECK(b.loss_scaling() == 1024);
+  const auto wa = a.weight("w").as<float>(), wb = b.weight("w").as<float>();
+  CHECK(std::vector<float>(wa.begin(), wa.end()) == std::vector<float>(wb.begin(), wb.end()));
+
+  std::vector<ipu::half> xh;  // small inputs: gradients of about 1e-4, far below the edge (4094) at any scale up to 2^15
+  for (float v : x.as<float>()) xh.emplace_back(v * 1e-3f);
+  const auto x16 = ipu::host_tensor::from<ipu::half>({2, 2}, xh);
+  ipu::train::training_session h(square_model(data_type::F16), scaled);
+  for (int i = 0; i < 20; ++i) (void)h.run({{"x", x16.view()}}, target.view());
+  CHECK(h.loss_scaling() == 32768);
+}
+
+TEST_CASE("automatic loss scaling refuses settings out of range, and makes a constant loss scale variable") {
+  auto refuse = [](ipu::train::training_options o, const char* needle) {
+    o.auto_loss_scaling.enabled = true;
+    CHECK_THROWS_WITH_AS(ipu::train::training_session(square_model(ipu::data_type::F32), o), doctest::Contains(needle),
+                         ipu::error);
+  };
+  ipu::train::training_options o;
+  o.opt = ipu::train::const_sgd(0.1, 0, 4);  // PopART's ConstSGD: the loss scale starts constant at 4
+  o.auto_loss_scaling.enabled = true;
+  ipu::train::training_session s(square_model(ipu::data_type::F32), o);
+  const auto x = ipu::host_tensor::from<float>({2, 2}, {1, 0, 0, 1});
+  (void)s.run({{"x", x.view()}}, x.view());
+  CHECK(s.loss_scaling() == 8);
+  s.set_optimizer(ipu::train::const_sgd(0.1, 0, 2));  // a value set by hand starts from there
+  (void)s.run({{"x", x.view()}}, x.view());
+  CHECK(s.loss_scaling() == 4);
+  CHECK_THROWS_WITH_AS(s.set_optimizer(ipu::train::const_sgd(0.2, 0, 2)), doctest::Contains("'lr' is constant"), ipu::error);
+  o.opt = ipu::train::sgd{.lr = 0.1};
+  o.auto_loss_scaling.update_period = 0;
+  refuse(o, "update period is 0");
+  o.auto_loss_scaling.update_period = 1;
+  o.auto_loss_scaling.threshold_upper_count_proportion = 1.5;
+  refuse(o, "threshold upper count proportion");
+  o.auto_loss_scaling.threshold_upper_count_proportion = 0;
+  o.auto_loss_scaling.bin_edge_location = 0;
+  refuse(o, "bin edge location");
 }

@@ -86,6 +86,7 @@ class training_session {
     o.loss.kind = train::loss_kind::output;
     o.opt = opt_;
     o.gradient_accumulation = options_.gradient_accumulation();
+    o.auto_loss_scaling.enabled = options_.automatic_loss_scaling();
     o.reduction = options_.accumulation_and_replication_reduction_type() == reduction_type::sum
                       ? train::accumulation_reduction::sum
                       : train::accumulation_reduction::mean;
@@ -129,6 +130,7 @@ class training_session {
     st.gradient_accumulation = counts_.accumulation;
     st.reduction = reduction();
     st.updates = session_->steps();
+    st.automatic_loss_scaling = options_.automatic_loss_scaling();
     std::vector<std::pair<std::string, host_tensor>> values;
     for (const auto& n : session_->weight_names()) values.emplace_back(n, prepared_ ? session_->weight(n) : host_weights_.at(n));
     for (const auto& n : session_->buffer_names()) values.emplace_back(n, prepared_ ? session_->buffer(n) : host_weights_.at(n));
@@ -157,8 +159,13 @@ class training_session {
                       " was compiled with (" + std::to_string(accumulation) + ", " +
                       (file_reduction == reduction_type::sum ? "sum" : "mean") + ")",
                   "training session from " + popef_file.string(), "leave them unset: the file's are used");
+    if (options.automatic_loss_scaling() && !f.state.automatic_loss_scaling)
+      throw error(error_category::usage,
+                  "the options turn automatic loss scaling on, but the step in " + popef_file.string() + " trained without it",
+                  "training session from " + popef_file.string(), "leave it unset: the file's setting is used");
     options.gradient_accumulation(accumulation);
     options.accumulation_and_replication_reduction_type(file_reduction);
+    options.automatic_loss_scaling(f.state.automatic_loss_scaling);
     auto model = f.state.model;
     auto loss = f.state.loss;
     auto opt = f.state.opt;
@@ -190,6 +197,12 @@ class training_session {
                       std::to_string(f.state.gradient_accumulation) + " (" +
                       (f.state.reduction == train::accumulation_reduction::sum ? "sum" : "mean") + "), this session's is " +
                       std::to_string(counts_.accumulation),
+                  where(), fix);
+    if (f.state.automatic_loss_scaling != options_.automatic_loss_scaling())
+      throw error(error_category::usage,
+                  "the step in " + popef_file.string() + " trained " +
+                      (f.state.automatic_loss_scaling ? "with" : "without") + " automatic loss scaling, this session " +
+                      (options_.automatic_loss_scaling() ? "with" : "without") + " it",
                   where(), fix);
     train::check_same_step(f.state.opt, opt_, where() + ", loading " + popef_file.string());
     adopt(std::move(f), popef_file);
@@ -367,7 +380,8 @@ class training_session {
       at = end == std::string::npos ? config.size() : end + 1;
       const bool allowed = line.empty() || line.rfind("deviceIterations(", 0) == 0 ||
                            line.rfind("Training.gradientAccumulation(", 0) == 0 ||
-                           line.rfind("Training.accumulationAndReplicationReductionType(", 0) == 0;
+                           line.rfind("Training.accumulationAndReplicationReductionType(", 0) == 0 ||
+                           line.rfind("Training.setAutomaticLossScaling(", 0) == 0;
       if (!allowed) refused += (refused.empty() ? "" : ", ") + line;
     }
     if (!refused.empty())

@@ -45,6 +45,7 @@ struct training_state {
   std::uint64_t gradient_accumulation = 1;
   train::accumulation_reduction reduction = train::accumulation_reduction::mean;
   std::uint64_t updates = 0;  // weight updates made before the export
+  bool automatic_loss_scaling = false;
 };
 
 /// A training step read from PopEF.
@@ -84,6 +85,7 @@ inline pb::TrainingState training_state_to_proto(const training_state& s) {
   p.set_gradient_accumulation(s.gradient_accumulation);
   p.set_reduction_sum(s.reduction == train::accumulation_reduction::sum);
   p.set_updates(s.updates);
+  p.set_automatic_loss_scaling(s.automatic_loss_scaling);
   return p;
 }
 
@@ -151,6 +153,7 @@ inline training_state training_state_from_proto(const pb::TrainingState& p, cons
   out.reduction = p.reduction_sum() ? train::accumulation_reduction::sum : train::accumulation_reduction::mean;
   if (p.updates() > (std::uint64_t{1} << 62)) fail("it counts " + std::to_string(p.updates()) + " updates");
   out.updates = p.updates();
+  out.automatic_loss_scaling = p.automatic_loss_scaling();
   return out;
 }
 

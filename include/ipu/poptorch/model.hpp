@@ -223,13 +223,15 @@ inline void take_options(const ipu::options& o, bool training, std::span<const s
 /// poptorch.trainingModel: each call is one weight update (with gradient accumulation G, of G
 /// micro-batches stacked along the inputs' first axis) and returns the model's outputs (by the
 /// output mode; the last micro-batch's by default) and the loss. The options may set gradient
-/// accumulation, its reduction type, the output mode (not EveryN) and the log level.
+/// accumulation, its reduction type, the output mode (not EveryN), automatic loss scaling and the
+/// log level.
 class training_model {
  public:
   training_model(model& m, const ipu::options& o = {}, train::optimizer opt = train::sgd{}, loss_spec loss = {})
       : host_(m.s_) {
     static constexpr std::string_view allowed[] = {"Training.gradientAccumulation(",
-                                                   "Training.accumulationAndReplicationReductionType(", "outputMode("};
+                                                   "Training.accumulationAndReplicationReductionType(", "outputMode(",
+                                                   "Training.setAutomaticLossScaling("};
     wrapping::take_options(o, true, allowed, where());
     if (!host_->buffers.empty())
       throw error(error_category::usage,
@@ -245,6 +247,7 @@ class training_model {
     t.loss = loss.loss;
     t.opt = std::move(opt);
     t.gradient_accumulation = o.gradient_accumulation();
+    t.auto_loss_scaling.enabled = o.automatic_loss_scaling();
     t.reduction = o.accumulation_and_replication_reduction_type() == reduction_type::sum ? train::accumulation_reduction::sum
                                                                                           : train::accumulation_reduction::mean;
     host_->sync();  // the newest weights, from a training model that has them

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <type_traits>
 #include <string>
@@ -65,7 +67,7 @@ class training_session {
  public:
   explicit training_session(const graph& model, training_options options = {}, cpu::device_options device = {},
                             output_mode outputs = output_mode::final)
-      : options_(std::move(options)), model_(model), tg_(make_training_graph(model, options_)), mode_(outputs),
+      : options_(as_compiled(std::move(options))), model_(model), tg_(make_training_graph(model, options_)), mode_(outputs),
         step_(tg_.step, device) {
     if (tg_.micro_batches > 1) update_.emplace(tg_.update, device);
     if (mode_ == output_mode::sum && tg_.micro_batches > 1)
@@ -92,12 +94,19 @@ class training_session {
   [[nodiscard]] const training_graph& graph_of_step() const noexcept { return tg_; }
   [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
   [[nodiscard]] const optimizer& current_optimizer() const noexcept { return options_.opt; }
+  /// The loss scale the next step uses (automatic loss scaling changes it).
+  [[nodiscard]] double loss_scaling() const noexcept {
+    return std::visit([](const auto& x) { return x.loss_scaling.value(); }, options_.opt);
+  }
 
   /// Changes the optimizer's variable attributes for the next steps (PopART's
   /// updateOptimizerFromHost, PopTorch's setOptimizer). What is compiled into the step (the kind,
   /// the flags and types, which attributes are variable, the constant attributes' values) cannot
   /// change: that needs a new session.
-  void set_optimizer(const optimizer& o) {
+  void set_optimizer(const optimizer& given) {
+    auto next = options_;
+    next.opt = given;
+    const auto o = as_compiled(std::move(next)).opt;  // automatic loss scaling: its loss scale variable
     check(o);
     check_same_step(tg_.compiled, o, where());
     options_.opt = o;
@@ -180,6 +189,7 @@ class training_session {
     buffers_ = std::move(next.buffers);
     previous_momentum_ = momentum();
     ++steps_;
+    update_loss_scale(next);
     return r;
   }
 
@@ -232,6 +242,10 @@ class training_session {
     std::vector<std::pair<std::string, host_tensor>> d;
     for (std::size_t i = 0; i < state_.size(); ++i) d.emplace_back(tg_.state[i].input, state_[i]);
     d.emplace_back("step", host_tensor::from<std::int64_t>({}, {static_cast<std::int64_t>(steps_)}));
+    if (options_.auto_loss_scaling.enabled) {
+      d.emplace_back("automatic_loss_scaling/upper_count", host_tensor::from<double>({}, {als_upper_}));
+      d.emplace_back("automatic_loss_scaling/lower_count", host_tensor::from<double>({}, {als_lower_}));
+    }
     return d;
   }
   /// Restores a state that optimizer_state() gave (load_state_dict): every entry, each of its
@@ -240,7 +254,17 @@ class training_session {
     std::vector<host_tensor> next(state_.size());
     std::vector<bool> seen(state_.size(), false);
     std::optional<std::uint64_t> step;
+    std::optional<double> upper, lower;
     for (const auto& [name, t] : d) {
+      if (options_.auto_loss_scaling.enabled &&
+          (name == "automatic_loss_scaling/upper_count" || name == "automatic_loss_scaling/lower_count")) {
+        auto& slot_of = name == "automatic_loss_scaling/upper_count" ? upper : lower;
+        if (slot_of || t.info() != tensor_info{data_type::F64, {}} || !(t.as<double>()[0] >= 0))
+          throw error(error_category::usage, "'" + name + "' must be given once, as a non-negative F64 scalar", where(),
+                      "load a state this session's optimizer_state() gave");
+        slot_of = t.as<double>()[0];
+        continue;
+      }
       if (name == "step") {
         if (step || t.info() != tensor_info{data_type::S64, {}} || t.as<std::int64_t>()[0] < 0)
           throw error(error_category::usage, "'step' must be given once, as a non-negative S64 scalar", where(),
@@ -264,8 +288,13 @@ class training_session {
     if (!step)
       throw error(error_category::usage, "'step' is missing", where(),
                   "load a state this session's optimizer_state() gave, whole");
+    if (options_.auto_loss_scaling.enabled && (!upper || !lower))
+      throw error(error_category::usage, "automatic loss scaling's counts are missing", where(),
+                  "load a state this session's optimizer_state() gave, whole");
     state_ = std::move(next);
     steps_ = *step;
+    if (upper) als_upper_ = *upper;
+    if (lower) als_lower_ = *lower;
     previous_momentum_ = momentum();  // the loaded state was made with momentum
   }
 
@@ -299,7 +328,8 @@ class training_session {
 
  private:
   /// Where a graph input's value comes from, or where a graph output's value goes.
-  enum class slot : std::uint8_t { model_input, model_output, labels, loss, weight, state, buffer, accumulator, scalar, first_step };
+  enum class slot : std::uint8_t { model_input, model_output, labels, loss, weight, state, buffer, accumulator, scalar, first_step,
+                                   gradient };
   struct binding {
     slot kind;
     std::size_t index = 0;
@@ -388,6 +418,7 @@ class training_session {
       else if ((i = index_in(tg_.buffers, name, [](const auto& w) { return w.updated; })) != none) b.push_back({slot::buffer, i, {}});
       else if ((i = index_in(tg_.accumulators, name, [](const auto& a) { return a.output; })) != none)
         b.push_back({slot::accumulator, i, {}});
+      else if ((i = index_in(tg_.gradients, name, [](const auto& n) { return n; })) != none) b.push_back({slot::gradient, i, {}});
       else throw error(error_category::internal, "step output '" + name + "' has no destination", where());
     }
     return b;
@@ -446,6 +477,7 @@ class training_session {
   struct pending {
     std::vector<std::optional<host_tensor>> weights, state;
     std::vector<host_tensor> buffers;
+    double upper = 0, lower = 0;  // automatic loss scaling: the gradients' elements above and below the bin edge
   };
   /// SGD's momentum now (0 for other optimizers).
   [[nodiscard]] double momentum() const noexcept {
@@ -471,10 +503,60 @@ class training_session {
         case slot::state: next.state[b.index] = std::move(out[k]); break;
         case slot::buffer: next.buffers[b.index] = std::move(out[k]); break;
         case slot::accumulator: accumulators_[b.index] = std::move(out[k]); break;
+        case slot::gradient: count_gradient(out[k], next); break;
         default: throw error(error_category::internal, "an input slot bound to an output", where());
       }
     }
   }
+  /// Automatic loss scaling's statistics: the elements of gradient `g` at or above the bin edge (or
+  /// not finite), and those below.
+  void count_gradient(const host_tensor& g, pending& next) const {
+    const double range = g.info().type == data_type::F16 ? 65504.0
+                         : g.info().type == data_type::F32 ? static_cast<double>(std::numeric_limits<float>::max())
+                                                            : std::numeric_limits<double>::max();
+    const double edge = options_.auto_loss_scaling.bin_edge_location * range;
+    std::size_t upper = 0, n = 0;
+    auto count = [&](auto values) {
+      n = values.size();
+      for (const auto v : values) {
+        const double x = std::fabs(static_cast<double>(static_cast<float>(v)));
+        if (!(x < edge)) ++upper;  // NaN and infinities count as above
+      }
+    };
+    if (g.info().type == data_type::F16) count(g.as<half>());
+    else if (g.info().type == data_type::F32) count(g.as<float>());
+    else {
+      n = g.as<double>().size();
+      for (const double v : g.as<double>())
+        if (!(std::fabs(v) < edge)) ++upper;
+    }
+    next.upper += static_cast<double>(upper);
+    next.lower += static_cast<double>(n - upper);
+  }
+  /// After a weight update: every `update_period` updates, halves the loss scale when too many
+  /// gradient elements were near the top of their range since the last change, else doubles it.
+  void update_loss_scale(const pending& next) {
+    const auto& als = options_.auto_loss_scaling;
+    if (!als.enabled) return;
+    als_upper_ += next.upper;
+    als_lower_ += next.lower;
+    if (steps_ % static_cast<std::uint64_t>(als.update_period) != 0) return;
+    const double t = als.threshold_upper_count_proportion;
+    const bool down = t < 1 && als_upper_ > t / (1 - t) * als_lower_;
+    bool f16 = false;
+    for (const auto& w : tg_.weights) f16 = f16 || w.info.type == data_type::F16;
+    for (const auto& n : tg_.gradients)
+      if (!n.empty()) f16 = f16 || tensor_of(step_.model(), n).info.type == data_type::F16;
+    const double ceiling = f16 ? 32768.0 : 18446744073709551616.0;  // 2^15 keeps an F16 scale finite; 2^64 otherwise
+    std::visit(
+        [&](auto& x) {
+          const double scaled = down ? x.loss_scaling.value() / 2 : x.loss_scaling.value() * 2;
+          x.loss_scaling = std::min(scaled, ceiling);  // a given value: variable
+        },
+        options_.opt);
+    als_upper_ = als_lower_ = 0;
+  }
+
   /// Output `i` of micro-batch `j`, kept as the output mode says.
   void keep_output(step_result& r, std::size_t i, host_tensor t, std::int64_t j) const {
     if (r.outputs.size() <= i) r.outputs.resize(i + 1);
@@ -525,6 +607,7 @@ class training_session {
   std::vector<binding> step_in_, step_out_, update_in_, update_out_;
   std::uint64_t steps_ = 0;
   double previous_momentum_ = 0;  // SGD's momentum at the last step
+  double als_upper_ = 0, als_lower_ = 0;  // automatic loss scaling's counts since the scale last changed
 };
 
 }  // namespace ipu::train

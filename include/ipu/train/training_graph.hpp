@@ -28,6 +28,21 @@
 
 namespace ipu::train {
 
+/// PopART's automatic loss scaling (PopTorch's Training.setAutomaticLossScaling, a preview
+/// feature there): after every `update_period` weight updates, the loss scale halves when more than
+/// `threshold_upper_count_proportion` of the gradients' elements seen since the last change (every
+/// weight's, every micro-batch's, as the backward pass made them: scaled) lie at or above
+/// `bin_edge_location` times the largest finite value of their type (or are not finite), and
+/// doubles otherwise. With float16 weights or gradients the scale stays at most 2^15, else at most
+/// 2^64. It starts from the optimizer's loss_scaling, which it makes variable.
+struct automatic_loss_scaling {
+  bool enabled = false;
+  double bin_edge_location = 1.0 / 16;
+  double threshold_upper_count_proportion = 1e-7;
+  std::int64_t update_period = 1;
+  friend constexpr bool operator==(const automatic_loss_scaling&, const automatic_loss_scaling&) = default;
+};
+
 struct training_options {
   std::string output;  // the model output the loss applies to; empty: the model's only output
   loss_options loss{};
@@ -38,6 +53,7 @@ struct training_options {
   /// how they are combined (accumulationAndReplicationReductionType).
   std::int64_t gradient_accumulation = 1;
   accumulation_reduction reduction = accumulation_reduction::mean;
+  automatic_loss_scaling auto_loss_scaling{};
 };
 
 struct trained_weight {
@@ -65,6 +81,10 @@ struct training_graph {
   std::vector<state_slot> accumulators;  // inputs and outputs of `step`; inputs of `update` by the same names
   graph update;
   optimizer compiled;  // the optimizer the step was built for: what is constant in it stays so
+  /// With automatic loss scaling, the step's outputs holding each trained weight's gradient as the
+  /// backward pass made it (scaled), in the order of `weights` (empty where the loss does not
+  /// depend on the weight).
+  std::vector<std::string> gradients;
 };
 
 namespace detail {
@@ -230,14 +250,35 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
 
 }  // namespace detail
 
+/// `o` as the step is built for it: automatic loss scaling feeds the loss scale each step, so
+/// the optimizer's loss_scaling is variable whatever it was given as.
+constexpr training_options as_compiled(training_options o) {
+  if (o.auto_loss_scaling.enabled) std::visit([](auto& x) { x.loss_scaling.mark_as_variable(); }, o.opt);
+  return o;
+}
+
 /// Builds the training step of `model`.
-constexpr training_graph make_training_graph(const graph& exported, const training_options& o) {
+constexpr training_graph make_training_graph(const graph& exported, const training_options& given) {
+  const training_options o = as_compiled(given);
   const graph model = untie_copies(exported);
   const std::string where = "training graph of '" + model.name() + "'";
   check(o.opt);
   if (o.gradient_accumulation < 1)
     throw error(error_category::usage, "gradient accumulation of " + std::to_string(o.gradient_accumulation), where,
                 "accumulate over at least 1 micro-batch");
+  if (const auto& als = o.auto_loss_scaling; als.enabled) {
+    if (!(als.bin_edge_location > 0 && als.bin_edge_location <= 1))
+      throw error(error_category::usage, "automatic loss scaling's bin edge location is " + std::to_string(als.bin_edge_location),
+                  where, "use a fraction of the type's range in (0, 1]");
+    if (!(als.threshold_upper_count_proportion >= 0 && als.threshold_upper_count_proportion <= 1))
+      throw error(error_category::usage,
+                  "automatic loss scaling's threshold upper count proportion is " +
+                      std::to_string(als.threshold_upper_count_proportion),
+                  where, "use a proportion in [0, 1]");
+    if (als.update_period < 1)
+      throw error(error_category::usage, "automatic loss scaling's update period is " + std::to_string(als.update_period),
+                  where, "update the scale every 1 or more weight updates");
+  }
   for (const auto& op : model.ops())
     if (op.where != annotation{})
       throw error(error_category::usage, "op " + graph::describe(op) + " carries an IPU, stage or phase annotation",
@@ -376,6 +417,14 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
       updated.push_back(u.new_weight);
     }
     for (auto& s : u.state) r.state.push_back(std::move(s));
+  }
+  if (o.auto_loss_scaling.enabled) {
+    r.gradients.assign(weights.size(), {});
+    for (std::size_t i = 0; i < weights.size(); ++i)
+      if (grads[i] != no_tensor) {
+        r.gradients[i] = ub.name_of(grads[i]);
+        ub.add_output(grads[i]);
+      }
   }
   builder& ob = fused ? ub : separate;
   for (auto t : updated) ob.add_output(t);
