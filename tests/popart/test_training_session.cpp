@@ -284,7 +284,9 @@ TEST_CASE("randomSeed seeds the masks of training-mode Dropout: the same seed tr
     const auto ratio = b.add_constant(ipu::make_constant<float>(ipu::shape{}, {0.5f}));
     const auto training = b.add_constant(ipu::make_constant<bool>(ipu::shape{}, {true}));
     const auto h = b.op("Dropout", {b.matmul(x, w), ratio, training}).front();
-    const auto loss = b.name_of(ipu::train::nllloss(b, b.softmax(b.add(h, bias), -1, "probs"), labels));
+    const auto probs = b.softmax(b.add(h, bias), -1, "probs");
+    const auto loss = b.name_of(ipu::train::nllloss(b, probs, labels));
+    b.add_output(probs);
     return std::pair{std::move(b).build(), loss};
   };
   const auto x = ipu::host_tensor::from<float>({bps, n, kIn}, inputs(bps * n));
