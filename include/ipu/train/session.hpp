@@ -1,7 +1,8 @@
 #pragma once
 // A training session on the host device: the training step (ipu/train/training_graph.hpp) compiled
 // once for the CPU device, run once per weight update with the weights and optimizer state it
-// returned the step before.
+// returned the step before. A step with training-mode Dropout is fed its seed input each run:
+// {training_options::seed, step, micro-batch}, so each run draws its own masks, reproducibly.
 //
 //   ipu::train::training_session s(model, {.output = "fc", .loss = {.kind = loss_kind::mse}});
 //   for (...) { auto r = s.run({{"x", x.view()}}, target.view()); use(r.loss); }
