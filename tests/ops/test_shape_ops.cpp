@@ -2,9 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "tensor_kernel_harness.hpp"
 
@@ -137,4 +140,73 @@ TEST_CASE("shape ops: a seeded training Dropout draws its mask like numpy's Rand
   std::vector<float> want_y;
   for (char k : got) want_y.push_back(k == '1' ? 2.0f : 0.0f);  // 1.4 / (1 - 0.3)
   check_close(values<float>(out[0]), want_y);
+}
+
+namespace {
+/// Runs ipu::DropoutMask over a tensor of `n` elements: the mask.
+std::vector<bool> dropout_mask(std::int64_t n, float ratio, std::uint64_t seed, std::uint64_t step, std::uint64_t micro,
+                               std::int64_t stream = 0) {
+  const auto* entry = registry().find("ipu", "DropoutMask");
+  REQUIRE(entry);
+  ipu::op_node op;
+  op.domain = "ipu";
+  op.type = "DropoutMask";
+  op.name = "mask";
+  op.attributes = {attr("stream", stream)};
+  const host_tensor x({data_type::F16, {n}});
+  const auto r = f32({}, {ratio});
+  const auto s = host_tensor::from<std::uint64_t>(ipu::shape{3}, {seed, step, micro});
+  std::vector<ipu::const_tensor_view> in{x.view(), r.view(), s.view()};
+  host_tensor mask(info(data_type::BOOL, {n}));
+  std::vector<ipu::tensor_view> out{mask.view()};
+  ipu::kernel_context ctx{op, in, out, chunked_for, nullptr};
+  entry->kernel(ctx);
+  return values<bool>(mask);
+}
+std::string hex(const std::array<std::uint32_t, 4>& w) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%08x %08x %08x %08x", w[0], w[1], w[2], w[3]);
+  return buf;
+}
+}  // namespace
+
+TEST_CASE("DropoutMask's generator is Philox4x32-10: Random123's known-answer vectors") {
+  using ipu::detail::tensor_ops::philox4x32_10;
+  // Random123 v1.14, tests/kat_vectors, the three "philox4x32 10" lines.
+  CHECK(hex(philox4x32_10({0, 0, 0, 0}, {0, 0})) == "6627e8d5 e169c58d bc57ac4c 9b00dbd8");
+  CHECK(hex(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff}, {0xffffffff, 0xffffffff})) ==
+        "408f276d 41c83b0e a20bc7c6 6d5451fd");
+  CHECK(hex(philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344}, {0xa4093822, 0x299f31d0})) ==
+        "d16cfe09 94fdcceb 5001e420 24126ea1");
+}
+
+TEST_CASE("DropoutMask drops a ratio of the elements, the same for the same (seed, step, micro-batch, stream)") {
+  const std::int64_t n = 100000;
+  for (const float ratio : {0.1f, 0.5f, 0.9f}) {
+    CAPTURE(ratio);
+    const auto m = dropout_mask(n, ratio, 42, 3, 1);
+    std::int64_t dropped = 0;
+    for (bool k : m) dropped += k ? 0 : 1;
+    // Binomial: within 5 standard deviations (0.0015 at ratio 0.5), a bound chance cannot cross.
+    const double p = static_cast<double>(ratio), sigma = std::sqrt(p * (1 - p) / static_cast<double>(n));
+    CHECK(std::fabs(static_cast<double>(dropped) / static_cast<double>(n) - p) < 5 * sigma);
+    CHECK(dropout_mask(n, ratio, 42, 3, 1) == m);
+  }
+  // Any other seed, step, micro-batch or stream draws another mask: about half the elements differ.
+  const auto base = dropout_mask(4096, 0.5f, 42, 3, 1, 0);
+  auto differing = [&](const std::vector<bool>& other) {
+    std::size_t d = 0;
+    for (std::size_t i = 0; i < base.size(); ++i) d += base[i] != other[i];
+    return d;
+  };
+  for (const auto& other : {dropout_mask(4096, 0.5f, 43, 3, 1, 0), dropout_mask(4096, 0.5f, 42 + (1ull << 32), 3, 1, 0),
+                            dropout_mask(4096, 0.5f, 42, 4, 1, 0), dropout_mask(4096, 0.5f, 42, 3, 0, 0),
+                            dropout_mask(4096, 0.5f, 42, 3, 1, 1)}) {
+    CHECK(differing(other) > 1700);
+    CHECK(differing(other) < 2400);
+  }
+  // Ratio 0 keeps everything; a ratio outside [0, 1) is an error saying so.
+  for (bool k : dropout_mask(1000, 0.0f, 42, 0, 0)) CHECK(k);
+  for (const float bad : {1.0f, -0.25f, 1.5f})
+    CHECK_THROWS_WITH_AS(dropout_mask(8, bad, 1, 0, 0), doctest::Contains("outside [0, 1)"), ipu::error);
 }

@@ -287,6 +287,10 @@ constexpr op_cost dropout(const op_cost_context& c) {
   return elementwise(c, scalar_rate_ops(c, c.type(c.output())) + 2);
 }
 
+/// ipu::DropoutMask: a counter-based draw (Philox's ten rounds of multiplies, for four elements)
+/// and a compare per element, written as bytes.
+constexpr op_cost dropout_mask(const op_cost_context& c) { return elementwise(c, scalar_rate_ops(c, data_type::F32) + 10); }
+
 /// Data movement: every tile receives its share of the output through the exchange.
 constexpr op_cost data_movement(const op_cost_context& c) {
   op_cost r;

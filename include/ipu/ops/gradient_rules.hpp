@@ -1030,14 +1030,17 @@ constexpr void gather_elements(gradient_context& c) {
   c.set_input_grad(0, c.add("ScatterElements", {zeros_like(c, x), c.input(1), c.required_output_grad()},
                             {{"axis", a}, {"reduction", std::string("add")}}));
 }
-/// Dropout in inference passes dY through; training mode is refused (it is not built yet).
+/// Dropout in inference passes dY through. In training mode its gradient needs the mask its
+/// forward run drew: a training step writes such a Dropout out as a seeded mask and a Mul
+/// (ipu/train/training_graph.hpp), so only a Dropout met by autodiff alone gets here, and is refused.
 constexpr void dropout(gradient_context& c) {
   if (c.has_input(2)) {
     const auto training = c.constant_bool(2);
     if (!training) throw c.fail("training_mode is computed at run time", "give training_mode as a constant false");
     if (*training)
-      throw c.fail("Dropout in training mode has no gradient rule yet (training-mode Dropout is not built)",
-                   "export the model in eval mode, or remove the Dropout");
+      throw c.fail("Dropout in training mode draws a fresh mask each run, which its gradient cannot see",
+                   "train through ipu::train::make_training_graph or a training session (they draw the mask "
+                   "from a seed), or export the model in eval mode");
   }
   identity(c);
 }

@@ -317,6 +317,17 @@ constexpr std::vector<tensor_info> dropout(const infer_context& c) {
   return {same_as_input(c), tensor_info{data_type::BOOL, c.in_shape(0)}};
 }
 
+/// ipu::DropoutMask(data, ratio, seed): a BOOL mask of data's shape; ratio a floating-point scalar,
+/// seed U64[3] (seed, step, micro-batch).
+constexpr std::vector<tensor_info> dropout_mask(const infer_context& c) {
+  const auto& r = c.input(1);
+  if (!is_floating_point(r.type) || r.shape.num_elements() != 1 || r.shape.rank() > 1)
+    throw c.fail("the ratio is " + to_string(r) + ", not a floating-point scalar", "give the ratio as one float");
+  if (c.input(2) != tensor_info{data_type::U64, shape{3}})
+    throw c.fail("the seed is " + to_string(c.input(2)) + ", not U64[3] (seed, step, micro-batch)");
+  return {tensor_info{data_type::BOOL, c.in_shape(0)}};
+}
+
 constexpr std::vector<tensor_info> softmax(const infer_context& c) {
   need_float(c, 0);
   const auto& s = c.in_shape(0);

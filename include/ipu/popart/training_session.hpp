@@ -56,7 +56,8 @@ class training_session {
  public:
   /// A model built in this process; `loss` names the scalar tensor it computes as its loss. The
   /// options may set device iterations (equal to the data flow's batches per step), gradient
-  /// accumulation, its reduction type and the log level; any other option is an ipu::error
+  /// accumulation, its reduction type, the random seed (the masks of training-mode Dropout) and the
+  /// log level; any other option is an ipu::error
   /// (usage) naming it, as are a loss that is not a scalar tensor of the model, an anchor naming
   /// no tensor, and an op on a weight's path to the loss without a gradient rule.
   training_session(graph model, data_flow flow, std::string loss, train::optimizer opt, target_device device = {},
@@ -87,6 +88,7 @@ class training_session {
     o.opt = opt_;
     o.gradient_accumulation = options_.gradient_accumulation();
     o.auto_loss_scaling.enabled = options_.automatic_loss_scaling();
+    o.seed = options_.random_seed().value_or(0);  // PopTorch's randomSeed; unset, the training step's default
     o.reduction = options_.accumulation_and_replication_reduction_type() == reduction_type::sum
                       ? train::accumulation_reduction::sum
                       : train::accumulation_reduction::mean;
@@ -381,7 +383,8 @@ class training_session {
       const bool allowed = line.empty() || line.rfind("deviceIterations(", 0) == 0 ||
                            line.rfind("Training.gradientAccumulation(", 0) == 0 ||
                            line.rfind("Training.accumulationAndReplicationReductionType(", 0) == 0 ||
-                           line.rfind("Training.setAutomaticLossScaling(", 0) == 0;
+                           line.rfind("Training.setAutomaticLossScaling(", 0) == 0 ||
+                           line.rfind("randomSeed(", 0) == 0;
       if (!allowed) refused += (refused.empty() ? "" : ", ") + line;
     }
     if (!refused.empty())

@@ -1,7 +1,8 @@
 #pragma once
 // A training session on the host device: the training step (ipu/train/training_graph.hpp) compiled
 // once for the CPU device, run once per weight update with the weights and optimizer state it
-// returned the step before.
+// returned the step before. A step with training-mode Dropout is fed its seed input each run:
+// {training_options::seed, step, micro-batch}, so each run draws its own masks, reproducibly.
 //
 //   ipu::train::training_session s(model, {.output = "fc", .loss = {.kind = loss_kind::mse}});
 //   for (...) { auto r = s.run({{"x", x.view()}}, target.view()); use(r.loss); }
@@ -170,12 +171,12 @@ class training_session {
     for (std::int64_t j = 0; j < micro; ++j) {
       auto views = views_for(step_in_, step_.model(), scalars, scalar_values, next.buffers, [&](std::size_t i) {
         return micro_batch(given[i], tg_.model_inputs[i], j);
-      }, tg_.labels.empty() ? const_tensor_view{} : micro_batch(labels, tg_.labels, j));
+      }, tg_.labels.empty() ? const_tensor_view{} : micro_batch(labels, tg_.labels, j), j);
       auto out = step_.run(std::span<const const_tensor_view>(views));
       take_outputs(step_out_, out, r, j, next);
     }
     if (update_) {
-      auto views = views_for(update_in_, update_->model(), scalars, scalar_values, next.buffers, nullptr, {});
+      auto views = views_for(update_in_, update_->model(), scalars, scalar_values, next.buffers, nullptr, {}, 0);
       auto out = update_->run(std::span<const const_tensor_view>(views));
       take_outputs(update_out_, out, r, 0, next);
     }
@@ -328,8 +329,9 @@ class training_session {
 
  private:
   /// Where a graph input's value comes from, or where a graph output's value goes.
-  enum class slot : std::uint8_t { model_input, model_output, labels, loss, weight, state, buffer, accumulator, scalar, first_step,
-                                   gradient };
+  enum class slot : std::uint8_t {
+    model_input, model_output, labels, loss, weight, state, buffer, accumulator, scalar, first_step, dropout_seed, gradient
+  };
   struct binding {
     slot kind;
     std::size_t index = 0;
@@ -399,6 +401,7 @@ class training_session {
       else if ((i = index_in(tg_.accumulators, name, [](const auto& a) { return a.input; })) != none)
         b.push_back({slot::accumulator, i, {}});
       else if (name == "optimizer/first_step") b.push_back({slot::first_step, 0, {}});
+      else if (name == dropout_seed_input) b.push_back({slot::dropout_seed, 0, {}});
       else if (name.rfind("optimizer/", 0) == 0) b.push_back({slot::scalar, 0, name.substr(0, name.find(':'))});
       else throw error(error_category::internal, "step input '" + name + "' has no source", where());
     }
@@ -430,7 +433,7 @@ class training_session {
   std::vector<const_tensor_view> views_for(const std::vector<binding>& in, const graph& g,
                                            const std::vector<step_scalar>& scalars, std::vector<host_tensor>& keep,
                                            const std::vector<host_tensor>& buffers, Inputs model_input,
-                                           const const_tensor_view& labels) const {
+                                           const const_tensor_view& labels, std::int64_t micro_batch) const {
     std::vector<const_tensor_view> views(in.size());
     keep.clear();  // the previous run's views are used up
     keep.reserve(in.size());  // no reallocation: the views point into these
@@ -451,6 +454,14 @@ class training_session {
           // after a step whose momentum was 0 (a variable momentum raised from 0).
           const bool first = steps_ == 0 || previous_momentum_ == 0 || momentum() == 0;
           t.bytes()[0] = std::byte{first ? std::uint8_t{1} : std::uint8_t{0}};
+          keep.push_back(std::move(t));
+          views[p] = keep.back().view();
+          break;
+        }
+        case slot::dropout_seed: {
+          // Each micro-batch of each step draws its own masks, all from the session's seed.
+          auto t = host_tensor::from<std::uint64_t>(
+              shape{3}, {options_.seed, steps_, static_cast<std::uint64_t>(micro_batch)});
           keep.push_back(std::move(t));
           views[p] = keep.back().view();
           break;

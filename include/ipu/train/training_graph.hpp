@@ -8,8 +8,16 @@
 // running statistics (buffers, as PyTorch calls them). BatchNormalization trains as PyTorch's
 // train() mode does: it normalises with the batch's statistics (its ops written out, so autodiff
 // sees ordinary ops) and updates the running statistics each step, as buffers the step returns.
+//
+// A Dropout in training mode (training_mode a constant true, as PyTorch exports train() mode) is
+// written out as ops: ipu::DropoutMask draws its mask from the step input "dropout/seed" (the
+// session's seed, the step and the micro-batch, fed by the session), and Y = X * Cast(mask) /
+// (1 - ratio). The mask is drawn once in the forward pass and autodiff's Mul rule reuses it:
+// dX = dY * mask / (1 - ratio). The Dropout's Y and mask outputs keep their tensor ids.
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -18,6 +26,7 @@
 
 #include "ipu/builder/builder.hpp"
 #include "ipu/error.hpp"
+#include "ipu/half.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/infer.hpp"
 #include "ipu/train/autodiff.hpp"
@@ -54,7 +63,15 @@ struct training_options {
   std::int64_t gradient_accumulation = 1;
   accumulation_reduction reduction = accumulation_reduction::mean;
   automatic_loss_scaling auto_loss_scaling{};
+  /// Seed of the step's random ops (training-mode Dropout; PopTorch's randomSeed): each Dropout's
+  /// mask is drawn from (seed, step, micro-batch, which Dropout), so the same seed trains bit for
+  /// bit the same and every step and micro-batch draws afresh. 0 unless set.
+  std::uint64_t seed = 0;
 };
+
+/// The step input a training session feeds with U64 {seed, step, micro-batch} for each run, when
+/// the model has a training-mode Dropout.
+inline constexpr std::string_view dropout_seed_input = "dropout/seed";
 
 struct trained_weight {
   std::string name;     // the graph input holding the weight (its name in the model)
@@ -248,6 +265,94 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
   return {new_mean, new_var};
 }
 
+/// The bytes of tensor `t` of `g` when they are known before running: a constant or initializer,
+/// or a Constant op's value; nullptr otherwise.
+constexpr const byte_buffer* known_data(const graph& g, tensor_id t) {
+  const auto& n = g.tensor(t);
+  if (n.has_data()) return &n.data;
+  if (n.producer == no_op) return nullptr;
+  const auto& p = g.op(n.producer);
+  if (p.type != "Constant" || !(p.domain.empty() || p.domain == "ai.onnx")) return nullptr;
+  if (const auto* a = p.find_attribute("value"))
+    if (const auto* v = std::get_if<constant_tensor>(&a->value)) return &v->data;
+  return nullptr;
+}
+
+/// Whether the Dropout `op` of `g` runs in training mode: training_mode given and a constant true.
+/// One computed at run time cannot be written out, and is refused.
+constexpr bool dropout_in_training(const graph& g, const op_node& op, std::string_view where) {
+  if (op.type != "Dropout" || !(op.domain.empty() || op.domain == "ai.onnx")) return false;
+  if (op.inputs.size() < 3 || op.inputs[2] == no_tensor) return false;
+  const auto* d = known_data(g, op.inputs[2]);
+  if (!d || d->size() != 1)
+    throw error(error_category::usage, "the training_mode of Dropout " + graph::describe(op) + " is computed at run time",
+                std::string(where), "give training_mode as a constant (PyTorch's export does)");
+  return d->load<std::uint8_t>(0) != 0;
+}
+
+/// Writes the training-mode Dropout `op` (the step's `stream`-th) of `g` out as ops: its mask
+/// drawn by ipu::DropoutMask from `seed`, then Y = X * (Cast(mask) * 1 / (1 - ratio)).
+constexpr void dropout_training(graph& g, const op_node& op, std::int64_t stream, tensor_id seed, std::string_view where) {
+  const auto x = op.inputs.at(0);
+  const auto type = g.tensor(x).info.type;
+  if (!is_float(type))
+    throw error(error_category::usage, "Dropout " + graph::describe(op) + " of a " + std::string(to_string(type)) + " tensor",
+                std::string(where), "apply training-mode Dropout to F16, F32 or F64 tensors");
+  double ratio = 0.5;  // ONNX's default
+  tensor_id ratio_tensor = no_tensor;
+  if (op.inputs.size() > 1 && op.inputs[1] != no_tensor) {
+    ratio_tensor = op.inputs[1];
+    const auto& info = g.tensor(ratio_tensor).info;
+    const auto* d = known_data(g, ratio_tensor);
+    if (!d || info.shape.num_elements() != 1 || !is_float(info.type))
+      throw error(error_category::usage, "the ratio of Dropout " + graph::describe(op) + " is not a constant float scalar",
+                  std::string(where), "give the ratio as a constant (PyTorch's export does)");
+    ratio = info.type == data_type::F64   ? d->load<double>(0)
+            : info.type == data_type::F32 ? static_cast<double>(d->load<float>(0))
+                                          : static_cast<double>(static_cast<float>(d->load<half>(0)));
+  }
+  if (!(ratio >= 0 && ratio < 1))
+    throw error(error_category::usage, "Dropout " + graph::describe(op) + " has ratio " + std::to_string(ratio) +
+                                           ", outside [0, 1)",
+                std::string(where), "give a ratio in [0, 1): the probability of zeroing an element");
+  const std::string prefix = "dropout/" + format_uint(static_cast<std::uint64_t>(stream)) + "/";
+  auto scalar = [&](std::string_view name, data_type t, double v) {
+    byte_buffer data;
+    if (t == data_type::F64) data = byte_buffer::from_values(std::span<const double>(&v, 1));
+    else if (t == data_type::F32) {
+      const float f = static_cast<float>(v);
+      data = byte_buffer::from_values(std::span<const float>(&f, 1));
+    } else {
+      const half h(static_cast<float>(v));
+      data = byte_buffer::from_values(std::span<const half>(&h, 1));
+    }
+    return g.add_tensor(prefix + std::string(name), tensor_info{t, {}}, tensor_kind::constant, std::move(data));
+  };
+  if (ratio_tensor == no_tensor) ratio_tensor = scalar("ratio", data_type::F32, ratio);
+  std::size_t muls = 0;
+  auto emit = [&](std::string_view domain, std::string_view t, std::vector<tensor_id> in, std::vector<attribute> at,
+                  tensor_id out) {
+    op_node o;
+    o.domain = std::string(domain);
+    o.type = std::string(t);
+    o.name = prefix + std::string(t) + (t == "Mul" ? format_uint(muls++) : std::string());
+    o.inputs = std::move(in);
+    o.attributes = std::move(at);
+    o.where = op.where;
+    o.outputs = {no_tensor};
+    if (out == no_tensor) out = g.add_tensor(o.name, infer_outputs(g, o).at(0));
+    o.outputs[0] = out;
+    g.add_op(std::move(o));
+    return out;
+  };
+  const auto mask_out = op.outputs.size() > 1 ? op.outputs[1] : no_tensor;
+  const auto mask = emit("ipu", "DropoutMask", {x, ratio_tensor, seed}, {{"stream", stream}}, mask_out);
+  const auto keep = emit("", "Cast", {mask}, {{"to", onnx_code_of(type)}}, no_tensor);
+  // The scale, rounded once to X's type: a kept element is X * (1 / (1 - ratio)) exactly so.
+  const auto factor = emit("", "Mul", {keep, scalar("scale", type, 1.0 / (1.0 - ratio))}, {}, no_tensor);
+  (void)emit("", "Mul", {x, factor}, {}, op.outputs.at(0));
+}
+
 }  // namespace detail
 
 /// `o` as the step is built for it: automatic loss scaling feeds the loss scale each step, so
@@ -337,9 +442,21 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
   if (weights.empty()) throw error(error_category::usage, "the model has no trainable weights", where);
   std::vector<tensor_id> buffer_updates;
   std::size_t bn = 0;
+  tensor_id dropout_seed = no_tensor;
+  std::int64_t dropouts = 0;
   for (op_id id = 0; id < model.num_ops(); ++id) {
     const auto& op = model.op(id);
     if (o.batch_norm_training && stats.copies[id]) continue;  // its output is a buffer input now
+    if (detail::dropout_in_training(model, op, where)) {
+      if (dropout_seed == no_tensor) {
+        if (model.find_tensor(dropout_seed_input))
+          throw error(error_category::usage, "the model has a tensor named '" + std::string(dropout_seed_input) + "'",
+                      where, "rename it: the training step feeds its Dropout seed under that name");
+        dropout_seed = g.add_tensor(std::string(dropout_seed_input), tensor_info{data_type::U64, shape{3}}, tensor_kind::input);
+      }
+      detail::dropout_training(g, op, dropouts++, dropout_seed, where);
+      continue;
+    }
     if (is_recurrent(op)) {  // written out unrolled (train/recurrent.hpp): autodiff sees ordinary ops
       write_out_recurrent(g, op, "recurrent/" + format_uint(id) + "/");
       continue;
@@ -360,7 +477,9 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
     }
   }
   for (auto t : model.outputs()) g.mark_output(t);
-  g.set_opset_imports(model.opset_imports());
+  auto opsets = model.opset_imports();
+  if (dropouts > 0) opsets.push_back({"ipu", 1});  // ipu::DropoutMask
+  g.set_opset_imports(std::move(opsets));
 
   // The loss.
   builder lb(std::move(g));

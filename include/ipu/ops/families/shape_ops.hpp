@@ -1,6 +1,6 @@
 #pragma once
 // The op table's shape ops family: views (Reshape, Flatten, Squeeze, Unsqueeze, Identity, and
-// Dropout in inference), Transpose, DepthToSpace / SpaceToDepth and the shape queries. A row holds
+// Dropout in inference; the seeded mask of Dropout in training), Transpose, DepthToSpace / SpaceToDepth and the shape queries. A row holds
 // what the library knows about an op: shape rule (ops/shape_rules.hpp), cost rule
 // (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host kernels
 // sit beside it, in ipu/ops/kernels/shape_ops.hpp.
@@ -12,6 +12,9 @@ inline constexpr op_def shape_ops[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
     {"", "Dropout", detail::infer::dropout, detail::cost_rules::dropout, view_op,
      detail::grad::dropout},
+    // The seeded mask of a training-mode Dropout in a training step (ipu/train/training_graph.hpp):
+    // the library's own op, in domain "ipu". BOOL out: no gradient flows through it.
+    {"ipu", "DropoutMask", detail::infer::dropout_mask, detail::cost_rules::dropout_mask, {}},
     {"", "Transpose", detail::infer::transpose, detail::cost_rules::data_movement, {}, detail::grad::transpose},
     {"", "DepthToSpace", detail::infer::depth_to_space, detail::cost_rules::data_movement, {}},
     {"", "SpaceToDepth", detail::infer::space_to_depth, detail::cost_rules::data_movement, {}},

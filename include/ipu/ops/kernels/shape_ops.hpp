@@ -1,7 +1,10 @@
 #pragma once
 // Kernels that only rearrange bytes: Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout
 // (inference), Transpose, DepthToSpace, SpaceToDepth, plus Shape and Size which read only shapes.
-// All of them work for every element type.
+// All of them work for every element type. Beside Dropout, the library's own ipu::DropoutMask: the
+// seeded mask a training step's Dropout uses (ipu/train/training_graph.hpp).
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -51,6 +54,57 @@ inline void dropout_kernel(const kernel_context& ctx) {
       const bool k = uniform() >= ratio;
       if (mask) mask[i] = k;
       out[i] = k ? convert<T>(static_cast<double>(convert<double>(x[i])) * scale) : T{};
+    }
+  });
+}
+
+/// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011): four
+/// random 32-bit words from a 128-bit counter and a 64-bit key. Counter-based: any element's draw is
+/// computed on its own, so the mask does not depend on how the work is split over threads.
+constexpr std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c, std::array<std::uint32_t, 2> k) {
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      k[0] += 0x9E3779B9u;
+      k[1] += 0xBB67AE85u;
+    }
+    const std::uint64_t p0 = std::uint64_t{0xD2511F53u} * c[0], p1 = std::uint64_t{0xCD9E8D57u} * c[2];
+    c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k[0], static_cast<std::uint32_t>(p1),
+         static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k[1], static_cast<std::uint32_t>(p0)};
+  }
+  return c;
+}
+
+/// ipu::DropoutMask(data, ratio, seed), attribute `stream`: the BOOL mask of a training-mode Dropout
+/// of `data` (its shape only is read), each element false with probability `ratio`. `seed` is U64
+/// [3]: the session's seed, the step and the micro-batch; `stream` tells the step's Dropouts apart.
+/// Element i takes word i % 4 of Philox4x32-10 with key = seed and counter = (i / 4, stream,
+/// micro-batch, step mod 2^32), and is kept when that word is at least ratio * 2^32: the same
+/// (seed, step, micro-batch, stream) gives the same mask, any other a fresh one.
+inline void dropout_mask_kernel(const kernel_context& ctx) {
+  const double ratio = read_doubles(ctx, ctx.input(1)).at(0);
+  if (!(ratio >= 0.0 && ratio < 1.0))
+    throw ctx.fail("dropout ratio " + std::to_string(ratio) + " is outside [0, 1)", "use a ratio in [0, 1)");
+  const auto seed = ctx.input(2);
+  if (seed.info() != tensor_info{data_type::U64, shape{3}})
+    throw ctx.fail("the seed is " + to_string(seed.info()) + ", not U64[3] (seed, step, micro-batch)",
+                   "feed the step's seed as the training session does");
+  const auto* s = data_as<std::uint64_t>(seed);
+  const std::int64_t stream = ctx.attr_int("stream", 0);
+  if (stream < 0 || stream > 0xFFFFFFFF)
+    throw ctx.fail("stream " + std::to_string(stream) + " is outside [0, 2^32)", "number the Dropouts of a step from 0");
+  const auto n = static_cast<std::size_t>(ctx.outputs[0].info().num_elements());
+  if (n / 4 > 0xFFFFFFFFu)
+    throw ctx.fail("a mask of " + std::to_string(n) + " elements exceeds the generator's 2^34", "split the tensor");
+  check_output_shape(ctx, 0, ctx.input(0).info().shape);
+  // ratio * 2^32 is exact in double for an F32 or F64 ratio; a word below its ceiling is dropped.
+  const double threshold = std::ceil(ratio * 4294967296.0);
+  const std::array<std::uint32_t, 2> key{static_cast<std::uint32_t>(s[0]), static_cast<std::uint32_t>(s[0] >> 32)};
+  const auto micro = static_cast<std::uint32_t>(s[2]), step = static_cast<std::uint32_t>(s[1]);
+  bool* mask = data_as<bool>(ctx.outputs[0]);
+  ctx.parallel_for((n + 3) / 4, [&](std::size_t begin, std::size_t end) {
+    for (std::size_t b = begin; b < end; ++b) {
+      const auto words = philox4x32_10({static_cast<std::uint32_t>(b), static_cast<std::uint32_t>(stream), micro, step}, key);
+      for (std::size_t w = 0; w < 4 && b * 4 + w < n; ++w) mask[b * 4 + w] = static_cast<double>(words[w]) >= threshold;
     }
   });
 }
@@ -149,6 +203,7 @@ inline void size_kernel(const kernel_context& ctx) {
 inline void register_shape_ops(op_registry& r) {
   for (const char* type : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.add({"", type, copy_kernel});
   r.add({"", "Dropout", dropout_kernel});
+  r.add({"ipu", "DropoutMask", dropout_mask_kernel});
   r.add({"", "Transpose", transpose_kernel});
   r.add({"", "DepthToSpace", depth_to_space_kernel});
   r.add({"", "SpaceToDepth", space_to_depth_kernel});
