@@ -89,6 +89,19 @@ TEST_CASE("slice ops: Expand broadcasts like numpy (including to a larger rank)"
   CHECK_THROWS_AS(run1("Expand", {f32({3}, {1, 2, 3}), i64({1}, {2})}, f32_info({3})), ipu::error);
 }
 
+TEST_CASE("slice ops: Expand of one value fills every element, at any size") {
+  // 1, 7 (the doubling copy's last block partial), 1000 elements; a one-element [1, 1] input too.
+  for (std::int64_t n : {1, 7, 1000}) {
+    CAPTURE(n);
+    auto y = run1("Expand", {f32({}, {2.5f}), i64({2}, {n, 1})}, f32_info({n, 1}));
+    CHECK(values<float>(y) == std::vector<float>(static_cast<std::size_t>(n), 2.5f));
+    auto z = run1("Expand", {i64({1, 1}, {-3}), i64({3}, {2, 1, n})}, info(data_type::S64, {2, 1, n}));
+    CHECK(values<std::int64_t>(z) == std::vector<std::int64_t>(static_cast<std::size_t>(2 * n), -3));
+  }
+  auto e = run1("Expand", {f32({}, {1}), i64({2}, {0, 3})}, f32_info({0, 3}));
+  CHECK(e.info().shape.num_elements() == 0);
+}
+
 TEST_CASE("slice ops: Tile repeats every axis") {
   auto x = make<half>({2, 3}, {half(0.f), half(1.f), half(2.f), half(3.f), half(4.f), half(5.f)});
   auto y = run1("Tile", {x, i64({2}, {2, 2})}, info(data_type::F16, {4, 6}));

@@ -145,6 +145,8 @@ TEST_CASE("matrix products: MatMul (batched, broadcast, 1-D) and Gemm (transpose
   using V = const std::vector<tensor_id>&;
   check_gradients("MatMul 2-D", {{{3, 4}}, {{4, 2}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
   check_gradients("MatMul batched, broadcast", {{{2, 3, 4}}, {{4, 5}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
+  check_gradients("MatMul 4-D x 2-D (one product over every row for dB)", {{{2, 3, 2, 4}}, {{4, 5}}},
+                  [](B& b, V x) { return b.matmul(x[0], x[1]); });
   check_gradients("MatMul broadcast batch", {{{2, 1, 3, 4}}, {{3, 4, 2}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
   check_gradients("MatMul 1-D x 2-D", {{{4}}, {{4, 3}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });
   check_gradients("MatMul 2-D x 1-D", {{{3, 4}}, {{4}}}, [](B& b, V x) { return b.matmul(x[0], x[1]); });

@@ -112,18 +112,23 @@ class AdamHalfMoments:
             p.sub_(step_size * m / (v.sqrt() / (1 - b2 ** self.t) ** 0.5 + self.eps))
 
 
+def export_for_training(model, x, path):
+    """Writes `model` on input `x` to ONNX (input "x", output "y") with PyTorch's parameter names, and
+    leaves it in train() mode. Exported in eval mode but with TrainingMode.PRESERVE:
+    TrainingMode.EVAL (the default) folds a BatchNorm that follows a Conv into the Conv's weights,
+    leaving nothing to train in train() mode."""
+    model.eval()
+    torch.onnx.export(model, (x,), path, opset_version=13, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.PRESERVE, input_names=["x"], output_names=["y"])
+    model.train()
+
+
 def run(out_dir, case, model, x, labels, loss_fn, make_opt, steps, micro=1, reduction="mean"):
     """x, labels: [rows, micro * batch, ...]; step k uses row k % rows, split into `micro` micro-batches."""
     d = os.path.join(out_dir, case)
     os.makedirs(d, exist_ok=True)
     batch = x.shape[1] // micro
-    # Exported in eval mode but with TrainingMode.PRESERVE: TrainingMode.EVAL (the default) folds a
-    # BatchNorm that follows a Conv into the Conv's weights, leaving nothing to train in train() mode.
-    model.eval()
-    torch.onnx.export(model, (x[0][:batch],), os.path.join(d, "model.onnx"), opset_version=13,
-                      do_constant_folding=False, training=torch.onnx.TrainingMode.PRESERVE, input_names=["x"],
-                      output_names=["y"])
-    model.train()
+    export_for_training(model, x[0][:batch], os.path.join(d, "model.onnx"))
     np.save(os.path.join(d, "x.npy"), x.numpy())
     np.save(os.path.join(d, "labels.npy"), labels.numpy())
     opt = make_opt(model.parameters())

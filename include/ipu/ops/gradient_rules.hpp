@@ -524,8 +524,19 @@ constexpr void matmul(gradient_context& c) {
     c.set_input_grad(0, c.reshape(c.sum_to(g, sa.rank() == 1 ? shape{1, sa[0]} : sa), sa));
   }
   if (c.wants(1)) {
-    const auto g = c.add("MatMul", {swap_last_two(c, a2), dy});
-    c.set_input_grad(1, c.reshape(c.sum_to(g, sb.rank() == 1 ? shape{sb[0], 1} : sb), sb));
+    const auto sa2 = c.shape_of(a2);
+    if (sb.rank() == 2 && sa2.rank() > 2) {
+      // A weight shared by every batch row (a Linear layer on [batch, seq, features]): its gradient is
+      // one product over all rows, [K, rows] @ [rows, N], rather than a product per batch row summed
+      // afterwards, which materialises every row's [K, N] and multiplies matrices of depth M.
+      const auto k = sa2[sa2.rank() - 1], n = c.shape_of(dy).dims().back();
+      const auto rows = sa2.num_elements() / k;
+      c.set_input_grad(1, c.add("Gemm", {c.reshape(a2, shape{rows, k}), c.reshape(dy, shape{rows, n})},
+                                {{"transA", std::int64_t{1}}}));
+    } else {
+      const auto g = c.add("MatMul", {swap_last_two(c, a2), dy});
+      c.set_input_grad(1, c.reshape(c.sum_to(g, sb.rank() == 1 ? shape{sb[0], 1} : sb), sb));
+    }
   }
 }
 /// Y = alpha op(A) op(B) + beta C, with op() an optional transpose (A' = op(A), B' = op(B)):

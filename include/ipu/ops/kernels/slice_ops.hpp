@@ -1,6 +1,7 @@
 #pragma once
 // Kernels that cut, join, pad or repeat tensors: Concat, Split, Slice, Pad, Expand, Tile. All move
 // bytes only, so they work for every element type.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -224,6 +225,21 @@ inline void expand_kernel(const kernel_context& ctx) {
     dims[k] = a == 1 ? b : a;
   }
   check_output_shape(ctx, 0, shape(dims));
+  if (is.num_elements() == 1) {
+    // One value everywhere (the zeros a gradient scatters into): copied in doubling blocks rather than
+    // element by element through the axis tables.
+    const auto n = ctx.outputs[0].info().num_bytes();
+    const auto e = size_of(x.info().type);
+    std::byte* o = ctx.outputs[0].data();
+    if (n == 0) return;
+    std::memcpy(o, x.data(), e);
+    for (std::size_t done = e; done < n;) {
+      const auto c = std::min(done, n - done);
+      std::memcpy(o + done, o, c);
+      done += c;
+    }
+    return;
+  }
   const auto st = is.strides();
   axis_tables t;
   for (std::size_t k = 0; k < r; ++k) {
