@@ -410,9 +410,11 @@ TEST_CASE("a training step from PopEF is refused when it is not this session's, 
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("randomSeed seeds the masks of training-mode Dropout: the same seed trains the same, another otherwise") {
-  constexpr std::int64_t n = 4, bps = 3;
-  auto make = [] {
+namespace {
+
+/// make_model's network with a training-mode Dropout (ratio 0.5) after the MatMul: the model and
+/// its loss's name.
+std::pair<ipu::graph, std::string> dropout_model(std::int64_t n) {
     ipu::builder b("dropout");
     const auto x = b.add_input_tensor({data_type::F32, {n, kIn}}, "x");
     const auto labels = b.add_input_tensor({data_type::S32, {n}}, "labels");
@@ -425,7 +427,13 @@ TEST_CASE("randomSeed seeds the masks of training-mode Dropout: the same seed tr
     const auto loss = b.name_of(ipu::train::nllloss(b, probs, labels));
     b.add_output(probs);
     return std::pair{std::move(b).build(), loss};
-  };
+}
+
+}  // namespace
+
+TEST_CASE("randomSeed seeds the masks of training-mode Dropout: the same seed trains the same, another otherwise") {
+  constexpr std::int64_t n = 4, bps = 3;
+  auto make = [] { return dropout_model(n); };
   const auto x = ipu::host_tensor::from<float>({bps, n, kIn}, inputs(bps * n));
   const auto y = ipu::host_tensor::from<std::int32_t>({bps, n}, labels_for(bps * n));
   auto trained = [&](std::optional<std::uint64_t> seed) {
@@ -446,4 +454,42 @@ TEST_CASE("randomSeed seeds the masks of training-mode Dropout: the same seed tr
   CHECK(trained(6) != a);
   CHECK(trained(std::nullopt) == trained(0));  // unset, the seed is 0
   CHECK(trained(std::nullopt) != a);
+}
+
+TEST_CASE("a training step with Dropout and automatic loss scaling resumes from PopEF with its seed, masks and scale") {
+  constexpr std::int64_t n = 4;
+  const auto dir = std::filesystem::temp_directory_path() / "ipu_test_training_dropout_export";
+  std::filesystem::create_directories(dir);
+  auto [g, loss] = dropout_model(n);
+  ipu::options o;
+  o.random_seed(7).automatic_loss_scaling(true);
+  const ipu::data_flow flow(1, {{loss, ipu::anchor_return_type::all()}});
+  const auto opt = ipu::train::sgd{.lr = 0.3, .momentum = 0.5, .loss_scaling = 4};
+  ipu::runtime::training_session straight(g, flow, loss, opt, ipu::device_from_name("mk2", 1), o);
+  straight.prepare_device();
+  for (std::int64_t u = 0; u < 5; ++u) run_updates(straight, 1, n, u * n);
+  ipu::runtime::training_session first(g, flow, loss, opt, ipu::device_from_name("mk2", 1), o);
+  first.prepare_device();
+  for (std::int64_t u = 0; u < 3; ++u) run_updates(first, 1, n, u * n);
+  const auto file = dir / "dropout.popef";
+  first.compile_and_export(file);
+  auto resumed = ipu::runtime::training_session::from_executable(file, flow, ipu::device_from_name("mk2", 1));
+  CHECK(resumed.options().random_seed() == 7u);
+  CHECK(resumed.options().automatic_loss_scaling());
+  resumed.prepare_device();
+  CHECK(resumed.host_session().loss_scaling() == first.host_session().loss_scaling());
+  for (std::int64_t u = 3; u < 5; ++u) run_updates(resumed, 1, n, u * n);
+  check_same_weights(straight, resumed);
+  CHECK(resumed.host_session().loss_scaling() == straight.host_session().loss_scaling());
+  CHECK(straight.host_session().loss_scaling() == 4 * 32.0);  // doubled at each of the 5 updates
+  // Another seed, or no automatic loss scaling, is another step.
+  ipu::options other = o;
+  other.random_seed(8);
+  CHECK_THROWS_WITH_AS((void)ipu::runtime::training_session::from_executable(file, flow, ipu::device_from_name("mk2", 1), other),
+                       doctest::Contains("random seed 8"), ipu::error);
+  ipu::options without;
+  without.random_seed(7);
+  ipu::runtime::training_session t(g, flow, loss, opt, ipu::device_from_name("mk2", 1), without);
+  CHECK_THROWS_WITH_AS(t.load_executable(file), doctest::Contains("with automatic loss scaling"), ipu::error);
+  std::filesystem::remove_all(dir);
 }

@@ -128,11 +128,12 @@ class training_session {
     popef::training_state st;
     st.model = model_;
     st.loss = loss_;
-    st.opt = opt_;
+    st.opt = session_->current_optimizer();  // with automatic loss scaling, the scale reached
     st.gradient_accumulation = counts_.accumulation;
     st.reduction = reduction();
     st.updates = session_->steps();
     st.automatic_loss_scaling = options_.automatic_loss_scaling();
+    st.seed = options_.random_seed().value_or(0);
     std::vector<std::pair<std::string, host_tensor>> values;
     for (const auto& n : session_->weight_names()) values.emplace_back(n, prepared_ ? session_->weight(n) : host_weights_.at(n));
     for (const auto& n : session_->buffer_names()) values.emplace_back(n, prepared_ ? session_->buffer(n) : host_weights_.at(n));
@@ -147,7 +148,8 @@ class training_session {
   /// come from the file, and training resumes where it stopped (weights, running statistics,
   /// optimizer state, update count). The options may set what a session's options may; gradient
   /// accumulation and its reduction are the file's (options that set others are refused). The data
-  /// flow's anchors must be those the step was exported with.
+  /// flow's anchors must be those the step was exported with. The random seed and automatic loss
+  /// scaling are the file's too.
   static training_session from_executable(const std::filesystem::path& popef_file, data_flow flow, target_device device = {},
                                           ipu::options options = {}) {
     auto f = popef::load_training(popef_file);
@@ -168,6 +170,12 @@ class training_session {
     options.gradient_accumulation(accumulation);
     options.accumulation_and_replication_reduction_type(file_reduction);
     options.automatic_loss_scaling(f.state.automatic_loss_scaling);
+    if (options.random_seed() && *options.random_seed() != f.state.seed)
+      throw error(error_category::usage,
+                  "the options ask for random seed " + std::to_string(*options.random_seed()) + ", the step in " +
+                      popef_file.string() + " was trained with " + std::to_string(f.state.seed),
+                  "training session from " + popef_file.string(), "leave it unset: the file's seed is used");
+    options.random_seed(f.state.seed);
     auto model = f.state.model;
     auto loss = f.state.loss;
     auto opt = f.state.opt;
@@ -206,6 +214,11 @@ class training_session {
                       (f.state.automatic_loss_scaling ? "with" : "without") + " automatic loss scaling, this session " +
                       (options_.automatic_loss_scaling() ? "with" : "without") + " it",
                   where(), fix);
+    if (f.state.seed != options_.random_seed().value_or(0))
+      throw error(error_category::usage,
+                  "the step in " + popef_file.string() + " was trained with random seed " + std::to_string(f.state.seed) +
+                      ", this session's is " + std::to_string(options_.random_seed().value_or(0)),
+                  where(), "set the session's randomSeed to the file's");
     train::check_same_step(f.state.opt, opt_, where() + ", loading " + popef_file.string());
     adopt(std::move(f), popef_file);
   }
@@ -358,6 +371,12 @@ class training_session {
     for (const auto& names : {session_->weight_names(), session_->buffer_names()})
       for (const auto& n : names) weights.emplace(n, value(n, host_weights_.at(n).info()));
     session_->load_optimizer_state(state);
+    if (options_.automatic_loss_scaling()) {  // the scale reached is state too
+      auto o = session_->current_optimizer();
+      const double scale = std::visit([](const auto& x) { return x.loss_scaling.value(); }, f.state.opt);
+      std::visit([&](auto& x) { x.loss_scaling = scale; }, o);
+      session_->set_optimizer(o);
+    }
     for (auto& [n, t] : weights) host_weights_.at(n) = std::move(t);
     updates_ = f.state.updates;
     compiled_ = std::move(f.step);

@@ -46,6 +46,7 @@ struct training_state {
   train::accumulation_reduction reduction = train::accumulation_reduction::mean;
   std::uint64_t updates = 0;  // weight updates made before the export
   bool automatic_loss_scaling = false;
+  std::uint64_t seed = 0;  // of the step's random ops (training-mode Dropout)
 };
 
 /// A training step read from PopEF.
@@ -86,6 +87,7 @@ inline pb::TrainingState training_state_to_proto(const training_state& s) {
   p.set_reduction_sum(s.reduction == train::accumulation_reduction::sum);
   p.set_updates(s.updates);
   p.set_automatic_loss_scaling(s.automatic_loss_scaling);
+  p.set_seed(s.seed);
   return p;
 }
 
@@ -154,6 +156,7 @@ inline training_state training_state_from_proto(const pb::TrainingState& p, cons
   if (p.updates() > (std::uint64_t{1} << 62)) fail("it counts " + std::to_string(p.updates()) + " updates");
   out.updates = p.updates();
   out.automatic_loss_scaling = p.automatic_loss_scaling();
+  out.seed = p.seed();
   return out;
 }
 
