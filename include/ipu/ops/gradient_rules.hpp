@@ -1101,8 +1101,8 @@ constexpr void instance_norm(gradient_context& c) {
   const auto sx = c.shape_of(x);
   const auto axes = spatial_axes(sx.rank());
   const auto n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5f));
-  std::vector<std::int64_t> per_channel(sx.rank() - 1, 1);
-  per_channel[0] = sx[1];
+  std::vector<std::int64_t> per_channel{sx[1]};  // [C, 1, ...]: built up, never indexed, so GCC 12 sees no empty vector
+  while (per_channel.size() + 1 < sx.rank()) per_channel.push_back(1);
   auto batch_and_spatial = axes;
   batch_and_spatial.insert(batch_and_spatial.begin(), 0);
   if (c.wants(0))
