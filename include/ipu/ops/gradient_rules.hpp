@@ -122,8 +122,11 @@ class gradient_context {
     // Infer with placeholder outputs: the rules read inputs and attributes only.
     const auto infos = infer_(*g_, n);
     if (infos.size() < num_outputs) throw fail("op " + std::string(type) + " gives fewer outputs than asked for");
-    for (std::size_t k = 0; k < num_outputs; ++k)
-      n.outputs[k] = g_->add_tensor(n.name + (num_outputs == 1 ? std::string() : ":" + format_uint(k)), infos[k]);
+    for (std::size_t k = 0; k < num_outputs; ++k) {
+      std::string name = n.name;  // appended piece by piece: "x" + std::string trips GCC 12's -Wrestrict
+      if (num_outputs != 1) name.append(1, ':').append(format_uint(k));
+      n.outputs[k] = g_->add_tensor(name, infos[k]);
+    }
     auto outs = n.outputs;
     g_->add_op(std::move(n));
     return outs;
@@ -1103,8 +1106,8 @@ constexpr void instance_norm(gradient_context& c) {
   const auto n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5f));
   std::vector<std::int64_t> per_channel{sx[1]};  // [C, 1, ...]: built up, never indexed, so GCC 12 sees no empty vector
   while (per_channel.size() + 1 < sx.rank()) per_channel.push_back(1);
-  auto batch_and_spatial = axes;
-  batch_and_spatial.insert(batch_and_spatial.begin(), 0);
+  std::vector<std::int64_t> batch_and_spatial{0};
+  for (const auto a : axes) batch_and_spatial.push_back(a);
   if (c.wants(0))
     c.set_input_grad(0, normalize_backward(c, n, c.add("Mul", {dy, c.reshape(scale, shape(per_channel))}), axes));
   auto per_channel_sum = [&](tensor_id t, tensor_id like) {

@@ -362,7 +362,7 @@ constexpr std::vector<tensor_info> matmul(const infer_context& c) {
   // numpy: a 1-D left operand is a row vector, a 1-D right operand a column vector; the added
   // dimension is removed from the result.
   dims da = a.dims(), db = b.dims();
-  if (a.rank() == 1) da.insert(da.begin(), 1);
+  if (a.rank() == 1) da = dims{1, da.front()};  // not insert(): GCC 12 warns of a null dereference there
   if (b.rank() == 1) db.push_back(1);
   const auto k1 = da.back(), k2 = db[db.size() - 2];
   if (k1 != k2)
