@@ -247,6 +247,8 @@ def main():
             ([*common, "--strategy", "diagonal", "-o", path("t.onnx")], "unknown strategy 'diagonal'"),
             ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "-o", path("t.onnx")],
              "the training step does not pipeline"),
+            ([*common, "--device", "mk2", "--ipus", "4", "--strategy", "pipelined", "--gradient-accumulation", "4",
+              "-o", path("t.popef")], "the trained model cannot be planned for its PopEF file: the model has 3 ops"),
 
             ([*with_(labels=path("labels_float.npy")), "-o", path("t.onnx")], "F32 data; the model needs S64"),
             ([*with_(labels=path("labels_bad.npy")), "-o", path("t.onnx")], "label 7 is not a class index"),

@@ -269,7 +269,7 @@ inline void plan_step(const ipu::train::training_graph& tg, const ipu::device_de
       throw usage("the training step does not pipeline: a weight update of " + std::to_string(micro) +
                       " micro-batches is shallower than the pipeline (" + e.message() + ")",
                   where, "give --gradient-accumulation at least the number of stages, " + std::to_string(device.num_ipus));
-    throw ipu::error(e.category(), "the training step does not fit the device: " + e.message(), where, e.hint());
+    throw ipu::error(e.category(), "the training step cannot be planned for the device: " + e.message(), where, e.hint());
   }
   const auto& p = step.plan;
   double seconds = pipelined ? p.predicted.seconds_per_step : static_cast<double>(micro) * p.predicted.seconds_per_step;
@@ -277,7 +277,7 @@ inline void plan_step(const ipu::train::training_graph& tg, const ipu::device_de
     try {
       seconds += plan(resident(tg.update, {}, {}), device, ipu::execution_mode::sharded, 1).plan.predicted.seconds_per_step;
     } catch (const ipu::error& e) {
-      throw ipu::error(e.category(), "the weight update does not fit the device: " + e.message(), where, e.hint());
+      throw ipu::error(e.category(), "the weight update cannot be planned for the device: " + e.message(), where, e.hint());
     }
   }
   std::printf("plan: training step %s on %s, %zu stages on %u IPUs, %lld micro-batches of %lld samples per weight update\n",
@@ -358,7 +358,14 @@ inline void run_train(const train_args& a) {
   // batches per step as it has stages (at most one per IPU). Planned before training (the plan does
   // not depend on the weights' values) so that a model that cannot be planned fails at once.
   const std::int64_t popef_batches = mode == ipu::execution_mode::pipelined ? device.num_ipus : 1;
-  if (ext == ".popef") (void)train_detail::plan(model, device, mode, popef_batches);
+  if (ext == ".popef") {
+    try {
+      (void)train_detail::plan(model, device, mode, popef_batches);
+    } catch (const ipu::error& e) {
+      throw ipu::error(e.category(), "the trained model cannot be planned for its PopEF file: " + e.message(),
+                       "-o " + a.trained, e.hint().empty() ? "write TRAINED.onnx, or choose another --strategy or --ipus" : e.hint());
+    }
+  }
   if (planned)  // before training: a step that does not fit is an error at once
     train_detail::plan_step(tg, device, mode, batch,
                             "--device " + a.device.value_or("mk2") + " --ipus " + std::to_string(a.ipus.value_or(1)) +
