@@ -21,6 +21,30 @@ import onnx.numpy_helper
 import torch
 
 
+class DropoutMlp(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(6, 8)
+        self.drop = torch.nn.Dropout(0.5)
+        self.fc2 = torch.nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.fc2(self.drop(self.fc1(x)))
+
+
+def weights_of(model_path):
+    return {t.name: onnx.numpy_helper.to_array(t) for t in onnx.load(model_path).graph.initializer}
+
+
+def same_weights(a, b, tolerance):
+    """The largest relative difference of two trained models' weights is at most `tolerance`."""
+    wa, wb = weights_of(a), weights_of(b)
+    if sorted(wa) != sorted(wb):
+        sys.exit(f"{a} and {b} have different weights: {sorted(wa)} and {sorted(wb)}")
+    err = max(np.abs(wa[n] - wb[n]).max() / max(np.abs(wb[n]).max(), 1e-6) for n in wa)
+    return err <= tolerance, err
+
+
 class Mlp(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -126,14 +150,112 @@ def main():
         if os.path.getsize(path("trained.popef")) == 0:
             sys.exit("the PopEF file is empty")
 
+        # The options file: gradient accumulation as the flag gives it, bit for bit.
+        def write(name, text):
+            with open(path(name), "w") as f:
+                f.write(text)
+            return path(name)
+
+        write("accumulate.conf", "# PopTorch's syntax\nTraining.gradientAccumulation(3)\n")
+        run(ipu, [path("mlp.onnx"), *common, "--optimizer", "rmsprop", "--momentum", "0.5", "--weight-decay", "0.01",
+                  "--options", path("accumulate.conf"), "--steps", "4", "-o", path("trained_conf.onnx")])
+        ok, err = same_weights(path("trained_conf.onnx"), path("trained_rmsprop.onnx"), 0)
+        if not ok:
+            sys.exit(f"Training.gradientAccumulation(3) trains other weights than --gradient-accumulation 3 ({err:.2e})")
+        # Sum of 3 micro-batches' gradients with lr 0.01 is the mean with lr 0.03 (up to rounding).
+        write("sum.conf", "Training.gradientAccumulation(3)\n"
+                          "Training.accumulationAndReplicationReductionType(poptorch.ReductionType.Sum)\n")
+        run(ipu, [path("mlp.onnx"), *common, "--lr", "0.01", "--options", path("sum.conf"), "--steps", "3",
+                  "-o", path("trained_sum.onnx")])
+        run(ipu, [path("mlp.onnx"), *common, "--lr", "0.03", "--gradient-accumulation", "3", "--steps", "3",
+                  "-o", path("trained_mean.onnx")])
+        ok, err = same_weights(path("trained_sum.onnx"), path("trained_mean.onnx"), 1e-5)
+        if not ok:
+            sys.exit(f"ReductionType.Sum with lr 0.01 differs from Mean with lr 0.03 by {err:.2e}")
+        ok, err = same_weights(path("trained_sum.onnx"), path("trained.onnx"), 1e-3)
+        if ok:
+            sys.exit("ReductionType.Sum trained the same weights as a different run: the option did nothing")
+
+        # Automatic loss scaling: the scale grows (F32 gradients are far below the top of their
+        # range) and cancels out of the update, so the weights are the unscaled run's.
+        write("als.conf", "Training.setAutomaticLossScaling(True)\n")
+        p = run(ipu, [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", "--loss-scaling", "4",
+                      "--options", path("als.conf"), "-o", path("trained_als.onnx")])
+        if "automatic loss scaling: loss scale 4 -> 32" not in p.stdout:
+            sys.exit(f"Training.setAutomaticLossScaling(True) did not double the loss scale each step:\n{p.stdout}")
+        run(ipu, [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", "-o", path("trained_unscaled.onnx")])
+        ok, err = same_weights(path("trained_als.onnx"), path("trained_unscaled.onnx"), 1e-5)
+        if not ok:
+            sys.exit(f"automatic loss scaling changed the trained weights by {err:.2e}")
+
+        # randomSeed decides a training-mode Dropout's masks.
+        torch.manual_seed(5)
+        dropout = DropoutMlp()
+        dropout.train()
+        torch.onnx.export(dropout, (x[:4],), path("dropout.onnx"), opset_version=13, do_constant_folding=False,
+                          training=torch.onnx.TrainingMode.TRAINING, input_names=["x"], output_names=["y"])
+        if not any(n.op_type == "Dropout" for n in onnx.load(path("dropout.onnx")).graph.node):
+            sys.exit("the exported model has no Dropout")
+        for seed in (1, 2):
+            write(f"seed{seed}.conf", f"randomSeed({seed})\n")
+        for name, conf in (("a", "seed1.conf"), ("b", "seed1.conf"), ("c", "seed2.conf")):
+            run(ipu, [path("dropout.onnx"), *common, "--lr", "0.1", "--steps", "3", "--options", path(conf),
+                      "-o", path(f"dropout_{name}.onnx")])
+        ok, err = same_weights(path("dropout_a.onnx"), path("dropout_b.onnx"), 0)
+        if not ok:
+            sys.exit(f"randomSeed(1) twice trained different weights ({err:.2e})")
+        ok, err = same_weights(path("dropout_a.onnx"), path("dropout_c.onnx"), 1e-4)
+        if ok:
+            sys.exit(f"randomSeed(1) and randomSeed(2) trained the same weights ({err:.2e}): the seed did nothing")
+
+        # The strategy flags plan the step for the device; the host's training does not change.
+        for strategy, ipus, extra in (("sharded", "1", []), ("sharded", "2", []),
+                                      ("pipelined", "2", ["--gradient-accumulation", "3"]),
+                                      ("serial-phased", "2", [])):
+            reference = path(f"reference_{strategy}_{ipus}.onnx")
+            args = [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", *extra]
+            run(ipu, [*args, "-o", reference])
+            p = run(ipu, [*args, "--device", "mk2", "--ipus", ipus, "--strategy", strategy,
+                          "-o", path(f"planned_{strategy}_{ipus}.onnx")])
+            if not re.search(rf"^plan: training step \S+ on .+, [0-9]+ stages on {ipus} IPUs", p.stdout, re.M):
+                sys.exit(f"--strategy {strategy} --ipus {ipus}: no plan line in:\n{p.stdout}")
+            m = re.search(r"^predicted: ([0-9.]+) samples/s", p.stdout, re.M)
+            if not m or float(m.group(1)) <= 0:
+                sys.exit(f"--strategy {strategy} --ipus {ipus}: no predicted throughput in:\n{p.stdout}")
+            print(f"--strategy {strategy} --ipus {ipus}: {m.group(0)}")
+            ok, err = same_weights(path(f"planned_{strategy}_{ipus}.onnx"), reference, 0)
+            if not ok:
+                sys.exit(f"--strategy {strategy} --ipus {ipus} changed the trained weights ({err:.2e})")
+        run(ipu, [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", "--replicas", "1", "-o", path("replicas1.onnx")])
+        ok, err = same_weights(path("replicas1.onnx"), path("reference_sharded_1.onnx"), 0)
+        if not ok:
+            sys.exit("--replicas 1 changed the trained weights")
+
+        write("unsupported.conf", "randomSeed(3)\nPrecision.setPartialsType(torch.half)\n")
+        write("iterations.conf", "deviceIterations(4)\n")
+        write("replicated.conf", "replicationFactor(2)\n")
+        write("unknown.conf", "Training.gradientAcumulation(2)\n")
         bad = [
+            ([*common, "--options", path("unsupported.conf"), "-o", path("t.onnx")],
+             "sets Precision.setPartialsType(torch.half), which ipu train does not apply"),
+            ([*common, "--options", path("iterations.conf"), "-o", path("t.onnx")], "sets deviceIterations(4)"),
+            ([*common, "--options", path("replicated.conf"), "-o", path("t.onnx")], "replicated training is not built yet"),
+            ([*common, "--options", path("unknown.conf"), "-o", path("t.onnx")], "did you mean Training.gradientAccumulation"),
+            ([*common, "--options", path("accumulate.conf"), "--gradient-accumulation", "2", "-o", path("t.onnx")],
+             "--gradient-accumulation 2 but the options file says Training.gradientAccumulation(3)"),
+            ([*common, "--replicas", "2", "-o", path("t.onnx")], "--replicas 2: replicated training is not built yet"),
+            ([*common, "--strategy", "diagonal", "-o", path("t.onnx")], "unknown strategy 'diagonal'"),
+            ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "-o", path("t.onnx")],
+             "the training step does not pipeline"),
+            ([*common, "--device", "mk2", "--ipus", "4", "--strategy", "pipelined", "--gradient-accumulation", "4",
+              "-o", path("t.popef")], "the trained model cannot be planned for its PopEF file: the model has 3 ops"),
+
             ([*with_(labels=path("labels_float.npy")), "-o", path("t.onnx")], "F32 data; the model needs S64"),
             ([*with_(labels=path("labels_bad.npy")), "-o", path("t.onnx")], "label 7 is not a class index"),
             ([*common, "--optimizer", "adam", "--momentum", "0.9", "-o", path("t.onnx")], "--momentum applies to sgd"),
             ([*common, "--optimizer", "lamb", "--nesterov", "-o", path("t.onnx")], "--nesterov applies to sgd"),
             ([*common, "--gradient-accumulation", "0", "-o", path("t.onnx")], "--gradient-accumulation"),
             ([*common, "--optimizer", "lion", "-o", path("t.onnx")], "--optimizer"),
-            ([*common, "--options", path("x.npy"), "-o", path("t.onnx")], "options files are not read yet"),
             ([*common, "-o", path("t.txt")], "neither .onnx nor .popef"),
             ([*with_(output="nope"), "-o", path("t.onnx")], "no output named 'nope'"),
             ([*with_(loss="hinge"), "-o", path("t.onnx")], "unknown loss 'hinge'"),
@@ -142,7 +264,8 @@ def main():
             p = run(ipu, [path("mlp.onnx"), *args], fail=True)
             if message not in p.stderr:
                 sys.exit(f"ipu train {' '.join(args)}: expected '{message}' in: {p.stderr}")
-    print(f"ipu train: PyTorch's losses and weights (SGD; RMSprop with accumulation), and {len(bad)} refusals: OK")
+    print(f"ipu train: PyTorch's losses and weights (SGD; RMSprop with accumulation), the options file, the strategy "
+          f"flags, and {len(bad)} refusals: OK")
     return 0
 
 

@@ -2,7 +2,7 @@
 // `ipu train MODEL.onnx --output NAME --loss mse|l1|nll|cross-entropy|bce --input NAME=FILE [--input ...]
 //  --labels FILE [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--lr X] [--momentum X] [--nesterov]
 //  [--weight-decay X] [--loss-scaling X] [--gradient-accumulation N] [--steps N] [--batch N]
-//  -o TRAINED.onnx|TRAINED.popef`
+//  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--replicas N] -o TRAINED.onnx|TRAINED.popef`
 //
 // Trains the model's weights with the loss applied to output NAME (mean reduction). A step is one
 // weight update on `gradient accumulation` micro-batches of --batch rows each (default: the model's
@@ -10,10 +10,18 @@
 // of step k starts at row (k * accumulation + j) * batch, wrapping around at the end; the update uses
 // the mean of their gradients. FILE is a NumPy .npy or an ONNX TensorProto .pb; float64 data is
 // converted to the model's float32. The trained model is written with its weights under their
-// original names, as ONNX, or compiled for one Mk2 IPU into a PopEF file.
+// original names, as ONNX, or compiled into a PopEF file (for --device/--ipus/--strategy; default
+// one Mk2 IPU).
 //
-// Refused with a clear error until they are built: an options file; the strategy flags (replicas,
-// pipelining), which CLI11 does not know yet.
+// --options FILE is a PopTorch options file; training applies Training.gradientAccumulation,
+// Training.accumulationAndReplicationReductionType, randomSeed (Dropout masks) and
+// Training.setAutomaticLossScaling. Anything else it sets is refused, naming it, as is a flag that
+// says otherwise than the file.
+//
+// --device/--ipus/--strategy plan the training step for that device as `ipu compile` plans an
+// inference graph and print the predicted IPU throughput; the training itself runs on the host, so
+// the trained weights do not depend on them. --replicas above 1 is refused until replicated
+// training is built.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -36,7 +44,10 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/ops/infer.hpp"
 #include "ipu/poptorch/options.hpp"
+#include "ipu/poptorch/options_file.hpp"
+#include "ipu/sched/auto_planner.hpp"
 #include "ipu/train/session.hpp"
+#include "compile.hpp"
 #include "run.hpp"
 
 namespace ipu_cli {
@@ -53,10 +64,15 @@ struct train_args {
   bool nesterov = false;
   std::optional<double> weight_decay;
   std::optional<double> loss_scaling;
-  std::int64_t gradient_accumulation = 1;
+  std::optional<std::int64_t> gradient_accumulation;  // unset: the options file's, else 1
   std::int64_t steps = 1;
   std::int64_t batch = 0;  // 0: the model's leading input dimension
   std::string options_file;
+  // The strategy flags, as `ipu compile` has them; any of the first three plans the step.
+  std::optional<std::string> device;
+  std::optional<std::uint32_t> ipus;
+  std::optional<std::string> strategy;
+  std::int64_t replicas = 1;
   std::string trained;  // -o
 };
 
@@ -144,26 +160,170 @@ inline ipu::graph with_batch(const ipu::graph& m, std::int64_t batch) {
   return g;
 }
 
+
+/// What an options file sets for training. Options training does not apply are refused, each by
+/// the line to_config() writes for it, so none is accepted and ignored.
+struct file_options {
+  std::int64_t gradient_accumulation = 1;
+  ipu::train::accumulation_reduction reduction = ipu::train::accumulation_reduction::mean;
+  std::optional<std::uint64_t> seed;
+  bool auto_loss_scaling = false;
+};
+
+inline file_options read_options_file(const std::string& file) {
+  ipu::options o;
+  o.load_from_file(file);
+  static constexpr std::string_view applied[] = {"Training.gradientAccumulation(",
+                                                 "Training.accumulationAndReplicationReductionType(", "randomSeed(",
+                                                 "Training.setAutomaticLossScaling("};
+  const auto config = o.to_config();
+  for (std::size_t start = 0; start < config.size();) {
+    const auto end = config.find('\n', start);
+    const auto line = config.substr(start, end - start);
+    start = end == std::string::npos ? config.size() : end + 1;
+    if (std::any_of(std::begin(applied), std::end(applied), [&](std::string_view a) { return line.starts_with(a); }))
+      continue;
+    const auto name = line.substr(0, line.find('('));
+    if (name == "deviceIterations")
+      throw usage("the options file sets " + line + ": ipu train runs one weight update per host call", file,
+                  "leave deviceIterations out; --steps counts the weight updates");
+    if (name == "replicationFactor")
+      throw usage("the options file sets " + line + ": replicated training is not built yet (issue 12)", file,
+                  "leave replicationFactor out");
+    throw usage("the options file sets " + line + ", which ipu train does not apply", file,
+                "ipu train applies Training.gradientAccumulation, Training.accumulationAndReplicationReductionType, "
+                "randomSeed and Training.setAutomaticLossScaling; the strategy is --device, --ipus and --strategy");
+  }
+  file_options f;
+  f.gradient_accumulation = o.gradient_accumulation();
+  f.reduction = o.accumulation_and_replication_reduction_type() == ipu::reduction_type::sum
+                    ? ipu::train::accumulation_reduction::sum
+                    : ipu::train::accumulation_reduction::mean;
+  f.seed = o.random_seed();
+  f.auto_loss_scaling = o.automatic_loss_scaling();
+  return f;
+}
+
+/// `g` as it runs on the device step after step: what the host does not stream (weights, optimizer
+/// state, statistics, accumulators) is a variable that stays on the device, and only `streamed_out`
+/// goes back to the host. The ops that update the variables stay: they are the step's work.
+inline ipu::graph resident(const ipu::graph& g, const std::vector<std::string>& streamed_in,
+                           const std::vector<std::string>& streamed_out) {
+  auto listed = [](const std::vector<std::string>& names, const std::string& n) {
+    return std::find(names.begin(), names.end(), n) != names.end();
+  };
+  ipu::graph r(g.name());
+  for (ipu::tensor_id t = 0; t < g.num_tensors(); ++t) {
+    const auto& n = g.tensor(t);
+    const bool on_device = n.kind == ipu::tensor_kind::input && !listed(streamed_in, n.name);
+    r.add_tensor(n.name, n.info, on_device ? ipu::tensor_kind::variable : n.kind, n.data);
+  }
+  for (const auto& op : g.ops()) r.add_op(op);
+  for (const auto& n : streamed_out) r.mark_output(*r.find_tensor(n));
+  r.set_opset_imports(g.opset_imports());
+  return r;
+}
+
+/// Plans `g` for the device and strategy, as `ipu compile` does for an unannotated model.
+/// Phased strategies split it into at least 4 phases (`ipu compile`'s default), more when one would
+/// not fit.
+inline ipu::popef::compiled_model plan(const ipu::graph& g, const ipu::device_description& device, ipu::execution_mode mode,
+                                       std::int64_t batches_per_step) {
+  ipu::options opts;
+  opts.device_iterations(batches_per_step);
+  ipu::popef::compile_options co;
+  if (mode == ipu::execution_mode::serial_phased || mode == ipu::execution_mode::parallel_phased) {
+    if (device.kind != ipu::device_kind::ipu)
+      throw usage("cannot split a model into phases for the host device", "--strategy",
+                  "the automatic planner needs an IPU's figures: use mk1, mk2 or bow");
+    ipu::auto_plan_options ao;
+    ao.min_phases = 4;
+    co.from_annotations = mode;
+    const auto annotated = ipu::propose_phases(g, ipu::make_device_description(device.arch, device.num_ipus), device.num_ipus,
+                                               mode == ipu::execution_mode::parallel_phased,
+                                               ipu::plan_options_from(opts, false), ao)
+                               .annotated;
+    return ipu::popef::compile(annotated, opts, device, co);
+  }
+  opts.execution_strategy(mode == ipu::execution_mode::pipelined ? ipu::strategy_settings::pipelined()
+                                                                 : ipu::strategy_settings::sharded());
+  return ipu::popef::compile(g, opts, device, co);
+}
+
+/// The training step planned for the device: its graph once per micro-batch (a pipeline streams
+/// the weight update's micro-batches through its stages), then, with gradient accumulation, the
+/// update graph once. Prints the plan and the predicted samples per second.
+inline void plan_step(const ipu::train::training_graph& tg, const ipu::device_description& device, ipu::execution_mode mode,
+                      std::int64_t batch, const std::string& where) {
+  std::vector<std::string> streamed = tg.model_inputs;
+  streamed.push_back(tg.labels);
+  streamed.emplace_back(ipu::train::dropout_seed_input);
+  const bool pipelined = mode == ipu::execution_mode::pipelined;
+  const auto micro = tg.micro_batches;
+  ipu::popef::compiled_model step;
+  try {
+    step = plan(resident(tg.step, streamed, {tg.loss}), device, mode, pipelined ? micro : 1);
+  } catch (const ipu::error& e) {
+    // The pipeline's depth is the weight update's micro-batches: say so in training's terms.
+    if (pipelined && e.message().find("device iterations") != std::string::npos)
+      throw usage("the training step does not pipeline: a weight update of " + std::to_string(micro) +
+                      " micro-batches is shallower than the pipeline (" + e.message() + ")",
+                  where, "give --gradient-accumulation at least the number of stages, " + std::to_string(device.num_ipus));
+    throw ipu::error(e.category(), "the training step cannot be planned for the device: " + e.message(), where, e.hint());
+  }
+  const auto& p = step.plan;
+  double seconds = pipelined ? p.predicted.seconds_per_step : static_cast<double>(micro) * p.predicted.seconds_per_step;
+  if (micro > 1) {
+    try {
+      seconds += plan(resident(tg.update, {}, {}), device, ipu::execution_mode::sharded, 1).plan.predicted.seconds_per_step;
+    } catch (const ipu::error& e) {
+      throw ipu::error(e.category(), "the weight update cannot be planned for the device: " + e.message(), where, e.hint());
+    }
+  }
+  std::printf("plan: training step %s on %s, %zu stages on %u IPUs, %lld micro-batches of %lld samples per weight update\n",
+              p.strategy.c_str(), ipu::to_string(p.device).c_str(), p.stages.size(), p.ipus_per_replica,
+              static_cast<long long>(micro), static_cast<long long>(batch));
+  if (p.device.kind == ipu::device_kind::ipu && seconds > 0)
+    std::printf("predicted: %.1f samples/s, %.3f ms per weight update\n",
+                static_cast<double>(micro) * static_cast<double>(batch) / seconds, seconds * 1e3);
+}
+
 }  // namespace train_detail
 
 inline void run_train(const train_args& a) {
   namespace fs = std::filesystem;
   using train_detail::usage;
-  if (!a.options_file.empty())
-    throw usage("training options files are not read yet", "--options",
-                "leave it out: set --gradient-accumulation and the optimizer's flags directly");
+  if (a.replicas != 1)
+    throw usage("--replicas " + std::to_string(a.replicas) + ": replicated training is not built yet (issue 12)", "--replicas",
+                "train with --replicas 1");
   if (a.steps < 1) throw usage("--steps must be at least 1", "--steps");
   if (!(a.lr >= 0) || !std::isfinite(a.lr)) throw usage("--lr must be a finite value >= 0", "--lr");
   const auto ext = fs::path(a.trained).extension().string();
   if (ext != ".onnx" && ext != ".popef")
     throw usage("-o '" + a.trained + "' is neither .onnx nor .popef", "-o", "write TRAINED.onnx or TRAINED.popef");
+  // Checked before training, which can be long.
+  const bool planned = a.device || a.ipus || a.strategy;
+  const auto mode = compile_detail::parse_strategy(a.strategy.value_or("sharded"));
+  const auto device = ipu::device_from_name(a.device.value_or("mk2"), a.ipus.value_or(1));
   ipu::train::training_options o;
   o.output = a.output;
   o.loss.kind = ipu::train::parse_loss_kind(a.loss);
   o.opt = train_detail::make_optimizer(a);
-  if (a.gradient_accumulation < 1) throw usage("--gradient-accumulation must be at least 1", "--gradient-accumulation");
-  o.gradient_accumulation = a.gradient_accumulation;
-  const auto micro = a.gradient_accumulation;
+  if (a.gradient_accumulation && *a.gradient_accumulation < 1)
+    throw usage("--gradient-accumulation must be at least 1", "--gradient-accumulation");
+  o.gradient_accumulation = a.gradient_accumulation.value_or(1);
+  if (!a.options_file.empty()) {
+    const auto f = train_detail::read_options_file(a.options_file);
+    if (a.gradient_accumulation && f.gradient_accumulation != 1 && f.gradient_accumulation != *a.gradient_accumulation)
+      throw usage("--gradient-accumulation " + std::to_string(*a.gradient_accumulation) + " but the options file says Training.gradientAccumulation(" +
+                      std::to_string(f.gradient_accumulation) + ")",
+                  "--gradient-accumulation", "give it in one place");
+    if (f.gradient_accumulation != 1) o.gradient_accumulation = f.gradient_accumulation;
+    o.reduction = f.reduction;
+    if (f.seed) o.seed = *f.seed;
+    o.auto_loss_scaling.enabled = f.auto_loss_scaling;
+  }
+  const auto micro = o.gradient_accumulation;
 
   auto model = ipu::onnx::load_model(a.model);
   if (model.inputs().empty()) throw usage("the model has no inputs", a.model);
@@ -194,6 +354,22 @@ inline void run_train(const train_args& a) {
   }
   ipu::train::training_session s(model, o);
   const auto& tg = s.graph_of_step();
+  // The PopEF file runs the trained model for inference on the device; a pipeline streams as many
+  // batches per step as it has stages (at most one per IPU). Planned before training (the plan does
+  // not depend on the weights' values) so that a model that cannot be planned fails at once.
+  const std::int64_t popef_batches = mode == ipu::execution_mode::pipelined ? device.num_ipus : 1;
+  if (ext == ".popef") {
+    try {
+      (void)train_detail::plan(model, device, mode, popef_batches);
+    } catch (const ipu::error& e) {
+      throw ipu::error(e.category(), "the trained model cannot be planned for its PopEF file: " + e.message(),
+                       "-o " + a.trained, e.hint().empty() ? "write TRAINED.onnx, or choose another --strategy or --ipus" : e.hint());
+    }
+  }
+  if (planned)  // before training: a step that does not fit is an error at once
+    train_detail::plan_step(tg, device, mode, batch,
+                            "--device " + a.device.value_or("mk2") + " --ipus " + std::to_string(a.ipus.value_or(1)) +
+                                " --strategy " + a.strategy.value_or("sharded"));
   for (const auto& n : tg.model_inputs) {
     bool given = false;
     for (const auto& [d, v] : data) given = given || d == n;
@@ -227,6 +403,7 @@ inline void run_train(const train_args& a) {
                     "--labels", "give indices in [0, " + std::to_string(classes) + ")");
   }
 
+  const double initial_loss_scale = s.loss_scaling();
   double first = 0, last = 0;
   std::int64_t step_row = 0;  // the step's first row, kept below the number of rows (k * rows could overflow)
   const auto t0 = std::chrono::steady_clock::now();
@@ -255,13 +432,13 @@ inline void run_train(const train_args& a) {
     }
   }
 
+  if (o.auto_loss_scaling.enabled)
+    std::printf("automatic loss scaling: loss scale %.6g -> %.6g\n", initial_loss_scale, s.loss_scaling());
   const auto trained = s.trained_model();
   if (ext == ".onnx") {
     ipu::onnx::save_model(trained, a.trained);
   } else {
-    ipu::options opts;
-    const auto device = ipu::device_from_name("mk2", 1);
-    ipu::popef::export_model(ipu::popef::compile(trained, opts, device), a.trained, true);
+    ipu::popef::export_model(train_detail::plan(trained, device, mode, popef_batches), a.trained, true);
   }
   std::printf("wrote %s\n", a.trained.c_str());
   std::printf("loss %.6g -> %.6g\n", first, last);
@@ -286,13 +463,20 @@ inline void add_train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--loss-scaling", a->loss_scaling, "multiply the loss by this before the backward pass (default 1)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--gradient-accumulation", a->gradient_accumulation, "micro-batches per weight update")
-      ->capture_default_str()
+  cmd->add_option("--gradient-accumulation", a->gradient_accumulation,
+                  "micro-batches per weight update (default: the options file's, else 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--steps", a->steps, "weight updates")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("--batch", a->batch, "rows per micro-batch (default: the model's leading input dimension)")
       ->check(CLI::PositiveNumber);
-  cmd->add_option("--options", a->options_file, "a PopTorch options file (not read yet: refused)");
+  cmd->add_option("--options", a->options_file,
+                  "a PopTorch options file: Training.gradientAccumulation, "
+                  "Training.accumulationAndReplicationReductionType, randomSeed, Training.setAutomaticLossScaling");
+  cmd->add_option("--device", a->device, "plan the step for mk1, mk2, bow or cpu and print its predicted throughput (default mk2)");
+  cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two; default 1)");
+  cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased (default sharded)");
+  cmd->add_option("--replicas", a->replicas, "replication factor (only 1 until replicated training is built)")
+      ->capture_default_str();
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
   cmd->callback([a] { run_train(*a); });
 }
