@@ -236,6 +236,20 @@ TEST_CASE("ai.graphcore losses that are malformed are refused, saying what and w
     CHECK(e.find("ai.graphcore") != std::string::npos);
   }
   {
+    // Inside an If branch: refused (PopART's Builder computes its loss in the main graph).
+    auto m = popart_model();
+    m.input("cond", {}, ::onnx::TensorProto_DataType_BOOL).input("x", {3}).output("loss", {});
+    ::onnx::GraphProto then_g, else_g;
+    then_g.set_name("then");
+    *then_g.add_output() = test_onnx::value("t_out", f32_type, {});
+    *then_g.add_node() = node("IdentityLoss", {"x"}, {"t_out"}, {attr("reduction", 0)}, "id", gc);
+    else_g.set_name("else");
+    *else_g.add_output() = test_onnx::value("e_out", f32_type, {});
+    *else_g.add_node() = node("ReduceMax", {"x"}, {"e_out"}, {attr("keepdims", 0)});
+    m.add(node("If", {"cond"}, {"loss"}, {attr("then_branch", then_g), attr("else_branch", else_g)}, "branch"));
+    CHECK(import_error(m).find("is inside subgraph 'then'") != std::string::npos);
+  }
+  {
     model m(13);
     m.import_domain(gc, 2);
     m.input("x", {3}).output("loss", {});

@@ -15,7 +15,8 @@
 // Conventions of the IR produced here:
 //  - every ai.onnx op is recorded at opset 17 with opset-17 semantics;
 //  - ONNX's Gradient op (ai.onnx.preview.training) is written out as the ops computing it
-//    (gradient.hpp); a model of other domains' ops only reads as importing ai.onnx opset 17;
+//    (gradient.hpp), PopART's ai.graphcore losses as the ops the Builder's losses build
+//    (graphcore_losses.hpp); a model of other domains' ops only reads as importing ai.onnx opset 17;
 //  - PopART's annotation attributes `__ipu_number`, `__pipeline_stage`, `__execution_phase` (and
 //    `__block`) become op_node::where;
 //  - a subgraph body (If branches, Loop / Scan bodies) lists its formal inputs, then the values it
