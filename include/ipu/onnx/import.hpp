@@ -6,7 +6,8 @@
 //  2. list every op the library does not implement (import_options::check_supported) at once;
 //  3. check the opset (ai.onnx 7-17), apply the input-shape map and require static input shapes;
 //  4. ONNX checker and strict shape inference on the model as exported;
-//  5. normalise to the canonical opset-17 form (normalize.hpp), check and infer again;
+//  5. normalise to the canonical opset-17 form (normalize.hpp); write PopART's ai.graphcore loss
+//     nodes out as standard ops (graphcore_losses.hpp); check and infer again;
 //  6. fold shape computations into constants until every shape is static (fold.hpp);
 //  7. build the IR. Initializers become variables that share the parsed bytes (or the mapped
 //     external-data file) instead of copying them; Constant nodes become constants.
@@ -14,7 +15,8 @@
 // Conventions of the IR produced here:
 //  - every ai.onnx op is recorded at opset 17 with opset-17 semantics;
 //  - ONNX's Gradient op (ai.onnx.preview.training) is written out as the ops computing it
-//    (gradient.hpp); a model of other domains' ops only reads as importing ai.onnx opset 17;
+//    (gradient.hpp), PopART's ai.graphcore losses as the ops the Builder's losses build
+//    (graphcore_losses.hpp); a model of other domains' ops only reads as importing ai.onnx opset 17;
 //  - PopART's annotation attributes `__ipu_number`, `__pipeline_stage`, `__execution_phase` (and
 //    `__block`) become op_node::where;
 //  - a subgraph body (If branches, Loop / Scan bodies) lists its formal inputs, then the values it
@@ -43,6 +45,7 @@
 #include "ipu/onnx/external_data.hpp"
 #include "ipu/onnx/fold.hpp"
 #include "ipu/onnx/gradient.hpp"
+#include "ipu/onnx/graphcore_losses.hpp"
 #include "ipu/onnx/normalize.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/onnx/proto_edit.hpp"
@@ -505,6 +508,10 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
   check_model(m, options.base_dir, "model as given");
   infer_shapes(m, "opset " + std::to_string(version));
   normalize_model(m);
+  if (detail::has_graphcore_losses(m.graph())) {
+    infer_shapes(m, "opset 17, typing the inputs of the ai.graphcore losses");
+    write_out_graphcore_losses(m);
+  }
   check_model(m, options.base_dir, "after normalising to opset 17");
   // Folding and inference feed each other; each round folds at least one more node or stops.
   for (int round = 0;; ++round) {

@@ -27,9 +27,12 @@ struct unsupported_op {
 };
 
 /// The op the importer turns a model op into (deprecated ops are renamed), or "" when the importer
-/// consumes the op itself (Constant becomes a constant tensor, Gradient the ops computing it).
+/// consumes the op itself (Constant becomes a constant tensor, Gradient and PopART's
+/// ai.graphcore losses the ops computing them).
 inline std::string canonical_op_type(std::string_view domain, std::string_view type) {
   if (domain == "ai.onnx.preview.training" && type == "Gradient") return {};
+  // PopART's loss ops, written out as standard ops (graphcore_losses.hpp).
+  if (domain == "ai.graphcore" && (type == "Nll" || type == "L1" || type == "IdentityLoss")) return {};
   if (domain.empty() || domain == "ai.onnx") {
     if (type == "Constant") return {};
     if (type == "Upsample") return "Resize";
