@@ -683,6 +683,13 @@ constexpr std::vector<std::int64_t> spatial_axes(std::size_t r, std::int64_t fir
   for (auto i = static_cast<std::size_t>(first); i < r; ++i) a.push_back(static_cast<std::int64_t>(i));
   return a;
 }
+/// Axis 0, then `axes`: what a bias's or a per-channel gradient sums over. (Built by push_back:
+/// GCC 12 warns of a null dereference in vector::insert at the front.)
+constexpr std::vector<std::int64_t> with_batch_axis(const std::vector<std::int64_t>& axes) {
+  std::vector<std::int64_t> r{0};
+  for (const auto a : axes) r.push_back(a);
+  return r;
+}
 constexpr std::vector<std::int64_t> swap01(std::size_t r) {
   std::vector<std::int64_t> p{1, 0};
   for (std::size_t i = 2; i < r; ++i) p.push_back(static_cast<std::int64_t>(i));
@@ -726,8 +733,7 @@ constexpr void conv(gradient_context& c) {
     }
   }
   if (c.has_input(2) && c.wants(2)) {
-    auto axes = spatial_axes(sy.rank());
-    axes.insert(axes.begin(), 0);
+    const auto axes = with_batch_axis(spatial_axes(sy.rank()));
     c.set_input_grad(2, c.add("ReduceSum", {dy, c.ints(axes)}, {keepdims(false)}));
   }
 }
@@ -1106,8 +1112,7 @@ constexpr void instance_norm(gradient_context& c) {
   const auto n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5f));
   std::vector<std::int64_t> per_channel{sx[1]};  // [C, 1, ...]: built up, never indexed, so GCC 12 sees no empty vector
   while (per_channel.size() + 1 < sx.rank()) per_channel.push_back(1);
-  std::vector<std::int64_t> batch_and_spatial{0};
-  for (const auto a : axes) batch_and_spatial.push_back(a);
+  const auto batch_and_spatial = with_batch_axis(axes);
   if (c.wants(0))
     c.set_input_grad(0, normalize_backward(c, n, c.add("Mul", {dy, c.reshape(scale, shape(per_channel))}), axes));
   auto per_channel_sum = [&](tensor_id t, tensor_id like) {
@@ -1168,8 +1173,7 @@ constexpr void conv_transpose(gradient_context& c) {
     c.set_input_grad(1, group == 1 ? blocks.front() : c.add("Concat", blocks, {{"axis", std::int64_t{0}}}));
   }
   if (c.has_input(2) && c.wants(2)) {
-    auto axes = spatial_axes(sy.rank());
-    axes.insert(axes.begin(), 0);
+    const auto axes = with_batch_axis(spatial_axes(sy.rank()));
     c.set_input_grad(2, c.add("ReduceSum", {dy, c.ints(axes)}, {keepdims(false)}));
   }
 }
