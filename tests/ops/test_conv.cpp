@@ -151,6 +151,26 @@ TEST_CASE("Conv: pointwise (1x1) and depthwise paths against the definition") {
   check_conv({.x = {1, 2, 9, 9}, .m = 2, .kernel = {5, 5}, .group = 2, .strides = {3, 2}, .pads = {2, 1, 2, 0}});
 }
 
+TEST_CASE("Conv: kernels longer than the output (the weight gradient's shape) against the definition") {
+  // Conv's weight gradient: X [C, N, 12, 12] by dY [M, N, 12, 12] with pads 1 gives a 3x3 output.
+  check_conv({.x = {3, 4, 12, 12}, .m = 5, .kernel = {12, 12}, .pads = {1, 1, 1, 1}, .bias = true});
+  // ... of a stride-2 Conv: the stride becomes the dilation; uneven pads.
+  check_conv({.x = {3, 2, 14, 14}, .m = 4, .kernel = {7, 7}, .dilations = {2, 2}, .pads = {1, 0, 1, 1}});
+  check_conv({.x = {2, 3, 13, 11}, .m = 2, .kernel = {6, 11}, .strides = {2, 1}, .pads = {0, 1, 0, 1}});
+  check_conv({.x = {2, 2, 5, 9, 9}, .m = 3, .kernel = {4, 8, 8}, .pads = {1, 0, 1, 0, 0, 1}, .bias = true});
+  // Batch rows split over several blocks of the column scratch, on one thread and on a pool; in F64,
+  // as F32 sums of 80000 products differ from the reference's by more than the F32 tolerance.
+  const conv_case long_1d{.x = {5, 2, 40000}, .m = 3, .kernel = {39990}, .pads = {1, 1}, .bias = true};
+  check_conv(long_1d, chunked_for, data_type::F64);
+  ipu::thread_pool pool({.threads = 2});
+  check_conv(
+      long_1d,
+      [&pool](std::size_t count, const std::function<void(std::size_t, std::size_t)>& body) {
+        pool.parallel_for(count, body);
+      },
+      data_type::F64);
+}
+
 TEST_CASE("Conv: 1-D and 3-D against the definition") {
   check_conv({.x = {2, 3, 20}, .m = 2, .kernel = {5}, .strides = {3}, .dilations = {2}, .pads = {1, 2}, .bias = true});
   check_conv({.x = {2, 3, 20}, .m = 3, .kernel = {3}, .group = 3, .pads = {1, 1}});

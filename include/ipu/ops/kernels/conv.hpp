@@ -1,8 +1,9 @@
 #pragma once
 // Conv and ConvTranspose over 1-D, 2-D and 3-D spatial data. Conv picks its algorithm by shape:
-// depthwise convolutions run as a direct loop, 1x1 convolutions as one GEMM per group, and the rest
-// as im2col + GEMM over blocks of output columns (bounded scratch, parallel over batch x group x
-// block). ConvTranspose is GEMM + col2im. F16 is widened to F32 and rounded once at the end.
+// depthwise convolutions run as a direct loop, 1x1 convolutions as one GEMM per group, kernels
+// longer than the output (Conv's weight gradient) as a GEMM over kernel positions, and the rest as
+// im2col + GEMM over blocks of output columns (bounded scratch, parallel over batch x group x block).
+// ConvTranspose is GEMM + col2im. F16 is widened to F32 and rounded once at the end.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -115,22 +116,67 @@ void depthwise_conv(const kernel_context& ctx, const C* x, const C* w, const C* 
                   });
 }
 
-/// Conv in the compute type C (float or double) on contiguous NC[D]HW data.
+/// Conv whose kernel covers more positions than its output, as Conv's weight gradient is (the rule
+/// writes it as a Conv of X by dY with batch and channels swapped: a 56x56 "kernel", a 3x3 output).
+/// The im2col GEMM would have an output only s_out columns wide and an inner dimension of channels x
+/// kernel positions, gathered in runs of a few values. Instead exchange the roles of taps and output
+/// positions: per input channel c, row (b, o) of col holds x[b, c, o * stride + k * dilation - pad]
+/// over taps k (im2col with kernel / output and stride / dilation exchanged, in runs of a kernel
+/// row), and Y[m, (b, o)] += W[m, c, :] x col^T: a GEMM as wide as a block of batch x s_out with the
+/// kernel as its inner dimension. Parallel over blocks of batch; a block sums every channel itself.
 template <class C>
-void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bias, C* y, std::int64_t batch,
-                  std::int64_t in_channels, std::int64_t out_channels, std::int64_t group, const window_geometry& g) {
+void conv_small_output(const kernel_context& ctx, const C* x, const C* w, const C* bias, C* y, std::int64_t batch,
+                       std::int64_t in_channels, std::int64_t out_channels, const window_geometry& g) {
+  window_geometry t = g;
+  t.kernel = g.out;
+  t.out = g.kernel;
+  t.stride = g.dilation;
+  t.dilation = g.stride;
+  const std::int64_t s_out = g.out_size(), ks = g.kernel_size(), s_in = g.in_size();
+  // Batch rows per block: the col scratch near 4 MiB of floats.
+  const std::int64_t rows_per_b = s_out * ks;
+  const std::int64_t nb =
+      std::clamp<std::int64_t>((std::int64_t{1} << 20) / std::max<std::int64_t>(rows_per_b, 1), 1, batch);
+  const std::int64_t blocks = (batch + nb - 1) / nb;
+  const double unit_flops =
+      2.0 * static_cast<double>(out_channels * in_channels) * static_cast<double>(nb * rows_per_b);
+  const auto grain = static_cast<std::size_t>(std::max(1.0, 2.0e6 / std::max(unit_flops, 1.0)));
+  parallel_blocks(ctx, static_cast<std::size_t>(blocks), grain, [&](std::size_t u0, std::size_t u1) {
+    for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
+      const std::int64_t b0 = u * nb, b1 = std::min(batch, b0 + nb), cols = (b1 - b0) * s_out;
+      auto col = scratch<C, 3>(static_cast<std::size_t>((b1 - b0) * rows_per_b));
+      auto acc = scratch<C, 4>(static_cast<std::size_t>(out_channels * cols));  // [M, (b, o)]
+      if (in_channels == 0) std::fill(acc.begin(), acc.end(), C{0});
+      for (std::int64_t c = 0; c < in_channels; ++c) {
+        for (std::int64_t b = b0; b < b1; ++b)
+          im2col(x + (b * in_channels + c) * s_in, 1, t, 0, ks, col.data() + (b - b0) * rows_per_b);
+        gemm<C>(false, true, out_channels, cols, ks, C{1}, w + c * ks, in_channels * ks, col.data(), ks,
+                c == 0 ? C{0} : C{1}, acc.data(), cols);
+      }
+      for (std::int64_t b = b0; b < b1; ++b)
+        for (std::int64_t m = 0; m < out_channels; ++m) {
+          const C* src = acc.data() + m * cols + (b - b0) * s_out;
+          C* dst = y + (b * out_channels + m) * s_out;
+          const C add = bias ? bias[m] : C{0};
+          for (std::int64_t o = 0; o < s_out; ++o) dst[o] = src[o] + add;
+        }
+    }
+  });
+}
+
+/// Conv as im2col + GEMM over blocks of output columns, or for 1x1 kernels one GEMM on X itself.
+template <class C>
+void conv_im2col(const kernel_context& ctx, const C* x, const C* w, const C* bias, C* y, std::int64_t batch,
+                 std::int64_t in_channels, std::int64_t out_channels, std::int64_t group, const window_geometry& g) {
   const std::int64_t cg = in_channels / group, mg = out_channels / group;
   const std::int64_t s_out = g.out_size(), s_in = g.in_size();
-  if (cg == 1 && group == in_channels && g.in[0] == 1 && g.kernel[0] == 1 && g.out[0] == 1 && g.pad_begin[0] == 0) {
-    depthwise_conv(ctx, x, w, bias, y, batch, in_channels, out_channels, g);
-    return;
-  }
   const bool pointwise = g.kernel_size() == 1 && g.stride == decltype(g.stride){1, 1, 1} &&
                          g.pad_begin == decltype(g.pad_begin){0, 0, 0} && g.pad_end == decltype(g.pad_end){0, 0, 0};
   const std::int64_t kg = cg * g.kernel_size();  // GEMM inner dimension
   // Column blocks keep the im2col scratch near 512 KiB and give the pool work to share.
   const std::int64_t block =
-      std::clamp<std::int64_t>(((std::int64_t{1} << 17) / std::max<std::int64_t>(kg, 1) + 15) / 16 * 16, 128,
+      std::clamp<std::int64_t>(((std::int64_t{1} << 17) / std::max<std::int64_t>(kg, 1) + 15) / 16 * 16,
+                               std::min<std::int64_t>(128, std::max<std::int64_t>(s_out, 1)),
                                std::max<std::int64_t>(s_out, 1));
   const std::int64_t blocks = (s_out + block - 1) / block;
   const std::int64_t units = batch * group * blocks;
@@ -154,6 +200,21 @@ void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bi
       }
     }
   });
+}
+
+/// Conv in the compute type C (float or double) on contiguous NC[D]HW data.
+template <class C>
+void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bias, C* y, std::int64_t batch,
+                  std::int64_t in_channels, std::int64_t out_channels, std::int64_t group, const window_geometry& g) {
+  if (group == 1 && g.kernel_size() > g.out_size() && g.kernel_size() >= 32) {
+    // A kernel longer than the output and long enough to be a GEMM's inner dimension (also for a
+    // single input channel: the weight gradient of a batch of one).
+    conv_small_output(ctx, x, w, bias, y, batch, in_channels, out_channels, g);
+  } else if (in_channels == group && g.in[0] == 1 && g.kernel[0] == 1 && g.out[0] == 1 && g.pad_begin[0] == 0) {
+    depthwise_conv(ctx, x, w, bias, y, batch, in_channels, out_channels, g);
+  } else {
+    conv_im2col(ctx, x, w, bias, y, batch, in_channels, out_channels, group, g);
+  }
 }
 
 inline void conv_kernel(const kernel_context& ctx) {
