@@ -29,6 +29,7 @@
 #include "ipu/log.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/popart/batches_per_step.hpp"
+#include "ipu/popart/signature.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/compile/cache.hpp"
 #include "ipu/compile/compile.hpp"
@@ -84,18 +85,12 @@ class inference_session {
                   "load the executable before preparing the device");
     auto m = popef::load(popef_file);
     const auto& g = m.model();
-    auto describe = [](const graph& x, bool inputs) {
-      std::string s;
-      for (auto t : inputs ? x.inputs() : x.outputs())
-        s += (s.empty() ? "" : ", ") + x.tensor(t).name + " " + to_string(x.tensor(t).info);
-      return s;
-    };
     for (bool inputs : {true, false})
-      if (describe(g, inputs) != describe(model_, inputs))
+      if (describe_signature(g, inputs) != describe_signature(model_, inputs))
         throw error(error_category::usage,
                     "the executable in " + popef_file.string() + " was compiled from another model: its " +
-                        (inputs ? "inputs are " : "outputs are ") + describe(g, inputs) + ", this model's " +
-                        describe(model_, inputs),
+                        (inputs ? "inputs are " : "outputs are ") + describe_signature(g, inputs) + ", this model's " +
+                        describe_signature(model_, inputs),
                     where(), "load an executable exported from this model, or compile it with prepare_device()");
     adopt(std::move(m), popef_file);
   }

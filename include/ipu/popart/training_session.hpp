@@ -41,6 +41,7 @@
 #include "ipu/onnx/export.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/popart/batches_per_step.hpp"
+#include "ipu/popart/signature.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popef/training_state.hpp"
 #include "ipu/popef/writer.hpp"
@@ -340,17 +341,12 @@ class training_session {
   void adopt(popef::training_file&& f, const std::filesystem::path& file) {
     const auto& mine = session_->graph_of_step().step;
     const auto& theirs = f.step.model();
-    auto describe = [](const graph& g, bool inputs) {
-      std::string s;
-      for (auto t : inputs ? g.inputs() : g.outputs()) s += (s.empty() ? "" : ", ") + g.tensor(t).name + " " + to_string(g.tensor(t).info);
-      return s;
-    };
     for (bool inputs : {true, false})
-      if (describe(theirs, inputs) != describe(mine, inputs))
+      if (describe_signature(theirs, inputs) != describe_signature(mine, inputs))
         throw error(error_category::usage,
                     "the training step in " + file.string() + " is not this session's: its " +
-                        (inputs ? "inputs are " : "outputs are ") + describe(theirs, inputs) + "; this session's " +
-                        describe(mine, inputs),
+                        (inputs ? "inputs are " : "outputs are ") + describe_signature(theirs, inputs) + "; this session's " +
+                        describe_signature(mine, inputs),
                     where(),
                     inputs ? "load a step exported from this model, loss and optimizer"
                            : "ask the data flow for the anchors the step was exported with");
