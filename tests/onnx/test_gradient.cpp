@@ -9,13 +9,14 @@
 #include <string>
 #include <vector>
 
-#include "ipu/cpu/device.hpp"
 #include "ipu/onnx/import.hpp"
-#include "onnx_test_util.hpp"
+#include "onnx_run_util.hpp"
 
 using namespace ipu;
+using test_onnx::import_error;
 using test_onnx::model;
 using test_onnx::node;
+using test_onnx::run;
 
 namespace {
 
@@ -43,19 +44,6 @@ std::vector<float> values(const host_tensor& t) {
   return {s.begin(), s.end()};
 }
 
-std::vector<host_tensor> run(const model& m, std::vector<host_tensor> inputs) {
-  cpu::device dev(ipu::onnx::load_model_from_bytes(m.bytes()), {.threads = 1});
-  return dev.run(inputs);
-}
-
-std::string import_error(const model& m) {
-  try {
-    (void)ipu::onnx::load_model_from_bytes(m.bytes());
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 }  // namespace
 

@@ -12,16 +12,17 @@
 #include <vector>
 
 #include "ipu/builder/builder.hpp"
-#include "ipu/cpu/device.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/popart/training_session.hpp"
 #include "ipu/train/loss.hpp"
-#include "onnx_test_util.hpp"
+#include "onnx_run_util.hpp"
 
 using namespace ipu;
 using test_onnx::attr;
+using test_onnx::import_error;
 using test_onnx::model;
 using test_onnx::node;
+using test_onnx::run;
 
 namespace {
 
@@ -36,19 +37,6 @@ model popart_model() {
   return m;
 }
 
-std::vector<host_tensor> run(const model& m, std::vector<host_tensor> inputs) {
-  cpu::device dev(ipu::onnx::load_model_from_bytes(m.bytes()), {.threads = 1});
-  return dev.run(inputs);
-}
-
-std::string import_error(const model& m) {
-  try {
-    (void)ipu::onnx::load_model_from_bytes(m.bytes());
-  } catch (const error& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 host_tensor f32(shape s, std::vector<float> v) { return host_tensor::from<float>(std::move(s), std::span<const float>(v)); }
 

@@ -244,6 +244,12 @@ TEST_CASE("automatic loss scaling: the scale halves when too many gradient eleme
     (void)s.run({{"x", x.view()}}, zeros.view());
     CHECK(t.loss_scaling() == 4);
     CHECK(s.loss_scaling() == 4);
+    // A count that is no count is refused, and the session keeps its state.
+    auto bad = s.optimizer_state();
+    for (auto& [name, value] : bad)
+      if (name == "automatic_loss_scaling/upper_count") value.as<double>()[0] = std::numeric_limits<double>::infinity();
+    CHECK_THROWS_WITH_AS(t.load_optimizer_state(bad), doctest::Contains("finite non-negative"), ipu::error);
+    CHECK(t.steps() == 8);
   }
 }
 

@@ -260,8 +260,9 @@ class training_session {
       if (options_.auto_loss_scaling.enabled &&
           (name == "automatic_loss_scaling/upper_count" || name == "automatic_loss_scaling/lower_count")) {
         auto& slot_of = name == "automatic_loss_scaling/upper_count" ? upper : lower;
-        if (slot_of || t.info() != tensor_info{data_type::F64, {}} || !(t.as<double>()[0] >= 0))
-          throw error(error_category::usage, "'" + name + "' must be given once, as a non-negative F64 scalar", where(),
+        if (slot_of || t.info() != tensor_info{data_type::F64, {}} || !(t.as<double>()[0] >= 0) ||
+            !std::isfinite(t.as<double>()[0]))
+          throw error(error_category::usage, "'" + name + "' must be given once, as a finite non-negative F64 scalar", where(),
                       "load a state this session's optimizer_state() gave");
         slot_of = t.as<double>()[0];
         continue;
@@ -544,6 +545,15 @@ class training_session {
     next.upper += static_cast<double>(upper);
     next.lower += static_cast<double>(n - upper);
   }
+  /// The largest loss scale automatic loss scaling may reach: 2^15 keeps a scale finite in F16 (F16
+  /// weights or gradients), 2^64 otherwise.
+  [[nodiscard]] double loss_scale_ceiling() const {
+    for (const auto& w : tg_.weights)
+      if (w.info.type == data_type::F16) return 32768.0;
+    for (const auto& n : tg_.gradients)
+      if (!n.empty() && tensor_of(step_.model(), n).info.type == data_type::F16) return 32768.0;
+    return 18446744073709551616.0;
+  }
   /// After a weight update: every `update_period` updates, halves the loss scale when too many
   /// gradient elements were near the top of their range since the last change, else doubles it.
   void update_loss_scale(const pending& next) {
@@ -554,11 +564,7 @@ class training_session {
     if (steps_ % static_cast<std::uint64_t>(als.update_period) != 0) return;
     const double t = als.threshold_upper_count_proportion;
     const bool down = t < 1 && als_upper_ > t / (1 - t) * als_lower_;
-    bool f16 = false;
-    for (const auto& w : tg_.weights) f16 = f16 || w.info.type == data_type::F16;
-    for (const auto& n : tg_.gradients)
-      if (!n.empty()) f16 = f16 || tensor_of(step_.model(), n).info.type == data_type::F16;
-    const double ceiling = f16 ? 32768.0 : 18446744073709551616.0;  // 2^15 keeps an F16 scale finite; 2^64 otherwise
+    const double ceiling = loss_scale_ceiling();
     std::visit(
         [&](auto& x) {
           const double scaled = down ? x.loss_scaling.value() / 2 : x.loss_scaling.value() * 2;
