@@ -176,13 +176,7 @@ inline file_options read_options_file(const std::string& file) {
   static constexpr std::string_view applied[] = {"Training.gradientAccumulation(",
                                                  "Training.accumulationAndReplicationReductionType(", "randomSeed(",
                                                  "Training.setAutomaticLossScaling("};
-  const auto config = o.to_config();
-  for (std::size_t start = 0; start < config.size();) {
-    const auto end = config.find('\n', start);
-    const auto line = config.substr(start, end - start);
-    start = end == std::string::npos ? config.size() : end + 1;
-    if (std::any_of(std::begin(applied), std::end(applied), [&](std::string_view a) { return line.starts_with(a); }))
-      continue;
+  for (const auto& line : ipu::settings_not_applied(o, applied)) {
     const auto name = line.substr(0, line.find('('));
     if (name == "deviceIterations")
       throw usage("the options file sets " + line + ": ipu train runs one weight update per host call", file,

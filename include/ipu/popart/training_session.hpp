@@ -389,19 +389,11 @@ class training_session {
   /// What the options may set; anything else is refused by name (nothing is accepted and ignored).
   void check_options() {
     take_batches_per_step(options_, flow_, where());
-    const std::string config = options_.to_config();
+    static constexpr std::string_view applied[] = {"deviceIterations(", "Training.gradientAccumulation(",
+                                                   "Training.accumulationAndReplicationReductionType(",
+                                                   "Training.setAutomaticLossScaling(", "randomSeed("};
     std::string refused;
-    for (std::size_t at = 0; at < config.size();) {
-      const auto end = config.find('\n', at);
-      const auto line = config.substr(at, end - at);
-      at = end == std::string::npos ? config.size() : end + 1;
-      const bool allowed = line.empty() || line.rfind("deviceIterations(", 0) == 0 ||
-                           line.rfind("Training.gradientAccumulation(", 0) == 0 ||
-                           line.rfind("Training.accumulationAndReplicationReductionType(", 0) == 0 ||
-                           line.rfind("Training.setAutomaticLossScaling(", 0) == 0 ||
-                           line.rfind("randomSeed(", 0) == 0;
-      if (!allowed) refused += (refused.empty() ? "" : ", ") + line;
-    }
+    for (const auto& line : settings_not_applied(options_, applied)) refused += (refused.empty() ? "" : ", ") + line;
     if (!refused.empty())
       throw error(error_category::usage, "a training session does not apply these options yet: " + refused, where(),
                   "leave them at their defaults (replicated, pipelined and phased training is a later step)");

@@ -203,16 +203,8 @@ inline void take_options(const ipu::options& o, bool training, std::span<const s
                          const std::string& where) {
   o.validate(training);
   if (o.log_level()) log::set_level(*o.log_level());
-  const std::string config = o.to_config();
   std::string refused;
-  for (std::size_t at = 0; at < config.size();) {
-    const auto end = config.find('\n', at);
-    const auto line = config.substr(at, end - at);
-    at = end == std::string::npos ? config.size() : end + 1;
-    bool ok = line.empty();
-    for (auto p : allowed) ok = ok || line.rfind(p, 0) == 0;
-    if (!ok) refused += (refused.empty() ? "" : ", ") + line;
-  }
+  for (const auto& line : settings_not_applied(o, allowed)) refused += (refused.empty() ? "" : ", ") + line;
   if (!refused.empty())
     throw error(error_category::usage, std::string(training ? "a training" : "an inference") +
                                            " model does not apply these options yet: " + refused,

@@ -22,6 +22,7 @@
 #include <charconv>
 #include <exception>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -1118,6 +1119,22 @@ inline std::string options::to_config() const {
     if (*l != tensor_location{}) line(std::string("TensorLocations.set") + kind + "Location(" + python_location(*l) + ")");
   if (process_id_ != d.process_id_ || num_processes_ != d.num_processes_)
     line("Distributed.configureProcessId(" + std::to_string(process_id_) + ", " + std::to_string(num_processes_) + ")");
+  return out;
+}
+
+/// The settings of `o` (to_config()'s lines) that no prefix in `applied` names: what a caller
+/// that applies only those must refuse, so that no option is accepted and ignored.
+inline std::vector<std::string> settings_not_applied(const options& o, std::span<const std::string_view> applied) {
+  std::vector<std::string> out;
+  const std::string config = o.to_config();
+  for (std::size_t at = 0; at < config.size();) {
+    const auto end = config.find('\n', at);
+    auto line = config.substr(at, end - at);
+    at = end == std::string::npos ? config.size() : end + 1;
+    if (line.empty()) continue;
+    if (std::none_of(applied.begin(), applied.end(), [&](std::string_view p) { return line.starts_with(p); }))
+      out.push_back(std::move(line));
+  }
   return out;
 }
 
