@@ -13,6 +13,8 @@ namespace ipu {
 class shape {
  public:
   using dim_type = std::int64_t;
+  /// The most elements a tensor may have (2^59): bytes = elements x element size never overflows.
+  static constexpr dim_type max_elements = dim_type{1} << 59;
 
   constexpr shape() = default;
   constexpr shape(std::initializer_list<dim_type> dims) : dims_(dims) { check(); }
@@ -56,10 +58,25 @@ class shape {
 
  private:
   constexpr void check() const {
-    for (auto d : dims_)
+    // Every size computed from a shape (elements, bytes, strides) stays representable: the element
+    // count is at most max_elements, so even 16-byte elements fit an int64 byte count.
+    dim_type n = 1;
+    bool overflow = false, empty = false;
+    for (auto d : dims_) {
       if (d < 0)
         throw error(error_category::shape, "dimension " + std::to_string(d) + " is negative", {},
                     "shapes hold known, non-negative sizes; fix dynamic dimensions before building the IR");
+      empty = empty || d == 0;
+      overflow = overflow || __builtin_mul_overflow(n, d, &n) || n > max_elements;
+    }
+    if (overflow && !empty)
+      throw error(error_category::shape, "a shape of dimensions " + list() + " has more than 2^59 elements", {},
+                  "check the model's shapes: no tensor can be that large");
+  }
+  [[nodiscard]] std::string list() const {
+    std::string r;
+    for (auto d : dims_) r += (r.empty() ? "" : ",") + std::to_string(d);
+    return "[" + r + "]";
   }
   std::vector<dim_type> dims_;
 };

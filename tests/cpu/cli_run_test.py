@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """CLI tests of `ipu run`: a small ONNX model built with onnx.helper at test time, results checked
 against NumPy, and every documented failure checked for one error line and a non-zero exit.
-Usage: cli_run_test.py IPU_BINARY CASE   (CASE: npy, pb, data, iterations, threads, errors, popef,
-popef_errors)
+Usage: cli_run_test.py IPU_BINARY CASE   (CASE: npy, pb, data, iterations, threads, errors, hostile,
+popef, popef_errors)
 
 The popef cases compile a 7-op chain for a 4-IPU Mk2 with pipelining and serve the file through
 the Model Runtime: outputs bit-identical to `ipu run` on the ONNX model, with 1 and 4 clients, and
@@ -97,7 +97,8 @@ def reference(x):
 
 
 def run(ipu, *args, cwd=None):
-    res = subprocess.run([ipu, "run", *args], capture_output=True, text=True, cwd=cwd)
+    # A bounded wait: an input that hangs the tool (a FIFO) fails the test instead of stalling CI.
+    res = subprocess.run([ipu, "run", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
     return res.returncode, res.stdout, res.stderr
 
 
@@ -200,6 +201,33 @@ def main():
             expect_error(ipu, r"model\.nope|does not exist|cannot open", os.path.join(d, "model.nope"),
                          "--input", f"x={d}/x.npy")
             expect_error(ipu, r"not a directory", model, "--data", os.path.join(d, "x.npy"))
+        elif case == "hostile":
+            # A negative count is refused by the parser (exit 2, one line), not wrapped to 2^64 - 1.
+            for flag in ("--threads", "--iterations", "--clients"):
+                code, _, err = run(ipu, model, "--input", f"x={d}/x.npy", flag, "-1")
+                assert code == 2 and len(err.strip().splitlines()) == 1, (flag, code, err)
+            # An output never replaces an input: y.npy given as the input x, outputs into its folder.
+            np.save(os.path.join(d, "y.npy"), x)
+            before = open(os.path.join(d, "y.npy"), "rb").read()
+            expect_error(ipu, r"the output .*y\.npy' is the input", model, "--input", f"x={d}/y.npy", "--output-dir", d)
+            assert open(os.path.join(d, "y.npy"), "rb").read() == before
+            # compile -o onto the model itself, however the path is spelled, refuses and keeps it.
+            model_bytes = open(model, "rb").read()
+            os.symlink(model, os.path.join(d, "link.onnx"))
+            for target in (model, os.path.join(d, ".", "model.onnx"), os.path.join(d, "link.onnx")):
+                res = subprocess.run([ipu, "compile", model, "-o", target], capture_output=True, text=True, timeout=120)
+                lines = [l for l in res.stderr.splitlines() if l.strip()]
+                assert res.returncode != 0 and len(lines) == 1 and "is the input" in lines[0], (target, res)
+                assert open(model, "rb").read() == model_bytes
+            # A FIFO as the model, a PopEF file or an input: an error at once, never a hang.
+            for name in ("fifo.onnx", "fifo.popef", "fifo.npy"):
+                os.mkfifo(os.path.join(d, name))
+            expect_error(ipu, r"pipe \(FIFO\), not a regular file", os.path.join(d, "fifo.onnx"), "--input", f"x={d}/x.npy")
+            expect_error(ipu, r"pipe \(FIFO\), not a regular file", os.path.join(d, "fifo.popef"), "--input", f"x={d}/x.npy")
+            expect_error(ipu, r"pipe \(FIFO\), not a regular file", model, "--input", f"x={d}/fifo.npy")
+            # --version answers.
+            res = subprocess.run([ipu, "--version"], capture_output=True, text=True, timeout=60)
+            assert res.returncode == 0 and res.stdout.strip() == "ipu 0.1.0", res
         elif case in ("popef", "popef_errors"):
             chain = os.path.join(d, "chain.onnx")
             make_chain(chain)

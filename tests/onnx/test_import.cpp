@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -446,4 +448,53 @@ TEST_CASE("external data is mapped, shared and found next to the model file") {
   std::filesystem::remove(dir.path / "weights.bin");
   CHECK(contains(error_of([&] { (void)ipu::onnx::load_model(dir.path / "model.onnx", unchecked()); }).what(),
                  "weights.bin"));
+}
+
+TEST_CASE("external data must be a regular file inside the model's folder, whatever its links say") {
+  scratch_dir dir("external_links");
+  scratch_dir outside("external_outside");
+  model m(13);
+  m.input("x", {1024}).output("y", {1024});
+  m.initializer(test_onnx::float_tensor("w", {1024}, std::vector<float>(1024, 2.0f)));
+  m.add(node("Add", {"x", "w"}, {"y"}));
+  const auto g = ipu::onnx::load_model_from_bytes(m.bytes(), unchecked());
+  ipu::onnx::save_options so;
+  so.external_data = "weights.bin";
+  ipu::onnx::save_model(g, dir.path / "model.onnx", so);
+  const auto data = dir.path / "weights.bin";
+  const auto load = [&] { return error_of([&] { (void)ipu::onnx::load_model(dir.path / "model.onnx", unchecked()); }); };
+
+  // A link to a file inside the folder is followed: it is the model's own data.
+  std::filesystem::rename(data, dir.path / "real.bin");
+  std::filesystem::create_symlink("real.bin", data);
+  CHECK(ipu::onnx::load_model(dir.path / "model.onnx", unchecked()) == g);
+
+  // A link out of the folder reads nothing and tells nothing: a file of the right size, of another
+  // size, and no file at all give the same error, which names neither the target nor its size.
+  for (const auto& [name, bytes] : {std::pair<std::string, std::size_t>{"same.bin", 4096}, {"other.bin", 10}, {"none.bin", 0}}) {
+    if (bytes) std::ofstream(outside.path / name, std::ios::binary) << std::string(bytes, 'x');
+    std::filesystem::remove(data);
+    std::filesystem::create_symlink(outside.path / name, data);
+    const auto e = load();
+    INFO(name, ": ", std::string(e.what()));
+    CHECK(contains(e.what(), "'weights.bin' does not name a file inside the model's directory"));
+    CHECK_FALSE(contains(e.what(), outside.path.string()));
+    CHECK_FALSE(contains(e.what(), std::to_string(bytes) + " bytes"));
+  }
+  // So does a link through a linked directory.
+  std::filesystem::remove(data);
+  std::filesystem::create_directory_symlink(outside.path, dir.path / "sub");
+  so.external_data = "sub/same.bin";
+  ipu::onnx::save_model(g, dir.path / "model.onnx", so);  // the data goes through the link, outside
+  CHECK(contains(load().what(), "'sub/same.bin' does not name a file inside the model's directory"));
+
+  // A FIFO or a directory inside the folder is refused without blocking on it.
+  so.external_data = "weights.bin";
+  ipu::onnx::save_model(g, dir.path / "model.onnx", so);
+  std::filesystem::remove(data);
+  REQUIRE(::mkfifo(data.c_str(), 0600) == 0);
+  CHECK(contains(load().what(), "pipe (FIFO), not a regular file"));
+  std::filesystem::remove(data);
+  std::filesystem::create_directory(data);
+  CHECK(contains(load().what(), "directory, not a regular file"));
 }

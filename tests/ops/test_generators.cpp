@@ -41,6 +41,45 @@ TEST_CASE("generators: Range for integers and floats, with negative deltas") {
   CHECK_THROWS_AS(run1("Range", {i64({}, {0}), i64({}, {5}), i64({}, {1})}, info(data_type::S64, {4})), ipu::error);
 }
 
+TEST_CASE("generators: Range bounds far apart or not finite are errors, not wrapped or empty outputs") {
+  using lim = std::numeric_limits<std::int64_t>;
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const ipu::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // (limit - start) overflows int64, and so did the count: now exact in unsigned arithmetic.
+  auto w = run1("Range", {i64({}, {lim::min()}), i64({}, {lim::max()}), i64({}, {std::int64_t{1} << 62})},
+                info(data_type::S64, {4}));
+  CHECK(values<std::int64_t>(w) ==
+        std::vector<std::int64_t>{lim::min(), -(std::int64_t{1} << 62), 0, std::int64_t{1} << 62});
+  auto down = run1("Range", {i64({}, {lim::max()}), i64({}, {lim::min()}), i64({}, {lim::min()})}, info(data_type::S64, {2}));
+  CHECK(values<std::int64_t>(down) == std::vector<std::int64_t>{lim::max(), -1});
+  CHECK(message([&] { run1("Range", {i64({}, {lim::min()}), i64({}, {lim::max()}), i64({}, {1})}, info(data_type::S64, {1})); })
+            .find("18446744073709551615 elements, more than a tensor can hold") != std::string::npos);
+  const float inf = std::numeric_limits<float>::infinity();
+  CHECK(message([&] { run1("Range", {f32({}, {0}), f32({}, {inf}), f32({}, {1})}, f32_info({1})); })
+            .find("does not have a finite number of elements") != std::string::npos);
+  CHECK(message([&] { run1("Range", {f32({}, {0}), f32({}, {std::nanf("")}), f32({}, {1})}, f32_info({1})); })
+            .find("does not have a finite number of elements") != std::string::npos);
+  // Going the other way from an infinite start is empty, as numpy's arange says, not undefined.
+  auto none = run1("Range", {f32({}, {inf}), f32({}, {0}), f32({}, {1})}, f32_info({0}));
+  CHECK(none.info().num_elements() == 0);
+}
+
+TEST_CASE("generators: a ConstantOfShape whose element count overflows is refused by the shape itself") {
+  // 2^32 x 2^32 wraps to 0 in int64 arithmetic: it must not pass as an empty tensor.
+  CHECK_THROWS_WITH_AS(ipu::shape({std::int64_t{1} << 32, std::int64_t{1} << 32}),
+                       doctest::Contains("has more than 2^59 elements"), ipu::error);
+  CHECK_THROWS_AS(ipu::shape({std::int64_t{1} << 40, std::int64_t{1} << 20}), ipu::error);
+  CHECK(ipu::shape({std::int64_t{1} << 62, 0, std::int64_t{1} << 62}).num_elements() == 0);  // empty is fine
+  CHECK_THROWS_AS(run1("ConstantOfShape", {i64({2}, {std::int64_t{1} << 32, std::int64_t{1} << 32})}, f32_info({1})),
+                  ipu::error);
+}
+
 TEST_CASE("generators: EyeLike with a diagonal offset") {
   auto y = run1("EyeLike", {f32({3, 4}, std::vector<float>(12, 5.0f))}, info(data_type::S32, {3, 4}), {attr("k", 1)});
   CHECK(values<std::int32_t>(y) == std::vector<std::int32_t>{0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});

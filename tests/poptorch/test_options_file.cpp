@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -396,4 +397,51 @@ TEST_CASE("options file: the parser on its own") {
   CHECK(e.positional_count() == 6);
   CHECK(ipu::detail::config::edit_distance("deviceIteration", "deviceIterations") == 1);
   CHECK(ipu::detail::config::edit_distance("abc", "ABC") == 0);
+}
+
+TEST_CASE("options file: a FIFO, a device, a directory or a huge file is refused unread") {
+  const fs::path fifo = fs::temp_directory_path() / ("ipu_options_fifo_" + std::to_string(::getpid()));
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);  // opening it for reading would block without a writer
+  auto message_of = [](const fs::path& p) {
+    try {
+      options().load_from_file(p);
+    } catch (const ipu::error& e) {
+      CHECK(e.category() == ipu::error_category::io);
+      return std::string(e.what());
+    }
+    FAIL("expected an error");
+    return std::string();
+  };
+  CHECK(message_of(fifo).find("is a pipe (FIFO), not a regular file") != std::string::npos);
+  fs::remove(fifo);
+  CHECK(message_of("/dev/zero").find("is a device, not a regular file") != std::string::npos);
+  CHECK(message_of(fs::temp_directory_path()).find("is a directory, not a regular file") != std::string::npos);
+  const temp_file big("big.conf", std::string(options::max_options_file_bytes + 1, '#'));
+  CHECK(message_of(big.path).find("more than the 1048576 accepted") != std::string::npos);
+}
+
+TEST_CASE("options file: nesting is bounded, so a hostile line is an error and not a stack overflow") {
+  auto error_of = [](const std::string& text) {
+    options o;
+    try {
+      o.load_from_string(text, "my.conf");
+    } catch (const ipu::error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // 20,000 of each would overflow the stack of a recursive parser (and of the tree it builds).
+  const std::size_t n = 20000;
+  CHECK(error_of("deviceIterations(" + std::string(n, '(') + "1" + std::string(n, ')') + ")").find("nested more than 64") !=
+        std::string::npos);
+  CHECK(error_of("deviceIterations(" + std::string(n, '[') + ")").find("nested more than 64") != std::string::npos);
+  CHECK(error_of("deviceIterations(" + std::string(n, '-') + "1)").find("nested more than 64") != std::string::npos);
+  std::string chain = "Training";
+  for (std::size_t i = 0; i < n; ++i) chain += ".gradientAccumulation(2)";
+  CHECK(error_of(chain).find("more than 64 chained calls") != std::string::npos);
+  // Reasonable nesting still parses.
+  options o;
+  o.load_from_string("deviceIterations(" + std::string(10, '+') + "4)", "my.conf");
+  CHECK(o.device_iterations() == 4);
 }

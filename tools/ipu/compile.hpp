@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "input_shapes.hpp"
+#include "outputs.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/onnx/import.hpp"
@@ -110,6 +111,7 @@ inline void apply_batch(const ::onnx::ModelProto& m, std::int64_t batch,
 inline void run_compile(const compile_args& a) {
   namespace fs = std::filesystem;
   const fs::path path = a.model;
+  refuse_overwriting_inputs(a.output.empty() ? fs::path(path.stem().string() + ".popef") : fs::path(a.output), {path}, "-o");
   const auto mode = compile_detail::parse_strategy(a.strategy);
   if (a.cache_dir) {  // checked before the slow part; the cache checks it again when compiling
     if (a.cache_dir->empty())
@@ -192,14 +194,14 @@ inline void add_compile_command(CLI::App& app) {
   cmd->add_option("model", a->model, "the ONNX model")->required();
   cmd->add_option("-o,--output", a->output, "the PopEF file to write (default: <model name>.popef)");
   cmd->add_option("--device", a->device, "mk1, mk2, bow or cpu")->capture_default_str();
-  cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two)")->capture_default_str();
+  cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two)")->check(CLI::Range(1u, 1024u))->capture_default_str();
   cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "samples per micro-batch: sets every input's dynamic leading dimension");
-  cmd->add_option("--batches-per-step", a->batches_per_step, "device iterations per step")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "samples per micro-batch: sets every input's dynamic leading dimension")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
+  cmd->add_option("--batches-per-step", a->batches_per_step, "device iterations per step")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
   cmd->add_option("--precision", a->precision, "fp16 or fp32: convert the model's float tensors");
   cmd->add_option("--input-shape", a->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->add_option("--phases", a->phases, "phased strategies: the fewest phases to split an unannotated model into (more when one would not fit)")->capture_default_str();
-  cmd->add_option("--replicas", a->replicas, "replication factor")->capture_default_str();
+  cmd->add_option("--replicas", a->replicas, "replication factor")->check(CLI::Range(std::int64_t{1}, std::int64_t{1024}))->capture_default_str();
   cmd->add_option("--name", a->name, "the executable's name (default: the graph's)");
   cmd->add_flag("--no-compress", a->no_compress, "store the executable uncompressed");
   cmd->add_option("--cache-dir", a->cache_dir,

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "input_shapes.hpp"
+#include "outputs.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/io/npy.hpp"
@@ -225,6 +226,7 @@ inline void run_command(const run_args& a) {
   // Bind files to input names; every graph input exactly once.
   std::map<std::string, ipu::host_tensor> bound;
   std::map<std::string, std::string> source;  // name -> where it came from, for "given twice"
+  std::vector<fs::path> read_files{a.model};  // what the outputs must not replace
   auto bind = [&](const std::string& name, const std::string& file) {
     bool known = false;
     for (auto t : g.inputs()) known = known || g.tensor(t).name == name;
@@ -239,6 +241,7 @@ inline void run_command(const run_args& a) {
                   "ipu run", "give each input once");
     bound.emplace(name, read_input_file(file));
     source.emplace(name, file);
+    read_files.emplace_back(file);
   };
   if (!a.data_dir.empty()) {
     if (!fs::is_directory(a.data_dir))
@@ -272,6 +275,7 @@ inline void run_command(const run_args& a) {
                   "ipu run", "rename one of the outputs in the model");
     taken.emplace(file, name);
     out_paths.push_back(fs::path(a.output_dir) / file);
+    refuse_overwriting_inputs(out_paths.back(), read_files, "--output-dir");
   }
 
   std::vector<ipu::host_tensor> outputs;
@@ -313,11 +317,14 @@ inline void add_run_command(CLI::App& app) {
   cmd->add_option("--input", args->inputs, "NAME=FILE: bind a graph input to a .npy or TensorProto .pb file");
   cmd->add_option("--data", args->data_dir, "bind DIR/input_<i>.pb to the graph inputs in order");
   cmd->add_option("--output-dir", args->output_dir, "where <output name>.npy files are written")->capture_default_str();
-  cmd->add_option("--threads", args->threads,
-                  "kernel threads (0: all hardware threads; PopEF: per engine worker)")->capture_default_str();
-  cmd->add_option("--iterations", args->iterations, "time N runs after a warm-up and print latency_ms");
+  cmd->add_option("--threads", args->threads, "kernel threads (0: all hardware threads; PopEF: per engine worker)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1024}))
+      ->capture_default_str();
+  cmd->add_option("--iterations", args->iterations, "time N runs after a warm-up and print latency_ms")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 31));
   cmd->add_option("--clients", args->clients,
-                  "PopEF: N client threads stream the requests (each its share of --iterations; default 1)");
+                  "PopEF: N client threads stream the requests (each its share of --iterations; default 1)")
+      ->check(CLI::Range(std::size_t{0}, std::size_t{1024}));  // 0 gets its own message below
   cmd->add_option("--trace", args->trace, "PopEF: write the runtime's last step as a Chrome trace to FILE");
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->callback([args] { run_command(*args); });  // errors reach main, which prints one line

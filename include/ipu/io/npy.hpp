@@ -20,6 +20,7 @@
 
 #include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
+#include "ipu/file.hpp"
 #include "ipu/tensor.hpp"
 
 namespace ipu::io {
@@ -243,16 +244,8 @@ inline host_tensor parse_npy(std::span<const std::byte> file, const std::string&
 /// Reads a .npy file into a host tensor.
 inline host_tensor read_npy(const std::filesystem::path& path) {
   const std::string where = "file '" + path.string() + "'";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec))
-    throw detail::npy_error("the file does not exist", where, "check the path");
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw detail::npy_error("not a regular file", where, "pass the path of a .npy file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw detail::npy_error("cannot open the file for reading", where, "check the path and its permissions");
-  std::vector<char> raw((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw detail::npy_error("reading the file failed", where);
-  return parse_npy(std::as_bytes(std::span<const char>(raw)), where);
+  const auto raw = read_regular_file(path, ".npy file", UINT64_MAX);
+  return parse_npy(std::as_bytes(std::span<const char>(raw.data(), raw.size())), where);
 }
 
 /// The .npy bytes of any tensor (version 1.0, or 2.0 when the header needs it).
@@ -293,13 +286,7 @@ std::vector<std::byte> to_npy(const T& t) {
 /// Writes any tensor as a .npy file.
 template <tensor T>
 void write_npy(const std::filesystem::path& path, const T& t) {
-  const auto bytes = to_npy(t);
-  const std::string where = "file '" + path.string() + "'";
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw detail::npy_error("cannot open the file for writing", where, "check that the directory exists and is writable");
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw detail::npy_error("writing the file failed", where, "check free disk space");
+  write_file_atomically(path, to_npy(t), ".npy file");
 }
 
 }  // namespace ipu::io

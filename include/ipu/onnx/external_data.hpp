@@ -1,11 +1,9 @@
 #pragma once
 // Tensor data stored outside the model file (ONNX "external data"), memory-mapped rather than read:
 // weights can be gigabytes, and a mapping lets the IR share the pages without a copy.
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +15,7 @@
 #include <string>
 
 #include "ipu/error.hpp"
+#include "ipu/file.hpp"
 
 namespace ipu::onnx {
 
@@ -24,28 +23,17 @@ namespace ipu::onnx {
 class mapped_file {
  public:
   explicit mapped_file(const std::filesystem::path& path) : path_(path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-      throw error(error_category::io, std::string("cannot open external data file: ") + std::strerror(errno),
-                  path.string(), "keep the data file next to the model, or set import_options::base_dir");
-    struct ::stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw error(error_category::io, "external data location is not a regular file", path.string());
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
+    // No symbolic link is followed here: the resolver hands over a path with its links resolved.
+    const auto file = open_regular_file(path, "external data file", {.no_follow = true});
+    size_ = static_cast<std::size_t>(file.size());
     if (size_ > 0) {
-      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
-      if (p == MAP_FAILED) {
-        const int e = errno;
-        ::close(fd);
-        throw error(error_category::io, std::string("cannot map external data file: ") + std::strerror(e),
+      void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd(), 0);
+      if (p == MAP_FAILED)
+        throw error(error_category::io, std::string("cannot map external data file: ") + std::strerror(errno),
                     path.string());
-      }
       data_ = static_cast<const std::byte*>(p);
     }
-    ::close(fd);  // the mapping keeps the file alive
-  }
+  }  // the mapping keeps the file when the descriptor closes
   mapped_file(const mapped_file&) = delete;
   mapped_file& operator=(const mapped_file&) = delete;
   ~mapped_file() {
@@ -69,7 +57,9 @@ class external_data_resolver {
   external_data_resolver() = default;
   explicit external_data_resolver(std::filesystem::path base_dir) : base_(std::move(base_dir)), has_base_(true) {}
 
-  /// Checks a location without opening it; returns the resolved path.
+  /// Checks a location before anything reads it; returns the file it names, its symbolic links resolved
+  /// by the file system. That must lie inside the base directory; if not (or if nothing is there)
+  /// the error says only that, so a model learns nothing about files outside its folder.
   [[nodiscard]] std::filesystem::path resolve(const std::string& location, const std::string& tensor) const {
     const std::string where = "tensor '" + tensor + "'";
     if (!has_base_)
@@ -84,13 +74,25 @@ class external_data_resolver {
       if (part == "..")
         throw error(error_category::onnx, "external data location '" + location + "' leaves the model directory",
                     where, "external data must live in the model's directory or below it");
-    return base_ / rel;
+    std::error_code ec;
+    const auto base = std::filesystem::canonical(base_, ec);
+    if (ec)
+      throw error(error_category::io, "the model's directory cannot be resolved: " + ec.message(), base_.string(),
+                  "load the model from a readable directory");
+    const auto target = std::filesystem::canonical(base_ / rel, ec);
+    const auto [b, t] = std::mismatch(base.begin(), base.end(), target.begin(), target.end());
+    if (ec || b != base.end() || t == target.end())
+      throw error(error_category::onnx,
+                  "external data location '" + location + "' does not name a file inside the model's directory", where,
+                  "keep the data file in the model's directory (a symbolic link may only point to a file inside it)");
+    (void)open_regular_file(target, "external data file", {.no_follow = true});  // a FIFO or a directory: refused now
+    return target;
   }
 
   /// The mapping of `location` (opened on first use).
   [[nodiscard]] std::shared_ptr<const mapped_file> open(const std::string& location, const std::string& tensor) {
     auto path = resolve(location, tensor);
-    auto key = path.lexically_normal().string();
+    auto key = path.string();
     auto it = files_.find(key);
     if (it != files_.end()) return it->second;
     auto f = std::make_shared<const mapped_file>(path);

@@ -16,11 +16,12 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <span>
 #include <string>
 #include <string_view>
 
 #include "ipu/error.hpp"
+#include "ipu/file.hpp"
 
 namespace ipu::onnx {
 
@@ -57,23 +58,6 @@ inline error too_big(std::uint64_t bytes, std::string_view where) {
                "store the weights as external data (onnx.save_model(model, path, save_as_external_data=True))");
 }
 
-/// Opens `path` for reading and returns its size; a missing, non-regular or empty file is an error.
-inline std::uint64_t checked_file_size(const std::filesystem::path& path, std::string_view what) {
-  std::error_code ec;
-  auto status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status))
-    throw error(error_category::io, std::string(what) + " file does not exist", path.string(),
-                "check the path");
-  if (!std::filesystem::is_regular_file(status))
-    throw error(error_category::io, std::string(what) + " path is not a regular file", path.string());
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw error(error_category::io, "cannot read the file size: " + ec.message(), path.string());
-  if (size == 0)
-    throw error(error_category::onnx, std::string(what) + " file is empty", path.string(),
-                "the file was probably not written completely; export it again");
-  if (size > max_protobuf_bytes) throw too_big(size, path.string());
-  return size;
-}
 
 }  // namespace detail
 
@@ -94,18 +78,17 @@ inline void parse_proto(google::protobuf::Message& msg, std::string_view bytes, 
 
 /// Reads a file into `msg`, streaming (the file is never held twice in memory).
 inline void read_proto_file(google::protobuf::Message& msg, const std::filesystem::path& path, std::string_view what) {
-  (void)detail::checked_file_size(path, what);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw error(error_category::io, std::string("cannot open ") + std::string(what) + " file: " + std::strerror(errno),
-                path.string(), "check the permissions");
+  const auto file = open_regular_file(path, std::string(what) + " file");
+  if (file.size() > max_protobuf_bytes) throw detail::too_big(file.size(), path.string());
+  if (file.size() == 0)
+    throw error(error_category::onnx, std::string(what) + " file is empty", path.string(),
+                "the file was probably not written completely; export it again");
   bool ok = false;
   {
-    google::protobuf::io::FileInputStream file(fd);
-    google::protobuf::io::CodedInputStream in(&file);
+    google::protobuf::io::FileInputStream stream(file.fd());
+    google::protobuf::io::CodedInputStream in(&stream);
     ok = msg.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
   }
-  ::close(fd);
   if (!ok)
     throw error(error_category::onnx, "the file is not a serialized " + std::string(what) + " (truncated or corrupt)",
                 path.string(), "check that the file is complete; export it again if in doubt");
@@ -124,11 +107,7 @@ inline std::string serialize_proto(const google::protobuf::Message& msg, std::st
 /// Writes `msg` to `path`, replacing it.
 inline void write_proto_file(const google::protobuf::Message& msg, const std::filesystem::path& path) {
   const auto bytes = serialize_proto(msg, path.string());
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw error(error_category::io, "cannot open the file for writing", path.string(), "check the directory exists");
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw error(error_category::io, "writing the file failed", path.string(), "check free disk space");
+  write_file_atomically(path, std::as_bytes(std::span<const char>(bytes.data(), bytes.size())), "file");
 }
 
 }  // namespace ipu::onnx

@@ -31,6 +31,7 @@
 
 #include "ipu/byte_buffer.hpp"
 #include "ipu/error.hpp"
+#include "ipu/file.hpp"
 #include "ipu/log.hpp"
 #include "ipu/popef/compression.hpp"
 #include "ipu/popef/format.hpp"
@@ -118,29 +119,18 @@ class file_mapping {
  public:
   file_mapping(const std::filesystem::path& path, bool populate) {
     const std::string where = "file '" + path.string() + "'";
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      const int e = errno;
-      throw error(error_category::io, std::string("cannot open the PopEF file: ") + std::strerror(e), where,
-                  e == ENOENT ? "check the path" : "check the file's permissions");
-    }
-    struct ::stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw error(error_category::io, "not a regular file", where, "give the path of a .popef file");
-    }
-    size_ = static_cast<std::size_t>(st.st_size);
+    auto file = open_regular_file(path, "PopEF file");
+    const int fd = file.fd();
+    size_ = static_cast<std::size_t>(file.size());
     if (size_ > 0) {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
       if (p == MAP_FAILED) {
         const int e = errno;
-        ::close(fd);
         throw error(error_category::io, std::string("cannot map the PopEF file: ") + std::strerror(e), where);
       }
       data_ = static_cast<const std::byte*>(p);
     }
-    ::close(fd);  // the mapping keeps the file
-  }
+  }  // the mapping keeps the file when the descriptor closes
   file_mapping(const file_mapping&) = delete;
   file_mapping& operator=(const file_mapping&) = delete;
   ~file_mapping() {

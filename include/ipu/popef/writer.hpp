@@ -127,8 +127,9 @@ class file_sink final : public sink {
       std::error_code ec;
       std::filesystem::rename(temp_, final_, ec);
       if (ec) {
+        const auto why = ec.message();  // before remove() reuses the error code
         std::filesystem::remove(temp_, ec);
-        throw error(error_category::io, "cannot move the written file into place: " + ec.message(), name_,
+        throw error(error_category::io, "cannot move the written file into place: " + why, name_,
                     "check that the directory is writable");
       }
       temp_.clear();

@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -28,6 +27,7 @@
 
 #include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
+#include "ipu/file.hpp"
 #include "ipu/log.hpp"
 #include "ipu/poptorch/strategy.hpp"
 
@@ -390,14 +390,10 @@ class options {
   // Files and environment ----------------------------------------------------------------------------
   /// Applies an options file in PopTorch's syntax (one `name(value)` per line, `#` comments). All or
   /// nothing: on an error the options are unchanged.
+  static constexpr std::uint64_t max_options_file_bytes = 1 << 20;
   options& load_from_file(const std::filesystem::path& path) {
-    std::ifstream in(path);
-    if (!in)
-      throw error(error_category::io, "cannot open options file", path.string(),
-                  std::filesystem::exists(path) ? "check its permissions" : "the file does not exist; check the path");
-    std::ostringstream text;
-    text << in.rdbuf();
-    return load_from_string(text.str(), path.string());
+    // An options file is a few lines: a larger one (or /dev/zero, or a FIFO) is refused unread.
+    return load_from_string(read_regular_file(path, "options file", max_options_file_bytes), path.string());
   }
 
   /// Applies options text in PopTorch's file syntax; `source` names it in errors.

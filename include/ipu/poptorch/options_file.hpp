@@ -75,6 +75,7 @@ struct syntax_error {
 class parser {
  public:
   explicit parser(std::string_view line) : s_(line) {}
+  static constexpr int max_depth = 64;
 
   /// Parses a whole statement: an expression followed only by spaces or a comment.
   expr statement() {
@@ -121,6 +122,14 @@ class parser {
   expr expression() {
     skip_space();
     const std::size_t start = pos_;
+    // Nesting (brackets, calls, signs) is bounded: the parser and the tree it builds recurse, and a
+    // stranger's file of 20,000 '(' must be an error, not a stack overflow.
+    if (depth_ >= max_depth) fail("nested more than " + std::to_string(max_depth) + " levels deep");
+    ++depth_;
+    struct leave {
+      int& depth;
+      ~leave() { --depth; }
+    } guard{depth_};
     expr e;
     if (accept('-') || accept('+')) {
       const bool negative = s_[pos_ - 1] == '-';
@@ -162,6 +171,8 @@ class parser {
         if (e.k == expr::kind::name) {
           e.text += "." + member;
         } else if (e.is_call()) {
+          // Each method call nests the calls before it: bounded like any other nesting.
+          if (++chain_ > max_depth) fail("more than " + std::to_string(max_depth) + " chained calls");
           expr method;
           method.k = expr::kind::name;  // becomes a call when its '(' follows
           method.text = member;
@@ -359,6 +370,8 @@ class parser {
 
   std::string_view s_;
   std::size_t pos_ = 0;
+  int depth_ = 0;  // expressions being parsed, one inside the other
+  int chain_ = 0;  // method calls chained so far
 };
 
 /// Strips a line; empty for blank lines and comments.

@@ -90,7 +90,14 @@ inline void range_kernel(const kernel_context& ctx) {
     if constexpr (is_float_v<T>) {
       const double s = convert<double>(start), l = convert<double>(limit), d = convert<double>(delta);
       if (d == 0) throw ctx.fail("Range delta is 0", "use a non-zero delta");
-      n = std::max<std::int64_t>(static_cast<std::int64_t>(std::ceil((l - s) / d)), 0);
+      const double count = std::ceil((l - s) / d);
+      // An infinite or NaN bound, or a count past what a tensor can hold, is an error, not an
+      // empty or wrapped-around output.
+      if (!(count < static_cast<double>(shape::max_elements)))
+        throw ctx.fail("Range(" + std::to_string(s) + ", " + std::to_string(l) + ", " + std::to_string(d) +
+                           ") does not have a finite number of elements that a tensor can hold",
+                       "give finite start, limit and delta");
+      n = count > 0 ? static_cast<std::int64_t>(count) : 0;
       check_output_shape(ctx, 0, shape{n});
       T* o = data_as<T>(out);
       for (std::int64_t i = 0; i < n; ++i) o[i] = convert<T>(s + static_cast<double>(i) * d);
@@ -98,11 +105,22 @@ inline void range_kernel(const kernel_context& ctx) {
       if (delta == 0) throw ctx.fail("Range delta is 0", "use a non-zero delta");
       const auto s = static_cast<std::int64_t>(start), l = static_cast<std::int64_t>(limit),
                  d = static_cast<std::int64_t>(delta);
-      if (d > 0 && l > s) n = (l - s + d - 1) / d;
-      if (d < 0 && l < s) n = (s - l - d - 1) / -d;
+      // The span and the count in unsigned arithmetic: l - s and the rounding overflow int64 for
+      // bounds far apart.
+      std::uint64_t span = 0, step = 0;
+      if (d > 0 && l > s) span = static_cast<std::uint64_t>(l) - static_cast<std::uint64_t>(s), step = static_cast<std::uint64_t>(d);
+      if (d < 0 && l < s) span = static_cast<std::uint64_t>(s) - static_cast<std::uint64_t>(l), step = 0 - static_cast<std::uint64_t>(d);
+      const std::uint64_t count = step ? span / step + (span % step != 0 ? 1 : 0) : 0;
+      if (count > static_cast<std::uint64_t>(shape::max_elements))
+        throw ctx.fail("Range(" + std::to_string(s) + ", " + std::to_string(l) + ", " + std::to_string(d) + ") has " +
+                           std::to_string(count) + " elements, more than a tensor can hold",
+                       "give bounds closer together, or a larger delta");
+      n = static_cast<std::int64_t>(count);
       check_output_shape(ctx, 0, shape{n});
       T* o = data_as<T>(out);
-      for (std::int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(s + i * d);
+      // Wrapping arithmetic is exact here: every value lies between start and limit.
+      for (std::int64_t i = 0; i < n; ++i)
+        o[i] = static_cast<T>(static_cast<std::int64_t>(static_cast<std::uint64_t>(s) + static_cast<std::uint64_t>(i) * static_cast<std::uint64_t>(d)));
     }
   });
 }
