@@ -64,6 +64,24 @@ void conv(benchmark::State& state, std::int64_t c, std::int64_t hw, std::int64_t
              {ipu::data_type::F32, {n, m, out_hw, out_hw}}, flops);
 }
 
+/// ConvTranspose with N=4 as Conv's input gradient runs it: X is dY [N, C, hw, hw], W is the forward
+/// Conv's [C, M, k, k], output_padding restores the forward input's size (ResNet-18's shapes).
+void conv_transpose(benchmark::State& state, std::int64_t c, std::int64_t hw, std::int64_t m, std::int64_t k,
+                    std::int64_t stride, std::int64_t pad) {
+  const std::int64_t n = 4;
+  const std::int64_t out_hw = hw * stride;
+  const std::int64_t out_pad = out_hw - ((hw - 1) * stride + k - 2 * pad);
+  ipu::op_node op{"ConvTranspose", "", 13, "conv_transpose", {0, 1}, {2},
+                  {{"kernel_shape", std::vector<std::int64_t>{k, k}},
+                   {"strides", std::vector<std::int64_t>{stride, stride}},
+                   {"pads", std::vector<std::int64_t>{pad, pad, pad, pad}},
+                   {"output_padding", std::vector<std::int64_t>{out_pad, out_pad}}},
+                  {}};
+  const double flops = 2.0 * static_cast<double>(n * c * hw * hw * m * k * k);
+  run_kernel(state, op, {random_tensor({n, c, hw, hw}, 5), random_tensor({c, m, k, k}, 6)},
+             {ipu::data_type::F32, {n, m, out_hw, out_hw}}, flops);
+}
+
 }  // namespace
 
 BENCHMARK(ipu::bench::fp32_peak)->Name("fp32_peak")->UseRealTime();
@@ -73,10 +91,16 @@ BENCHMARK_CAPTURE(conv, alexnet_conv1_11x11s4, 3, 224, 64, 11, 4, 2, 1)->UseReal
 BENCHMARK_CAPTURE(conv, alexnet_conv3_3x3, 192, 13, 384, 3, 1, 1, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(conv, mobilenet_pointwise_1x1, 96, 56, 24, 1, 1, 0, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(conv, mobilenet_depthwise_3x3, 144, 56, 144, 3, 1, 1, 144)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(conv, resnet_layer1_3x3, 64, 56, 64, 3, 1, 1, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(conv_transpose, resnet_layer1_3x3, 64, 56, 64, 3, 1, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(conv_transpose, resnet_layer2_3x3s2, 128, 28, 64, 3, 2, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(conv_transpose, resnet_layer4_3x3, 512, 7, 512, 3, 1, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 static const int ratios = [] {
   for (const char* name : {"matmul_f32/512", "matmul_f32/1024", "conv/alexnet_conv1_11x11s4", "conv/alexnet_conv3_3x3",
-                           "conv/mobilenet_pointwise_1x1", "conv/mobilenet_depthwise_3x3"})
+                           "conv/mobilenet_pointwise_1x1", "conv/mobilenet_depthwise_3x3", "conv/resnet_layer1_3x3",
+                           "conv_transpose/resnet_layer1_3x3", "conv_transpose/resnet_layer2_3x3s2",
+                           "conv_transpose/resnet_layer4_3x3"})
     ipu::bench::compare(name, "fp32_peak", "gflops");
   return 0;
 }();

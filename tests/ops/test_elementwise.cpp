@@ -60,6 +60,19 @@ TEST_CASE("Pow mixes base and exponent types") {
   CHECK(values<std::int32_t>(i_f) == std::vector<std::int32_t>{3, 0});
   auto hh = run1("Pow", {f16({2}, {3, 2}), f16({1}, {2})}, {data_type::F16, {2}});
   check_close(floats(hh), {9, 4});
+  // A scalar exponent 2 (float or integer) squares: the exact square rounded once to float, as
+  // numpy's float32 power gives; also NaN, infinities and negative zero.
+  auto xv = random_floats(1000, 7, -100.0f, 100.0f);
+  xv.insert(xv.end(), {qnan, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(), -0.0f,
+                       3.0e19f, 1.0e-30f});
+  std::vector<float> want;
+  for (float v : xv) want.push_back(static_cast<float>(static_cast<double>(v) * static_cast<double>(v)));
+  const auto n = static_cast<std::int64_t>(xv.size());
+  for (const auto& e : {f32({}, {2.0f}), i64({1}, {2})}) {
+    const auto got = floats(run1("Pow", {f32({n}, xv), e}, {data_type::F32, {n}}));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      CHECK(((std::isnan(want[i]) && std::isnan(got[i])) || (got[i] == want[i] && !std::signbit(got[i]))));
+  }
 }
 
 TEST_CASE("comparisons give BOOL and broadcast") {

@@ -160,3 +160,36 @@ TEST_CASE("3-D MaxPool and AveragePool against the definition") {
                  {{"kernel_shape", k}, {"strides", s}, {"pads", p}, {"dilations", d}});
   check_close(floats(md), pool_ref(true, xv, xs, k, s, d, p, outd, false));
 }
+
+TEST_CASE("MaxPool: Indices against the definition, with ties, NaN, padding, strides and dilations") {
+  // Values from a small set so windows tie: the first maximum in window order is the one reported.
+  const std::int64_t n = 2, c = 3, h = 9, w = 11;
+  std::vector<float> xv(static_cast<std::size_t>(n * c * h * w));
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 5);
+  xv[40] = std::numeric_limits<float>::quiet_NaN();
+  const ints k{3, 2}, s{2, 3}, dl{1, 2}, p{1, 1, 1, 2};
+  const std::int64_t oh = (h + 2 - 3) / 2 + 1, ow = (w + 3 - 3) / 3 + 1;
+  auto out = run("MaxPool", {f32({n, c, h, w}, xv)}, {{data_type::F32, {n, c, oh, ow}}, {data_type::S64, {n, c, oh, ow}}},
+                 {{"kernel_shape", k}, {"strides", s}, {"dilations", dl}, {"pads", p}});
+  const auto got_v = floats(out[0]);
+  const auto got_i = values<std::int64_t>(out[1]);
+  std::size_t o = 0;
+  for (std::int64_t pl = 0; pl < n * c; ++pl)
+    for (std::int64_t y = 0; y < oh; ++y)
+      for (std::int64_t x = 0; x < ow; ++x, ++o) {
+        std::int64_t arg = -1;
+        for (std::int64_t a = 0; a < k[0]; ++a)
+          for (std::int64_t b = 0; b < k[1]; ++b) {
+            const std::int64_t iy = y * s[0] + a * dl[0] - p[0], ix = x * s[1] + b * dl[1] - p[1];
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const std::int64_t at = (pl * h + iy) * w + ix;
+            const float v = xv[static_cast<std::size_t>(at)];
+            const float best = arg < 0 ? 0.0f : xv[static_cast<std::size_t>(arg)];
+            if (arg < 0 || v > best || (std::isnan(v) && !std::isnan(best))) arg = at;
+          }
+        REQUIRE(arg >= 0);
+        CHECK(got_i[o] == arg);
+        const float want = xv[static_cast<std::size_t>(arg)];
+        CHECK(((std::isnan(want) && std::isnan(got_v[o])) || got_v[o] == want));
+      }
+}

@@ -107,3 +107,38 @@ TEST_CASE("reduce: CumSum exclusive and reverse, along any axis") {
   auto m = run1("CumSum", {i64({2, 3}, {1, 2, 3, 4, 5, 6}), i64({1}, {-2})}, info(data_type::S64, {2, 3}));
   CHECK(values<std::int64_t>(m) == std::vector<std::int64_t>{1, 2, 3, 5, 7, 9});
 }
+
+TEST_CASE("reduce: ReduceSum and ReduceMean over contiguous runs and over rows, against a double loop") {
+  // [3, 5, 7, 33]: axes {1, 3} sum contiguous runs of 33 (not a multiple of 4) per output; axes
+  // {0, 2} keep the trailing 33 contiguous and sum whole rows.
+  const std::vector<std::int64_t> d{3, 5, 7, 33};
+  std::vector<float> v(3 * 5 * 7 * 33);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7919) % 1000) / 997.0f - 0.5f;
+  auto x = f32(shape(d), v);
+  auto ref = [&](bool r0, bool r1, bool r2, bool r3, bool mean) {
+    const std::int64_t o1 = r1 ? 1 : d[1], o2 = r2 ? 1 : d[2], o3 = r3 ? 1 : d[3], o0 = r0 ? 1 : d[0];
+    std::vector<double> s(static_cast<std::size_t>(o0 * o1 * o2 * o3), 0.0);
+    for (std::int64_t a = 0; a < d[0]; ++a)
+      for (std::int64_t b = 0; b < d[1]; ++b)
+        for (std::int64_t c = 0; c < d[2]; ++c)
+          for (std::int64_t e = 0; e < d[3]; ++e)
+            s[static_cast<std::size_t>(((( r0 ? 0 : a) * o1 + (r1 ? 0 : b)) * o2 + (r2 ? 0 : c)) * o3 + (r3 ? 0 : e))] +=
+                v[static_cast<std::size_t>(((a * d[1] + b) * d[2] + c) * d[3] + e)];
+    const double n = static_cast<double>(x.info().shape.num_elements()) / static_cast<double>(s.size());
+    std::vector<float> r;
+    for (double t : s) r.push_back(static_cast<float>(mean ? t / n : t));
+    return r;
+  };
+  check_close(values<float>(run1("ReduceSum", {x, i64({2}, {1, 3})}, f32_info({3, 1, 7, 1}))),
+              ref(false, true, false, true, false));
+  check_close(values<float>(run1("ReduceSum", {x, i64({2}, {0, 2})}, f32_info({5, 33}), {attr("keepdims", 0)})),
+              ref(true, false, true, false, false));
+  check_close(values<float>(run1("ReduceMean", {x}, f32_info({1, 5, 1, 33}), {axes_attr({0, 2})})),
+              ref(true, false, true, false, true));
+  check_close(values<float>(run1("ReduceMean", {x}, f32_info({3, 5, 7, 1}), {axes_attr({3})})),
+              ref(false, false, false, true, true));
+  // Integers summed by rows stay exact.
+  auto xi = i64({4, 20}, std::vector<std::int64_t>(80, 3));
+  CHECK(values<std::int64_t>(run1("ReduceSum", {xi, i64({1}, {0})}, info(data_type::S64, {1, 20}))) ==
+        std::vector<std::int64_t>(20, 12));
+}

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -118,6 +119,38 @@ TEST_CASE("shape ops: a large Transpose is split over threads and matches a dire
       for (std::int64_t j = 0; j < b; ++j)
         same = same && got[static_cast<std::size_t>((k * a + i) * b + j)] == static_cast<float>((i * b + j) * c + k);
   CHECK(same);
+}
+
+TEST_CASE("shape ops: Transpose by every permutation of a 4-D tensor with a size-1 axis matches a direct loop") {
+  // Tiled planes when the innermost axis moves, whole rows when it stays; 8-byte and 1-byte elements.
+  const std::vector<std::int64_t> d{3, 1, 4, 5};
+  std::vector<std::int64_t> xv(60);
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<std::int64_t>(i) * 1000003;
+  std::vector<std::uint8_t> bv(60);
+  for (std::size_t i = 0; i < bv.size(); ++i) bv[i] = (i * 7) % 3 == 0;
+  std::vector<std::int64_t> perm{0, 1, 2, 3};
+  int checked = 0;
+  do {
+    std::vector<std::int64_t> od;
+    for (auto a : perm) od.push_back(d[static_cast<std::size_t>(a)]);
+    const auto got = values<std::int64_t>(run1("Transpose", {i64(shape(d), xv)}, info(data_type::S64, shape(od)), {attr("perm", perm)}));
+    const auto gotb = values<bool>(run1("Transpose", {boolean(shape(d), bv)}, info(data_type::BOOL, shape(od)), {attr("perm", perm)}));
+    bool same = true;
+    std::size_t o = 0;
+    std::array<std::int64_t, 4> idx{};
+    for (idx[0] = 0; idx[0] < od[0]; ++idx[0])
+      for (idx[1] = 0; idx[1] < od[1]; ++idx[1])
+        for (idx[2] = 0; idx[2] < od[2]; ++idx[2])
+          for (idx[3] = 0; idx[3] < od[3]; ++idx[3], ++o) {
+            std::array<std::int64_t, 4> in{};
+            for (std::size_t k = 0; k < 4; ++k) in[static_cast<std::size_t>(perm[k])] = idx[k];
+            const auto at = static_cast<std::size_t>(((in[0] * d[1] + in[1]) * d[2] + in[2]) * d[3] + in[3]);
+            same = same && got[o] == xv[at] && gotb[o] == (bv[at] != 0);
+          }
+    CHECK_MESSAGE(same, "perm " << perm[0] << perm[1] << perm[2] << perm[3]);
+    ++checked;
+  } while (std::next_permutation(perm.begin(), perm.end()));
+  CHECK(checked == 24);
 }
 
 TEST_CASE("shape ops: a seeded training Dropout draws its mask like numpy's RandomState(seed).uniform") {

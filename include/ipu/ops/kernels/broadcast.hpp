@@ -162,7 +162,19 @@ void broadcast_ternary(const kernel_context& ctx, const A* a, const shape& sa, c
                    const A* x0 = a + in[0];
                    const B* x1 = b + in[1];
                    const C* x2 = c + in[2];
-                   for (std::int64_t i = 0; i < len; ++i) y[i] = op(x0[i * ia], x1[i * ib], x2[i * ic]);
+                   // Unit strides spelled out so the loops vectorize: Where(mask, dY, 0) is ReLU's
+                   // and MaxPool's gradient over whole activations.
+                   if (ia == 1 && ib == 1 && ic == 1) {
+                     for (std::int64_t i = 0; i < len; ++i) y[i] = op(x0[i], x1[i], x2[i]);
+                   } else if (ia == 1 && ib == 1 && ic == 0) {
+                     const C v = *x2;
+                     for (std::int64_t i = 0; i < len; ++i) y[i] = op(x0[i], x1[i], v);
+                   } else if (ia == 1 && ib == 0 && ic == 1) {
+                     const B v = *x1;
+                     for (std::int64_t i = 0; i < len; ++i) y[i] = op(x0[i], v, x2[i]);
+                   } else {
+                     for (std::int64_t i = 0; i < len; ++i) y[i] = op(x0[i * ia], x1[i * ib], x2[i * ic]);
+                   }
                  });
   });
 }

@@ -284,6 +284,18 @@ inline void pow_kernel(const kernel_context& ctx) {
   constexpr auto base_types = float_types + type_list<std::int32_t, std::int64_t>{};
   visit(base_types, a.info().type, ctx, [&]<class T>() {
     visit(numeric_types, b.info().type, ctx, [&]<class E>() {
+      if constexpr (!std::is_integral_v<T>) {
+        // A square (LayerNorm's variance) as one multiplication: the exact square rounded once,
+        // which is what pow returns, at the cost of a multiply instead of a pow call.
+        if (b.info().num_elements() == 1 && static_cast<double>(widen(b.as<E>()[0])) == 2.0) {
+          broadcast_binary(ctx, a.as<T>().data(), a.info().shape, b.as<E>().data(), b.info().shape, y.as<T>().data(),
+                           y.info().shape, [](T u, E) {
+                             if constexpr (std::is_same_v<T, double> || std::is_same_v<T, float>) return T(u * u);
+                             else return narrow<T>(widen(u) * widen(u));
+                           });
+          return;
+        }
+      }
       broadcast_binary(ctx, a.as<T>().data(), a.info().shape, b.as<E>().data(), b.info().shape, y.as<T>().data(),
                        y.info().shape, [](T u, E v) { return pow_value<T, E>(u, v); });
     });

@@ -146,6 +146,29 @@ inline scatter_reduction parse_reduction(const kernel_context& ctx) {
   throw ctx.fail("unknown reduction '" + r + "'", "use none, add, mul, max or min");
 }
 
+/// d (op)= s for one element of type T.
+template <class T>
+void scatter_one(scatter_reduction red, T& d, const T s) {
+  if constexpr (std::is_same_v<T, bool>) {
+    // BOOL: add is logical or, mul logical and (numpy semantics).
+    if (red == scatter_reduction::add || red == scatter_reduction::max) d = d || s;
+    else if (red == scatter_reduction::none) d = s;
+    else d = d && s;
+  } else {
+    using A = acc_t<T>;  // exact for add/mul before the single rounding back to T
+    const A a = static_cast<A>(d), b = static_cast<A>(s);
+    A r = a;
+    switch (red) {
+      case scatter_reduction::add: r = acc_add(a, b); break;
+      case scatter_reduction::mul: r = acc_mul(a, b); break;
+      case scatter_reduction::max: r = a < b ? b : a; break;
+      case scatter_reduction::min: r = b < a ? b : a; break;
+      case scatter_reduction::none: d = s; return;
+    }
+    d = convert<T>(r);
+  }
+}
+
 /// dst[k] (op)= src[k] for a run of n elements.
 inline void scatter_run(const kernel_context& ctx, scatter_reduction red, data_type type, std::byte* dst,
                         const std::byte* src, std::int64_t n) {
@@ -157,25 +180,7 @@ inline void scatter_run(const kernel_context& ctx, scatter_reduction red, data_t
   visit_type(type, ctx, [&]<class T>() {
     auto* d = reinterpret_cast<T*>(dst);
     const auto* s = reinterpret_cast<const T*>(src);
-    for (std::int64_t k = 0; k < n; ++k) {
-      if constexpr (std::is_same_v<T, bool>) {
-        // BOOL: add is logical or, mul logical and (numpy semantics).
-        if (red == scatter_reduction::add || red == scatter_reduction::max) d[k] = d[k] || s[k];
-        else d[k] = d[k] && s[k];
-      } else {
-        using A = acc_t<T>;  // exact for add/mul before the single rounding back to T
-        const A a = static_cast<A>(d[k]), b = static_cast<A>(s[k]);
-        A r = a;
-        switch (red) {
-          case scatter_reduction::add: r = acc_add(a, b); break;
-          case scatter_reduction::mul: r = acc_mul(a, b); break;
-          case scatter_reduction::max: r = a < b ? b : a; break;
-          case scatter_reduction::min: r = b < a ? b : a; break;
-          case scatter_reduction::none: break;
-        }
-        d[k] = convert<T>(r);
-      }
-    }
+    for (std::int64_t k = 0; k < n; ++k) scatter_one(red, d[k], s[k]);
   });
 }
 
@@ -190,19 +195,22 @@ inline void scatter_elements_kernel(const kernel_context& ctx) {
   const std::size_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), ds.rank());
   const auto red = parse_reduction(ctx);
   const auto st = ds.strides();
-  const auto type = updates.info().type;
-  const std::size_t esize = size_of(type);
-  odometer it(is.dims());
-  for (std::size_t p = 0; p < indices.size(); ++p, it.next()) {
-    std::int64_t off = 0;
-    for (std::size_t k = 0; k < ds.rank(); ++k) {
-      const std::int64_t i = k == axis ? checked_index(ctx, indices[p], ds[k]) : it.idx[k];
-      if (i >= ds[k]) throw ctx.fail("indices is larger than data outside the scatter axis", "fix the shapes");
-      off += i * st[k];
+  // The element type is dispatched once for the whole loop, not per element: MaxPool's gradient
+  // scatters one update per pooled value.
+  visit_type(updates.info().type, ctx, [&]<class T>() {
+    auto* d = reinterpret_cast<T*>(ctx.outputs[0].data());
+    const auto* s = reinterpret_cast<const T*>(updates.data());
+    odometer it(is.dims());
+    for (std::size_t p = 0; p < indices.size(); ++p, it.next()) {
+      std::int64_t off = 0;
+      for (std::size_t k = 0; k < ds.rank(); ++k) {
+        const std::int64_t i = k == axis ? checked_index(ctx, indices[p], ds[k]) : it.idx[k];
+        if (i >= ds[k]) throw ctx.fail("indices is larger than data outside the scatter axis", "fix the shapes");
+        off += i * st[k];
+      }
+      scatter_one(red, d[off], s[p]);
     }
-    scatter_run(ctx, red, type, ctx.outputs[0].data() + static_cast<std::size_t>(off) * esize,
-                updates.data() + p * esize, 1);
-  }
+  });
 }
 
 inline void scatter_nd_kernel(const kernel_context& ctx) {

@@ -103,6 +103,67 @@ void max_pool_with_indices(const kernel_context& ctx, const T* x, T* y, std::int
   });
 }
 
+/// MaxPool with row-major Indices, one output row at a time like pool_rows: every tap updates the
+/// row's best values and where they are. Each output still sees its taps in window order (depth,
+/// row, column), so ties and NaNs pick the same element as the window-at-a-time loop.
+template <class T>
+void max_pool_rows_with_indices(const kernel_context& ctx, const T* x, T* y, std::int64_t* indices,
+                                std::int64_t planes, const window_geometry& g,
+                                const std::array<std::vector<tap_range>, 3>& tab) {
+  using C = compute_t<T>;
+  const std::int64_t s_in = g.in_size(), s_out = g.out_size(), ow_n = g.out[2];
+  std::vector<std::array<std::int64_t, 3>> columns;  // per kernel column: valid outputs [lo, hi), input offset
+  for (std::int64_t c = 0; c < g.kernel[2]; ++c) {
+    const auto [lo, hi] = g.valid_range(2, c);
+    columns.push_back({lo, hi, c * g.dilation[2] - g.pad_begin[2]});
+  }
+  const std::int64_t sw = g.stride[2];
+  parallel_blocks(ctx, static_cast<std::size_t>(planes),
+                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
+                  [&](std::size_t p0, std::size_t p1) {
+    std::vector<C> best(static_cast<std::size_t>(ow_n));
+    std::vector<std::int64_t> arg(static_cast<std::size_t>(ow_n));
+    for (auto pl = static_cast<std::int64_t>(p0); pl < static_cast<std::int64_t>(p1); ++pl) {
+      const T* xp = x + pl * s_in;
+      for (std::int64_t od = 0; od < g.out[0]; ++od) {
+        const auto td = tab[0][static_cast<std::size_t>(od)];
+        const std::int64_t sd = od * g.stride[0] - g.pad_begin[0];
+        for (std::int64_t oh = 0; oh < g.out[1]; ++oh) {
+          const auto th = tab[1][static_cast<std::size_t>(oh)];
+          const std::int64_t sh = oh * g.stride[1] - g.pad_begin[1];
+          C* r = best.data();
+          std::int64_t* ar = arg.data();
+          std::fill(ar, ar + ow_n, std::int64_t{-1});
+          std::fill(r, r + ow_n, std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                                      : std::numeric_limits<C>::lowest());
+          for (std::int64_t a = td.lo; a < td.hi; ++a) {
+            const std::int64_t id = sd + a * g.dilation[0];
+            for (std::int64_t b = th.lo; b < th.hi; ++b) {
+              const std::int64_t row_start = (id * g.in[1] + sh + b * g.dilation[1]) * g.in[2];
+              const T* row = xp + row_start;
+              for (const auto& [lo, hi, base] : columns) {
+                for (std::int64_t o = lo; o < hi; ++o) {
+                  const std::int64_t iw = o * sw + base;
+                  const C v = widen(row[iw]);
+                  // NaN propagates (like PyTorch): once taken, nothing compares greater.
+                  const bool take = ar[o] < 0 || v > r[o] || (v != v && r[o] == r[o]);
+                  r[o] = take ? v : r[o];
+                  ar[o] = take ? row_start + iw : ar[o];
+                }
+              }
+            }
+          }
+          const std::int64_t o0 = pl * s_out + (od * g.out[1] + oh) * ow_n;
+          for (std::int64_t o = 0; o < ow_n; ++o) {
+            y[o0 + o] = narrow<T>(r[o]);
+            indices[o0 + o] = ar[o] < 0 ? -1 : pl * s_in + ar[o];
+          }
+        }
+      }
+    }
+  });
+}
+
 /// Pooling without indices, one output row at a time: every tap of the window updates the whole
 /// row (a contiguous, branch-free loop), the way the depthwise convolution accumulates.
 template <pool_kind Kind, class T>
@@ -179,7 +240,9 @@ void pool_planes(const kernel_context& ctx, const T* x, T* y, std::int64_t* indi
   std::array<std::vector<tap_range>, window_geometry::max_rank> tab;
   for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
     for (std::int64_t o = 0; o < g.out[d]; ++o) tab[d].push_back(taps(g, d, o));
-  if (Kind == pool_kind::max && indices)
+  if (Kind == pool_kind::max && indices && !column_major)
+    max_pool_rows_with_indices(ctx, x, y, indices, planes, g, tab);
+  else if (Kind == pool_kind::max && indices)
     max_pool_with_indices(ctx, x, y, indices, planes, g, tab, column_major);
   else
     pool_rows<Kind>(ctx, x, y, planes, g, tab, count_include_pad, p);

@@ -111,6 +111,26 @@ T reduce_one(const T* x, const reduce_plan& p, std::int64_t base) {
     F s = 0;
     each([&](T v) { s += std::exp(convert<F>(v) - m); });
     return convert<T>(m + std::log(s));
+  } else if constexpr ((K == reduce_kind::sum || K == reduce_kind::mean) && is_float_v<T>) {
+    // Contiguous runs (BatchNorm's per-channel sums) go through four accumulators: one serial
+    // chain of additions is bound by the adder's latency. The order is fixed, so the result does
+    // not depend on threads.
+    A s = A{0};
+    for (auto r : p.outer) {
+      const T* row = x + base + r;
+      if (p.inner_stride == 1) {
+        A s4[4] = {A{0}, A{0}, A{0}, A{0}};
+        std::int64_t j = 0;
+        for (; j + 4 <= p.inner_count; j += 4)
+          for (int k = 0; k < 4; ++k) s4[k] = acc_add(s4[k], static_cast<A>(row[j + k]));
+        for (; j < p.inner_count; ++j) s4[0] = acc_add(s4[0], static_cast<A>(row[j]));
+        s = acc_add(s, acc_add(acc_add(s4[0], s4[1]), acc_add(s4[2], s4[3])));
+      } else {
+        for (std::int64_t j = 0; j < p.inner_count; ++j) s = acc_add(s, static_cast<A>(row[j * p.inner_stride]));
+      }
+    }
+    if constexpr (K == reduce_kind::mean) return convert<T>(s / static_cast<A>(p.count()));
+    else return convert<T>(s);
   } else {
     A s = K == reduce_kind::prod ? A{1} : A{0};
     each([&](T v) {
@@ -164,9 +184,45 @@ void reduce_kernel(const kernel_context& ctx) {
   if (out.info().type != x.info().type)
     throw ctx.fail("output type differs from the input's", "fix the output type in the IR");
   const auto plan = plan_reduce(s, reduced);
+  // Kept innermost axes contiguous (a bias's gradient: [rows, features] summed over rows): sum whole
+  // rows into a vector of outputs. Each output still adds its inputs in the same order.
+  std::int64_t run = 1;
+  for (std::size_t k = s.rank(); k-- > 0 && !reduced[k];) run *= s[k];
+  [[maybe_unused]] const bool by_rows = (K == reduce_kind::sum || K == reduce_kind::mean) && run >= 16 &&
+                                        run < s.num_elements() && plan.base.size() % static_cast<std::size_t>(run) == 0;
   visit_numeric(x.info().type, ctx, [&]<class T>() {
     const T* in = data_as<T>(x);
     T* o = data_as<T>(out);
+    if constexpr (K == reduce_kind::sum || K == reduce_kind::mean) {
+      if (by_rows) {
+        using A = acc_t<T>;
+        const auto runs = plan.base.size() / static_cast<std::size_t>(run);
+        ctx.parallel_for(runs, [&](std::size_t b, std::size_t e) {
+          std::vector<A> acc_v(static_cast<std::size_t>(run));
+          A* acc = acc_v.data();
+          [[maybe_unused]] const A count = static_cast<A>(plan.count());
+          for (std::size_t i = b; i < e; ++i) {
+            const std::int64_t first = plan.base[i * static_cast<std::size_t>(run)];
+            std::fill(acc, acc + run, A{0});
+            for (auto r : plan.outer)
+              for (std::int64_t j = 0; j < plan.inner_count; ++j) {
+                const T* row = in + first + r + j * plan.inner_stride;
+                for (std::int64_t l = 0; l < run; ++l) acc[l] = acc_add(acc[l], static_cast<A>(row[l]));
+              }
+            T* dst = o + i * static_cast<std::size_t>(run);
+            for (std::int64_t l = 0; l < run; ++l) {
+              if constexpr (K == reduce_kind::mean) {
+                if constexpr (is_float_v<T>) dst[l] = convert<T>(acc[l] / count);
+                else dst[l] = plan.count() ? convert<T>(acc[l] / count) : T{0};
+              } else {
+                dst[l] = convert<T>(acc[l]);
+              }
+            }
+          }
+        });
+        return;
+      }
+    }
     ctx.parallel_for(plan.base.size(), [&](std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) o[i] = reduce_one<T, K>(in, plan, plan.base[i]);
     });

@@ -3,6 +3,7 @@
 // (inference), Transpose, DepthToSpace, SpaceToDepth, plus Shape and Size which read only shapes.
 // All of them work for every element type. Beside Dropout, the library's own ipu::DropoutMask: the
 // seeded mask a training step's Dropout uses (ipu/train/training_graph.hpp).
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -109,6 +110,81 @@ inline void dropout_mask_kernel(const kernel_context& ctx) {
   });
 }
 
+/// dst[a * dst_a + b] = src[a + b * src_b] for a < rows, b < cols, in 16 x 16 tiles so both sides
+/// are read and written a cache line at a time.
+template <std::size_t N>
+void transpose_tiles(const std::byte* src, std::byte* dst, std::int64_t rows, std::int64_t cols, std::int64_t src_b,
+                     std::int64_t dst_a) {
+  constexpr std::int64_t tile = 16;
+  for (std::int64_t a0 = 0; a0 < rows; a0 += tile)
+    for (std::int64_t b0 = 0; b0 < cols; b0 += tile) {
+      const std::int64_t a1 = std::min(rows, a0 + tile), b1 = std::min(cols, b0 + tile);
+      for (std::int64_t a = a0; a < a1; ++a)
+        for (std::int64_t b = b0; b < b1; ++b)
+          std::memcpy(dst + static_cast<std::size_t>(a * dst_a + b) * N, src + static_cast<std::size_t>(a + b * src_b) * N, N);
+    }
+}
+
+/// Transpose whose innermost output axis is not the input's innermost: after dropping size-1 axes
+/// and merging output axes that stay adjacent in the input, output axis j reads the input's
+/// contiguous axis and the last output axis reads with a stride. Every (j, last) plane is copied
+/// in tiles. Returns false for the other cases (the innermost axis kept: rows are copied whole).
+inline bool transpose_tiled(const kernel_context& ctx, const shape& in, const std::vector<std::int64_t>& perm,
+                            const std::byte* src, std::byte* dst, std::size_t esize) {
+  if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return false;
+  const auto strides = in.strides();
+  std::vector<std::int64_t> size, in_stride;  // per merged output axis
+  for (const auto a : perm) {
+    const auto d = in[static_cast<std::size_t>(a)], st = strides[static_cast<std::size_t>(a)];
+    if (d == 1) continue;
+    if (!size.empty() && in_stride.back() == d * st) {
+      size.back() *= d;
+      in_stride.back() = st;
+    } else {
+      size.push_back(d);
+      in_stride.push_back(st);
+    }
+  }
+  const std::size_t r = size.size();
+  if (r < 2 || in_stride.back() == 1) return false;
+  std::size_t j = r;
+  for (std::size_t k = 0; k < r; ++k)
+    if (in_stride[k] == 1) j = k;
+  if (j == r) return false;
+  std::vector<std::int64_t> out_stride(r, 1);
+  for (std::size_t k = r - 1; k-- > 0;) out_stride[k] = out_stride[k + 1] * size[k + 1];
+  // The other axes, outermost first: each plane starts at their combined offsets.
+  std::vector<std::size_t> others;
+  std::int64_t planes = 1;
+  for (std::size_t k = 0; k + 1 < r; ++k)
+    if (k != j) {
+      others.push_back(k);
+      planes *= size[k];
+    }
+  const std::int64_t rows = size[j], cols = size[r - 1];
+  ctx.parallel_for(static_cast<std::size_t>(planes), [&](std::size_t p0, std::size_t p1) {
+    for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
+      std::int64_t rem = p, in_off = 0, out_off = 0;
+      for (std::size_t i = others.size(); i-- > 0;) {
+        const std::size_t k = others[i];
+        const std::int64_t idx = rem % size[k];
+        rem /= size[k];
+        in_off += idx * in_stride[k];
+        out_off += idx * out_stride[k];
+      }
+      const std::byte* s = src + static_cast<std::size_t>(in_off) * esize;
+      std::byte* d = dst + static_cast<std::size_t>(out_off) * esize;
+      switch (esize) {
+        case 1: transpose_tiles<1>(s, d, rows, cols, in_stride[r - 1], out_stride[j]); break;
+        case 2: transpose_tiles<2>(s, d, rows, cols, in_stride[r - 1], out_stride[j]); break;
+        case 4: transpose_tiles<4>(s, d, rows, cols, in_stride[r - 1], out_stride[j]); break;
+        default: transpose_tiles<8>(s, d, rows, cols, in_stride[r - 1], out_stride[j]); break;
+      }
+    }
+  });
+  return true;
+}
+
 inline void transpose_kernel(const kernel_context& ctx) {
   const auto x = ctx.input(0);
   const auto& in = x.info().shape;
@@ -131,6 +207,10 @@ inline void transpose_kernel(const kernel_context& ctx) {
     t.offsets.push_back(linear_table(in[a], 0, 1, strides[a]));
   }
   check_output_shape(ctx, 0, shape(t.dims));
+  std::vector<std::int64_t> axes;
+  for (const auto a : perm) axes.push_back(static_cast<std::int64_t>(normalize_axis(ctx, a, r)));
+  if (in.num_elements() > 0 && transpose_tiled(ctx, in, axes, x.data(), ctx.outputs[0].data(), size_of(x.info().type)))
+    return;
   gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
