@@ -168,6 +168,52 @@ TEST_CASE("pipelined training: the last forward stage runs its own backward; eac
   CHECK(s.threads_used() == 4);
 }
 
+TEST_CASE("recomputation (Standard, NormOnly) changes what a pipeline stashes, not its results") {
+  const auto model = mlp(4, 4, false);
+  const auto o = mse(7, ipu::train::sgd{.lr = 0.05, .momentum = 0.9});
+  auto with = [](ipu::recomputation r) {
+    auto p = schedule(training_schedule::pipelined);
+    p.recompute = r;
+    return p;
+  };
+  check_same_as_session(model, o, with(ipu::recomputation::standard), 2, 7);
+  check_same_as_session(model, o, with(ipu::recomputation::norm_only), 2, 7);
+  const auto x = random_tensor({28, 8}, 1), y = random_tensor({28, 8}, 2);
+  auto peak = [&](ipu::recomputation r, std::size_t* recomputed_ops = nullptr, bool* only_norm = nullptr) {
+    ipu::placed_training_session s(model, o, with(r));
+    (void)s.run({{"x", x.view()}}, y.view());
+    std::size_t n = 0;
+    bool norm = true;
+    for (std::size_t k = 0; k < s.stages(); ++k) {
+      if (k < 4) CHECK(s.recomputed_ops(k).empty());  // forward stages and the fused last one recompute nothing
+      for (auto id : s.recomputed_ops(k)) {
+        ++n;
+        norm = norm && s.graph_of_step().step.op(id).name.rfind("bn_train/", 0) == 0;
+        CHECK(id < s.graph_of_step().forward_ops);
+      }
+    }
+    if (recomputed_ops) *recomputed_ops = n;
+    if (only_norm) *only_norm = norm;
+    return s.peak_stashed_bytes();
+  };
+  std::size_t standard_ops = 0, norm_ops = 0;
+  bool norm_only = false;
+  const auto none = peak(ipu::recomputation::none);
+  const auto standard = peak(ipu::recomputation::standard, &standard_ops);
+  const auto norms = peak(ipu::recomputation::norm_only, &norm_ops, &norm_only);
+  CHECK(standard < none);
+  CHECK(norms < none);
+  CHECK(standard < norms);
+  CHECK(standard_ops > norm_ops);
+  CHECK(norm_ops > 0);
+  CHECK(norm_only);
+  CHECK_THROWS_WITH_AS(ipu::placed_training_session(mlp(4, 4, true), o, [] {
+    auto p = schedule(training_schedule::serial_phased);
+    p.recompute = ipu::recomputation::standard;
+    return p;
+  }()), doctest::Contains("recomputation was asked of phased execution"), ipu::error);
+}
+
 TEST_CASE("phased training, serial and parallel, with and without a separate backward phase, equals the session") {
   const ipu::train::sgd momentum{.lr = 0.05, .momentum = 0.9};
   SUBCASE("serial phased: 4 phases, 7 in all") {

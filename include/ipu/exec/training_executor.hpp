@@ -15,7 +15,9 @@
 // BatchNormalization's running statistics (on its forward stage) see them in order; the optimizer
 // updates the weights once per step, after the last micro-batch, from the accumulated gradients.
 // What a micro-batch's later stages read (the stashed activations) is kept from the stage that makes
-// it to the last stage that reads it, then freed.
+// it to the last stage that reads it, then freed. With recomputation a backward stage runs again
+// the forward ops whose results it reads, from what the forward stage received, so those results
+// are not kept (PopART's autoRecomputation; the forward stages' boundaries are the checkpoints).
 //
 // Not supported (refused): automatic loss scaling, and output modes other than the last
 // micro-batch's outputs.
@@ -48,8 +50,20 @@
 
 namespace ipu {
 
+/// PopART's autoRecomputation for a pipeline: forward activations a backward stage reads are
+/// either stashed from the forward pass until then, or recomputed by that backward stage from the
+/// forward stage's inputs (which are stashed anyway). Recomputation reruns the same kernels on the
+/// same inputs: results do not change, only what is kept between stages.
+enum class recomputation : std::uint8_t {
+  none,       // stash every activation the backward pass reads
+  standard,   // recompute every op of the forward stages but the last (whose backward shares its stage)
+  norm_only,  // recompute only the normalisations (BatchNormalization's training ops, Layer-, Instance-,
+              // MeanVariance-Normalization)
+};
+
 struct placed_training_options {
   train::placement_options placement{};
+  recomputation recompute = recomputation::none;  // pipelined only
   cpu::device_options device{};  // each stage's CPU device (the same as a training_session's gives the same results)
   std::size_t threads = 0;       // host threads running the stages; 0: one per core, at most one per stage
 };
@@ -61,6 +75,9 @@ class placed_training_session {
         p_(std::move(p)),
         tg_(std::make_shared<train::training_graph>(train::make_placed_training_graph(model, options_))),
         placement_(train::place_training_step(*tg_, p_.placement)) {
+    if (p_.recompute != recomputation::none && p_.placement.schedule != train::training_schedule::pipelined)
+      throw error(error_category::usage, "recomputation was asked of phased execution", where(),
+                  "recompute in a pipeline; a phase's activations go to Streaming Memory instead");
     if (options_.auto_loss_scaling.enabled)
       throw error(error_category::usage, "automatic loss scaling is not supported here", where(),
                   "train with ipu::train::training_session, or set the loss scale by hand");
@@ -78,6 +95,8 @@ class placed_training_session {
   [[nodiscard]] std::uint64_t steps() const noexcept { return steps_; }
   /// The ops of stage `k` (ids in the step graph).
   [[nodiscard]] const std::vector<op_id>& stage_ops(std::size_t k) const { return stages_.at(k).ops; }
+  /// The forward ops stage `k` runs again (recomputation) before its own.
+  [[nodiscard]] const std::vector<op_id>& recomputed_ops(std::size_t k) const { return stages_.at(k).recomputed; }
   /// The most bytes of micro-batch values (stashed activations and what crosses between stages)
   /// held at once during the last step.
   [[nodiscard]] std::size_t peak_stashed_bytes() const noexcept { return peak_stashed_; }
@@ -246,7 +265,8 @@ class placed_training_session {
     std::size_t index = 0;
   };
   struct stage {
-    std::vector<op_id> ops;
+    std::vector<op_id> ops;          // placed here
+    std::vector<op_id> recomputed;   // forward ops of an earlier stage run again here
     std::unique_ptr<cpu::device> device;  // none for a stage without ops
     std::vector<in_binding> in;
     std::vector<tensor_id> out;                     // the step graph's tensor of each output
@@ -339,12 +359,66 @@ class placed_training_session {
     std::vector<bool> is_output(nt, false);
     for (auto t : g.outputs()) is_output[t] = true;
     stages_.resize(n);
-    for (auto id : topological_order(g)) stages_[placement_.stage_of[id]].ops.push_back(id);
-    for (op_id id = 0; id < g.num_ops(); ++id) {
-      auto inputs = g.op(id).inputs;
-      for (auto t : implicit_inputs(g, g.op(id))) inputs.push_back(t);
-      for (auto t : inputs)
-        if (t != no_tensor) last_read[t] = std::max<std::size_t>(last_read[t], placement_.stage_of[id]);
+    const auto order = topological_order(g);
+    for (auto id : order) stages_[placement_.stage_of[id]].ops.push_back(id);
+    auto inputs_of = [&](op_id id) {
+      auto in = g.op(id).inputs;
+      for (auto t : implicit_inputs(g, g.op(id))) in.push_back(t);
+      return in;
+    };
+    std::vector<op_id> producer(nt, no_op);
+    for (op_id id = 0; id < g.num_ops(); ++id)
+      for (auto t : g.op(id).outputs)
+        if (t != no_tensor) producer[t] = id;
+    // Recomputation: each backward stage runs again the recomputable forward ops whose results it
+    // reads, and those they read from their own stage; what crosses between forward stages stays
+    // stashed (the checkpoints).
+    const auto nf = placement_.forward_stages;
+    auto recomputable = [&](op_id id) {
+      if (p_.recompute == recomputation::none || id >= tg.forward_ops || placement_.stage_of[id] + 1 >= nf) return false;
+      if (p_.recompute == recomputation::standard) return true;
+      const auto& op = g.op(id);
+      return op.name.rfind("bn_train/", 0) == 0 ||
+             ((op.domain.empty() || op.domain == "ai.onnx") &&
+              (op.type == "LayerNormalization" || op.type == "InstanceNormalization" ||
+               op.type == "MeanVarianceNormalization"));
+    };
+    if (p_.recompute != recomputation::none) {
+      std::vector<std::size_t> position(g.num_ops(), 0);
+      for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
+      for (std::size_t k = nf; k < n; ++k) {
+        std::vector<bool> take(g.num_ops(), false);
+        std::vector<op_id> todo;
+        for (auto id : stages_[k].ops)
+          for (auto t : inputs_of(id))
+            if (t != no_tensor && producer[t] != no_op && recomputable(producer[t])) todo.push_back(producer[t]);
+        while (!todo.empty()) {
+          const auto id = todo.back();
+          todo.pop_back();
+          if (take[id]) continue;
+          take[id] = true;
+          for (auto t : inputs_of(id))
+            if (t != no_tensor && producer[t] != no_op && recomputable(producer[t]) &&
+                placement_.stage_of[producer[t]] == placement_.stage_of[id])
+              todo.push_back(producer[t]);
+        }
+        for (op_id id = 0; id < g.num_ops(); ++id)
+          if (take[id]) stages_[k].recomputed.push_back(id);
+        std::sort(stages_[k].recomputed.begin(), stages_[k].recomputed.end(),
+                  [&](op_id a, op_id b) { return position[a] < position[b]; });
+      }
+    }
+    // The last stage that reads each value (a stage reads what its ops read and do not make).
+    for (std::size_t k = 0; k < n; ++k) {
+      std::vector<op_id> runs = stages_[k].recomputed;
+      runs.insert(runs.end(), stages_[k].ops.begin(), stages_[k].ops.end());
+      std::vector<bool> inside(nt, false);
+      for (auto id : runs)
+        for (auto t : g.op(id).outputs)
+          if (t != no_tensor) inside[t] = true;
+      for (auto id : runs)
+        for (auto t : inputs_of(id))
+          if (t != no_tensor && !inside[t]) last_read[t] = std::max(last_read[t], k);
     }
     // The carried values: an accumulator's or statistic's input and its update must be on one stage.
     auto carry = [&](bool is_buffer, std::size_t index, const std::string& in, const std::string& out) {
@@ -384,8 +458,9 @@ class placed_training_session {
       for (auto id : s.ops)
         for (auto t : g.op(id).outputs)
           if (t != no_tensor && ((last_read[t] > k) || is_output[t])) outs.push_back(t);
-      auto sg = extract_stage(g, s.ops, outs, {}, std::shared_ptr<const void>(tg_, &tg_->step),
-                              "stage " + std::to_string(k));
+      std::vector<op_id> runs = s.recomputed;
+      runs.insert(runs.end(), s.ops.begin(), s.ops.end());
+      auto sg = extract_stage(g, runs, outs, {}, std::shared_ptr<const void>(tg_, &tg_->step), "stage " + std::to_string(k));
       for (auto t : sg.inputs) {
         const auto& name = g.tensor(t).name;
         std::size_t i = npos;
