@@ -14,11 +14,14 @@
 // cores at most min(S, C) jobs run at once, so a step takes at least S M t / min(S, C). Each round
 // measures the three back to back in rotating order; ratios are medians over rounds (see
 // benchmarks/README.md, paired rounds).
+// executor_busy / tbb_busy: the share of the pool's thread time spent inside jobs (the rest is the
+// schedule's idling: ramp-up, ramp-down, hand-offs), which a loaded machine does not lower.
 // Goal (issue 12, item 6): the executor at >= 90% of ideal.
 #include <tbb/global_control.h>
 #include <tbb/parallel_pipeline.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -64,6 +67,17 @@ using clock_type = std::chrono::steady_clock;
 using ipu::bench::median;
 double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
 
+/// Seconds spent inside jobs during one run, summed over threads: busy / (threads x elapsed) is the
+/// share of the pool's time the schedule kept in jobs. On a loaded machine, time the OS takes away
+/// during a job still counts as busy, so this isolates the scheduler's own idling from the load.
+std::atomic<double> busy_seconds{0};
+void timed_job(step_data& d, std::size_t k, std::size_t m) {
+  const auto t0 = clock_type::now();
+  job(d, k, m);
+  const double s = seconds_since(t0);
+  for (double b = busy_seconds.load(); !busy_seconds.compare_exchange_weak(b, b + s);) {}
+}
+
 /// Micro-batches per second of the ideal pipeline, from jobs run alone on one thread.
 double ideal_rate(step_data& d) {
   d.reset();
@@ -73,18 +87,21 @@ double ideal_rate(step_data& d) {
   return std::min<double>(kStages, cores()) / (kStages * per_job);
 }
 
-double executor_rate(step_data& d, std::size_t* threads = nullptr) {
+double executor_rate(step_data& d, std::size_t* threads = nullptr, double* busy = nullptr) {
   d.reset();
+  busy_seconds = 0;
   const auto t0 = clock_type::now();
   const auto used = ipu::exec::run_stage_grid(kStages, kMicroBatches, ipu::exec::wavefront::pipelined, {},
-                                              [&](std::size_t k, std::size_t m) { job(d, k, m); });
-  const double r = kMicroBatches / seconds_since(t0);
+                                              [&](std::size_t k, std::size_t m) { timed_job(d, k, m); });
+  const double elapsed = seconds_since(t0);
   if (threads) *threads = used;
-  return r;
+  if (busy) *busy = busy_seconds / (static_cast<double>(used) * elapsed);
+  return kMicroBatches / elapsed;
 }
 
-double tbb_rate(step_data& d) {
+double tbb_rate(step_data& d, double* busy = nullptr) {
   d.reset();
+  busy_seconds = 0;
   const auto t0 = clock_type::now();
   std::size_t next = 0;
   auto chain = tbb::make_filter<void, std::size_t>(tbb::filter_mode::serial_in_order, [&](tbb::flow_control& fc) {
@@ -92,32 +109,34 @@ double tbb_rate(step_data& d) {
       fc.stop();
       return std::size_t{0};
     }
-    job(d, 0, next);
+    timed_job(d, 0, next);
     return next++;
   });
   for (std::size_t k = 1; k < kStages; ++k)
     chain = chain & tbb::make_filter<std::size_t, std::size_t>(tbb::filter_mode::serial_in_order, [&d, k](std::size_t m) {
-              job(d, k, m);
+              timed_job(d, k, m);
               return m;
             });
   tbb::parallel_pipeline(kStages, chain & tbb::make_filter<std::size_t, void>(tbb::filter_mode::serial_in_order,
                                                                                [](std::size_t) {}));
-  return kMicroBatches / seconds_since(t0);
+  const double elapsed = seconds_since(t0);
+  if (busy) *busy = busy_seconds / (std::min<double>(kStages, cores()) * elapsed);
+  return kMicroBatches / elapsed;
 }
 
 void training_pipelines(benchmark::State& state) {
   tbb::global_control limit(tbb::global_control::max_allowed_parallelism, cores());
   step_data d;
   std::size_t threads = 0;
-  std::vector<double> ideal, ours, theirs, ours_vs_ideal, theirs_vs_ideal, ours_vs_theirs;
+  std::vector<double> ideal, ours, theirs, ours_vs_ideal, theirs_vs_ideal, ours_vs_theirs, ours_busy, theirs_busy;
   int turn = 0;
   for (auto _ : state) {
     double rates[3] = {};
     for (int i = 0; i < 3; ++i) {
       switch ((turn + i) % 3) {
         case 0: rates[0] = ideal_rate(d); break;
-        case 1: rates[1] = executor_rate(d, &threads); break;
-        default: rates[2] = tbb_rate(d); break;
+        case 1: rates[1] = executor_rate(d, &threads, &ours_busy.emplace_back()); break;
+        default: rates[2] = tbb_rate(d, &theirs_busy.emplace_back()); break;
       }
     }
     ++turn;
@@ -134,6 +153,8 @@ void training_pipelines(benchmark::State& state) {
   state.counters["executor_vs_ideal"] = median(ours_vs_ideal);
   state.counters["tbb_vs_ideal"] = median(theirs_vs_ideal);
   state.counters["executor_vs_tbb"] = median(ours_vs_theirs);
+  state.counters["executor_busy"] = median(ours_busy);
+  state.counters["tbb_busy"] = median(theirs_busy);
   state.counters["stages"] = static_cast<double>(kStages);
   state.counters["threads"] = static_cast<double>(threads);
   state.counters["cores"] = cores();
