@@ -302,3 +302,27 @@ TEST_CASE("placed training refuses annotations it cannot run, saying which op an
   CHECK_THROWS_WITH_AS(ipu::placed_training_session(mlp(4, 2, false), o, schedule(training_schedule::pipelined)),
                        doctest::Contains("automatic loss scaling is not supported"), ipu::error);
 }
+
+TEST_CASE("PopTorch's execution strategies choose the placement; what the executor does not apply is refused") {
+  const auto pipelined = ipu::placed_options_from(ipu::strategy_settings::pipelined());
+  CHECK(pipelined.placement.schedule == training_schedule::pipelined);
+  // PopTorch's phased strategies list their phases; one that leaves them to the ops' annotations:
+  ipu::strategy_settings parallel;
+  parallel.mode = ipu::execution_mode::parallel_phased;
+  parallel.separate_backward_phase = true;
+  const auto p = ipu::placed_options_from(parallel);
+  CHECK(p.placement.schedule == training_schedule::parallel_phased);
+  CHECK(p.placement.separate_backward_phase);
+  CHECK(ipu::placed_training_session(mlp(4, 4, true), mse(2, ipu::train::sgd{}), p).stages() == 8);
+  auto serial = parallel;
+  serial.mode = ipu::execution_mode::serial_phased;
+  CHECK(ipu::placed_options_from(serial).placement.schedule == training_schedule::serial_phased);
+  const auto listed = ipu::strategy_settings::serial_phased({ipu::phase{{ipu::stage{{"A"}, 0}}}});
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(listed), doctest::Contains("lists its stages or phases"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(ipu::strategy_settings::sharded()), doctest::Contains("sharded"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(ipu::strategy_settings::pipelined(ipu::auto_stage::auto_increment)),
+                       doctest::Contains("AutoIncrement"), ipu::error);
+  auto offchip = serial;
+  offchip.tensors_liveness = ipu::liveness::off_chip_after_fwd;
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(offchip), doctest::Contains("AlwaysLive"), ipu::error);
+}

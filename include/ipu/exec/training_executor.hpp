@@ -43,6 +43,7 @@
 #include "ipu/tensor.hpp"
 #include "ipu/exec/stage_graph.hpp"
 #include "ipu/exec/stage_pool.hpp"
+#include "ipu/poptorch/strategy.hpp"
 #include "ipu/train/optimizer.hpp"
 #include "ipu/train/session.hpp"
 #include "ipu/train/training_graph.hpp"
@@ -67,6 +68,37 @@ struct placed_training_options {
   cpu::device_options device{};  // each stage's CPU device (the same as a training_session's gives the same results)
   std::size_t threads = 0;       // host threads running the stages; 0: one per core, at most one per stage
 };
+
+/// The placement PopTorch's execution strategy asks of a training step: PipelinedExecution
+/// (AutoStage.SameAsIpu), SerialPhasedExecution or ParallelPhasedExecution, with
+/// useSeparateBackwardPhase, each op's stage or phase taken from its annotation. Refused: a sharded
+/// strategy (ipu::train::training_session runs it), explicit stage or phase lists (PopTorch's phased
+/// strategies always list phases: not mapped to ops yet), AutoStage.AutoIncrement,
+/// and a liveness other than AlwaysLive (it moves tensors to Streaming Memory between phases, which
+/// the host executor does not model).
+inline placed_training_options placed_options_from(const strategy_settings& s) {
+  const std::string where = "execution strategy of a placed training";
+  placed_training_options p;
+  switch (s.mode) {
+    case execution_mode::pipelined: p.placement.schedule = train::training_schedule::pipelined; break;
+    case execution_mode::serial_phased: p.placement.schedule = train::training_schedule::serial_phased; break;
+    case execution_mode::parallel_phased: p.placement.schedule = train::training_schedule::parallel_phased; break;
+    case execution_mode::sharded:
+      throw error(error_category::usage, "a sharded strategy places nothing to overlap", where,
+                  "train with ipu::train::training_session, or choose a pipelined or phased strategy");
+  }
+  if (!s.stages.empty() || !s.phases.empty())
+    throw error(error_category::usage, "the strategy lists its stages or phases", where,
+                "annotate the model's ops with stages or phases instead (Builder scopes, ONNX attributes)");
+  if (s.mode == execution_mode::pipelined && s.auto_stage != auto_stage::same_as_ipu)
+    throw error(error_category::usage, "AutoStage.AutoIncrement is not applied to training", where,
+                "annotate the ops with pipeline stages, or use AutoStage.SameAsIpu");
+  if (s.tensors_liveness != liveness::always_live)
+    throw error(error_category::usage, "a liveness other than AlwaysLive is not applied by the host executor", where,
+                "use Liveness.AlwaysLive; the other settings only move tensors to Streaming Memory");
+  p.placement.separate_backward_phase = s.separate_backward_phase;
+  return p;
+}
 
 class placed_training_session {
  public:
