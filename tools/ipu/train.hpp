@@ -501,7 +501,9 @@ inline void add_train_command(CLI::App& app) {
                   "Training.accumulationAndReplicationReductionType, randomSeed, Training.setAutomaticLossScaling");
   cmd->add_option("--device", a->device, "plan the step for mk1, mk2, bow or cpu and print its predicted throughput (default mk2)");
   cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two; default 1)");
-  cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased (default sharded)");
+  cmd->add_option("--strategy", a->strategy,
+                  "sharded, pipelined, serial-phased or parallel-phased (default sharded); pipelined and phased also "
+                  "run the step so on host threads");
   cmd->add_option("--replicas", a->replicas, "replication factor (only 1 until replicated training is built)")
       ->capture_default_str();
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
