@@ -54,6 +54,7 @@
 #include "ipu/train/recurrent.hpp"
 #include "ipu/train/session.hpp"
 #include "ipu/train/training_graph.hpp"
+#include "ipu/train/training_placement.hpp"
 
 // ONNX files
 #include "ipu/onnx/export.hpp"
@@ -74,7 +75,9 @@
 // Running a plan on the host
 #include "ipu/exec/data_flow.hpp"
 #include "ipu/exec/executor.hpp"
+#include "ipu/exec/stage_pool.hpp"
 #include "ipu/exec/step_io.hpp"
+#include "ipu/exec/training_executor.hpp"
 
 // PopEF files
 #include "ipu/popef/model.hpp"

@@ -208,10 +208,11 @@ def main():
         if ok:
             sys.exit(f"randomSeed(1) and randomSeed(2) trained the same weights ({err:.2e}): the seed did nothing")
 
-        # The strategy flags plan the step for the device; the host's training does not change.
+        # The strategy flags plan the step for the device, and pipelined and phased ones run it so on
+        # host threads; the trained weights do not change.
         for strategy, ipus, extra in (("sharded", "1", []), ("sharded", "2", []),
                                       ("pipelined", "2", ["--gradient-accumulation", "3"]),
-                                      ("serial-phased", "2", [])):
+                                      ("serial-phased", "2", []), ("parallel-phased", "2", ["--gradient-accumulation", "2"])):
             reference = path(f"reference_{strategy}_{ipus}.onnx")
             args = [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", *extra]
             run(ipu, [*args, "-o", reference])
@@ -223,6 +224,11 @@ def main():
             if not m or float(m.group(1)) <= 0:
                 sys.exit(f"--strategy {strategy} --ipus {ipus}: no predicted throughput in:\n{p.stdout}")
             print(f"--strategy {strategy} --ipus {ipus}: {m.group(0)}")
+            placed = re.search(r"^run: the training step (.+) over ([0-9]+) stages on host threads", p.stdout, re.M)
+            if (strategy != "sharded") != bool(placed):
+                sys.exit(f"--strategy {strategy} --ipus {ipus}: the step ran {'placed' if placed else 'plainly'}:\n{p.stdout}")
+            if strategy == "pipelined" and int(placed.group(2)) != 2 * int(ipus) - 1:
+                sys.exit(f"--strategy pipelined --ipus {ipus}: {placed.group(2)} stages, not {2 * int(ipus) - 1}")
             ok, err = same_weights(path(f"planned_{strategy}_{ipus}.onnx"), reference, 0)
             if not ok:
                 sys.exit(f"--strategy {strategy} --ipus {ipus} changed the trained weights ({err:.2e})")
@@ -247,6 +253,8 @@ def main():
             ([*common, "--strategy", "diagonal", "-o", path("t.onnx")], "unknown strategy 'diagonal'"),
             ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "-o", path("t.onnx")],
              "the training step does not pipeline"),
+            ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "--gradient-accumulation", "2",
+              "-o", path("t.onnx")], "gradient accumulation of 2 is below the pipeline's 3 stages"),
             ([*common, "--device", "mk2", "--ipus", "4", "--strategy", "pipelined", "--gradient-accumulation", "4",
               "-o", path("t.popef")], "the trained model cannot be planned for its PopEF file: the model has 3 ops"),
 

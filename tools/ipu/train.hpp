@@ -19,8 +19,10 @@
 // says otherwise than the file.
 //
 // --device/--ipus/--strategy plan the training step for that device as `ipu compile` plans an
-// inference graph and print the predicted IPU throughput; the training itself runs on the host, so
-// the trained weights do not depend on them. --replicas above 1 is refused until replicated
+// inference graph and print the predicted IPU throughput. --strategy pipelined or serial-/parallel-
+// phased also runs the step so on host threads (ipu/exec/training_executor.hpp): the automatic
+// planner cuts the model into one stage per IPU (or into phases), the backward pass gets its own
+// stages, and micro-batches overlap; the trained weights are bit for bit those of a plain run. --replicas above 1 is refused until replicated
 // training is built.
 #include <CLI/CLI.hpp>
 
@@ -46,6 +48,7 @@
 #include "ipu/poptorch/options.hpp"
 #include "ipu/poptorch/options_file.hpp"
 #include "ipu/sched/auto_planner.hpp"
+#include "ipu/exec/training_executor.hpp"
 #include "ipu/train/session.hpp"
 #include "compile.hpp"
 #include "run.hpp"
@@ -244,6 +247,24 @@ inline ipu::popef::compiled_model plan(const ipu::graph& g, const ipu::device_de
   return ipu::popef::compile(g, opts, device, co);
 }
 
+/// The model placed for a pipelined or phased run of its training step: cut by the automatic
+/// planner into one stage per IPU, or into phases over the IPUs.
+inline ipu::graph placed_model(const ipu::graph& g, const ipu::device_description& device, ipu::execution_mode mode) {
+  if (device.kind != ipu::device_kind::ipu)
+    throw usage("cannot place the training step on the host device", "--strategy",
+                "the automatic planner needs an IPU's figures: use mk1, mk2 or bow");
+  const auto d = ipu::make_device_description(device.arch, device.num_ipus);
+  if (mode == ipu::execution_mode::pipelined) return ipu::propose_stages(g, d, device.num_ipus).annotated;
+  return ipu::propose_phases(g, d, device.num_ipus, mode == ipu::execution_mode::parallel_phased).annotated;
+}
+inline ipu::placed_training_options placed_options(ipu::execution_mode mode) {
+  ipu::placed_training_options p;
+  p.placement.schedule = mode == ipu::execution_mode::pipelined       ? ipu::train::training_schedule::pipelined
+                         : mode == ipu::execution_mode::serial_phased ? ipu::train::training_schedule::serial_phased
+                                                                      : ipu::train::training_schedule::parallel_phased;
+  return p;
+}
+
 /// The training step planned for the device: its graph once per micro-batch (a pipeline streams
 /// the weight update's micro-batches through its stages), then, with gradient accumulation, the
 /// update graph once. Prints the plan and the predicted samples per second.
@@ -364,6 +385,14 @@ inline void run_train(const train_args& a) {
     train_detail::plan_step(tg, device, mode, batch,
                             "--device " + a.device.value_or("mk2") + " --ipus " + std::to_string(a.ipus.value_or(1)) +
                                 " --strategy " + a.strategy.value_or("sharded"));
+  // Pipelined and phased strategies also run the step so, on host threads (same results).
+  std::optional<ipu::placed_training_session> placed;
+  if (planned && mode != ipu::execution_mode::sharded) {
+    placed.emplace(train_detail::placed_model(model, device, mode), o, train_detail::placed_options(mode));
+    std::printf("run: the training step %s over %zu stages on host threads\n",
+                std::string(ipu::train::to_string(train_detail::placed_options(mode).placement.schedule)).c_str(),
+                placed->stages());
+  }
   for (const auto& n : tg.model_inputs) {
     bool given = false;
     for (const auto& [d, v] : data) given = given || d == n;
@@ -412,7 +441,7 @@ inline void run_train(const train_args& a) {
     }
     const auto lb = ipu::train::take_rows(labels, step_row, rows_per_step);
     step_row = (step_row + rows_per_step % total) % total;
-    const auto r = s.run(in, lb.view());
+    const auto r = placed ? placed->run(in, lb.view()) : s.run(in, lb.view());
     if (k == 0) first = r.loss;
     last = r.loss;
     if (!std::isfinite(r.loss))
@@ -428,6 +457,10 @@ inline void run_train(const train_args& a) {
 
   if (o.auto_loss_scaling.enabled)
     std::printf("automatic loss scaling: loss scale %.6g -> %.6g\n", initial_loss_scale, s.loss_scaling());
+  if (placed) {  // the session writes the model out
+    for (const auto& n : placed->weight_names()) s.set_weight(n, placed->weight(n).view());
+    for (const auto& n : placed->buffer_names()) s.set_buffer(n, placed->buffer(n).view());
+  }
   const auto trained = s.trained_model();
   if (ext == ".onnx") {
     ipu::onnx::save_model(trained, a.trained);
@@ -468,7 +501,9 @@ inline void add_train_command(CLI::App& app) {
                   "Training.accumulationAndReplicationReductionType, randomSeed, Training.setAutomaticLossScaling");
   cmd->add_option("--device", a->device, "plan the step for mk1, mk2, bow or cpu and print its predicted throughput (default mk2)");
   cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two; default 1)");
-  cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased (default sharded)");
+  cmd->add_option("--strategy", a->strategy,
+                  "sharded, pipelined, serial-phased or parallel-phased (default sharded); pipelined and phased also "
+                  "run the step so on host threads");
   cmd->add_option("--replicas", a->replicas, "replication factor (only 1 until replicated training is built)")
       ->capture_default_str();
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();

@@ -102,6 +102,9 @@ struct training_graph {
   /// backward pass made it (scaled), in the order of `weights` (empty where the loss does not
   /// depend on the weight).
   std::vector<std::string> gradients;
+  /// Ops [0, forward_ops) of `step` are the model's and the loss's; the backward pass, the
+  /// accumulation and (with one micro-batch) the update follow them.
+  std::size_t forward_ops = 0;
 };
 
 namespace detail {
@@ -362,8 +365,40 @@ constexpr training_options as_compiled(training_options o) {
   return o;
 }
 
-/// Builds the training step of `model`.
+namespace detail {
+constexpr training_graph build_training_graph(const graph& exported, const training_options& given, bool placed);
+}  // namespace detail
+
+/// Builds the training step of `model`, which must say nothing of where its ops run.
 constexpr training_graph make_training_graph(const graph& exported, const training_options& given) {
+  return detail::build_training_graph(exported, given, false);
+}
+
+/// Builds the training step of a model whose ops carry IPU, stage or phase annotations, for an
+/// executor that places it (ipu/exec/training_executor.hpp): the annotations stay on the step's
+/// ops, and each backward op carries the annotation of the forward op it differentiates.
+constexpr training_graph make_placed_training_graph(const graph& exported, const training_options& given) {
+  return detail::build_training_graph(exported, given, true);
+}
+
+namespace detail {
+/// A scope of `b` placing what it builds as `w` places an op (placed training: the loss goes where
+/// the prediction is made, a weight's accumulation and update where its gradient is).
+constexpr builder::scope_guard placed_like(builder& b, const annotation& w) {
+  auto s = b.scope();
+  if (w.ipu) s.ipu(*w.ipu);
+  if (w.stage) s.stage(*w.stage);
+  if (w.phase) s.phase(*w.phase);
+  if (!w.block.empty()) s.block(w.block);
+  return s;
+}
+constexpr annotation where_made(const graph& g, tensor_id t) {
+  const auto p = g.tensor(t).producer;
+  return p == no_op ? annotation{} : g.op(p).where;
+}
+}  // namespace detail
+
+constexpr training_graph detail::build_training_graph(const graph& exported, const training_options& given, bool placed) {
   const training_options o = as_compiled(given);
   const graph model = untie_copies(exported);
   const std::string where = "training graph of '" + model.name() + "'";
@@ -385,9 +420,9 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
                   where, "update the scale every 1 or more weight updates");
   }
   for (const auto& op : model.ops())
-    if (op.where != annotation{})
+    if (!placed && op.where != annotation{})
       throw error(error_category::usage, "op " + graph::describe(op) + " carries an IPU, stage or phase annotation",
-                  where, "train an unannotated model: placed training (pipelined, phased) is not built yet");
+                  where, "train it with ipu::placed_training_session (pipelined or phased), or drop the annotations");
   for (const auto& f : o.frozen)
     if (!model.find_tensor(f) || model.tensor(*model.find_tensor(f)).kind != tensor_kind::variable)
       throw error(error_category::usage, "frozen weight '" + f + "' is not a weight of the model", where,
@@ -483,6 +518,7 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
 
   // The loss.
   builder lb(std::move(g));
+  auto loss_scope = detail::placed_like(lb, placed ? detail::where_made(lb.current(), prediction) : annotation{});
   auto lo = o.loss;
   if (lo.kind != loss_kind::output && lb.current().find_tensor(lo.labels_name))
     throw error(error_category::usage, "the model already has a tensor named '" + lo.labels_name + "'", where,
@@ -504,10 +540,12 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
                                     : lb.add_constant(detail::scalar_of(type, s.value), detail::scalar_name(s.name, type));
       differentiated = lb.mul(lt.loss, scale, "loss/scaled");
     }
+  { auto done = std::move(loss_scope); }
   g = std::move(lb).build();
 
   // The backward graph, then the updates: in the same graph, or, with gradient accumulation, in a
   // graph of their own that reads the accumulated gradients.
+  r.forward_ops = g.num_ops();
   const auto grads = add_gradients(g, differentiated, weights);
   r.micro_batches = o.gradient_accumulation;
   const update_options how{o.gradient_accumulation, o.reduction};
@@ -517,6 +555,7 @@ constexpr training_graph make_training_graph(const graph& exported, const traini
   std::vector<tensor_id> updated;
   for (std::size_t i = 0; i < weights.size(); ++i) {
     if (grads[i] == no_tensor) continue;  // the loss does not depend on it: left unchanged, as PyTorch does
+    const auto grad_scope = detail::placed_like(ub, placed ? detail::where_made(ub.current(), grads[i]) : annotation{});
     update_tensors u;
     if (fused) {
       u = add_update(ub, o.opt, weights[i], grads[i], how);

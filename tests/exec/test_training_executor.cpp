@@ -1,0 +1,328 @@
+// Pipelined and phased training (exec/training_executor.hpp, train/training_placement.hpp) against
+// the single-device training session: the same weights, statistics and losses bit for bit after
+// several steps; PopTorch's accumulation rule and annotation errors.
+#include "ipu/exec/training_executor.hpp"
+
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ipu/builder/builder.hpp"
+#include "ipu/ops/all.hpp"
+#include "ipu/train/session.hpp"
+
+namespace {
+
+using ipu::train::training_schedule;
+
+/// An MLP of `layers` Linear + ReLU layers of width 8 over x [4, 8] (a BatchNormalization after the
+/// second), layer i annotated with forward stage (or phase) i * stages / layers.
+ipu::graph mlp(int layers, int stages, bool phases, bool batch_norm = true) {
+  ipu::builder b("mlp");
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  auto random = [&](ipu::shape s) {
+    std::vector<float> v(static_cast<std::size_t>(s.num_elements()));
+    for (auto& x : v) x = u(rng);
+    return ipu::make_constant<float>(s, std::span<const float>(v));
+  };
+  auto h = b.add_input_tensor({ipu::data_type::F32, {4, 8}}, "x");
+  for (int i = 0; i < layers; ++i) {
+    const auto at = i * stages / layers;
+    auto s = b.scope();
+    if (phases) s.phase(at).ipu(at % 2);
+    else s.stage(at).ipu(at);
+    const auto n = std::to_string(i);
+    h = b.add(b.matmul(h, b.add_initialized_input(random({8, 8}), "w" + n)), b.add_initialized_input(random({8}), "b" + n));
+    if (batch_norm && i == 1) {
+      const std::vector<float> one(8, 1.0f), zero(8, 0.0f);
+      h = b.batch_normalization(h, b.add_initialized_input(random({8}), "bn/scale"),
+                                b.add_initialized_input(random({8}), "bn/bias"),
+                                b.add_initialized_input(ipu::make_constant<float>({8}, std::span<const float>(zero)), "bn/mean"),
+                                b.add_initialized_input(ipu::make_constant<float>({8}, std::span<const float>(one)), "bn/var"));
+    }
+    if (i + 1 < layers) h = b.relu(h);
+  }
+  b.add_output(h);
+  return b.build();
+}
+
+/// `g` with every annotation dropped: what the single-device session trains.
+ipu::graph unannotated(const ipu::graph& g) {
+  ipu::graph r(g.name());
+  for (ipu::tensor_id t = 0; t < g.num_tensors(); ++t) {
+    const auto& n = g.tensor(t);
+    r.add_tensor(n.name, n.info, n.kind, n.data);
+  }
+  for (auto op : g.ops()) {
+    op.where = {};
+    r.add_op(std::move(op));
+  }
+  for (auto t : g.outputs()) r.mark_output(t);
+  r.set_opset_imports(g.opset_imports());
+  return r;
+}
+
+ipu::host_tensor random_tensor(ipu::shape s, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  ipu::host_tensor t({ipu::data_type::F32, std::move(s)});
+  for (auto& x : t.as<float>()) x = d(rng);
+  return t;
+}
+
+bool same_bytes(const ipu::host_tensor& a, const ipu::host_tensor& b) {
+  return a.info() == b.info() && std::memcmp(a.bytes().data(), b.bytes().data(), a.bytes().size()) == 0;
+}
+
+/// Trains `model` for `steps` steps both ways and checks every weight, statistic and loss bit for bit.
+void check_same_as_session(const ipu::graph& model, const ipu::train::training_options& o,
+                           const ipu::placed_training_options& p, int steps, std::size_t expect_stages) {
+  ipu::train::training_session reference(unannotated(model), o);
+  ipu::placed_training_session placed(model, o, p);
+  CHECK(placed.stages() == expect_stages);
+  const auto rows = 4 * o.gradient_accumulation;
+  for (int k = 0; k < steps; ++k) {
+    const auto x = random_tensor({rows, 8}, 100 + static_cast<unsigned>(k));
+    const auto y = random_tensor({rows, 8}, 200 + static_cast<unsigned>(k));
+    const auto a = reference.run({{"x", x.view()}}, y.view());
+    const auto b = placed.run({{"x", x.view()}}, y.view());
+    CHECK(a.micro_batch_losses == b.micro_batch_losses);
+    CHECK(a.loss == b.loss);
+    REQUIRE(a.outputs.size() == b.outputs.size());
+    CHECK(same_bytes(a.outputs[0], b.outputs[0]));
+  }
+  for (const auto& n : reference.weight_names()) {
+    INFO("weight " << n);
+    CHECK(same_bytes(reference.weight(n), placed.weight(n)));
+  }
+  for (const auto& n : reference.buffer_names()) {
+    INFO("buffer " << n);
+    CHECK(same_bytes(reference.buffer(n), placed.buffer(n)));
+  }
+  // The weights moved: the comparison is not of untouched initial values.
+  const auto initial = ipu::placed_training_session(model, o, p).weight("w0");
+  CHECK_FALSE(same_bytes(initial, placed.weight("w0")));
+}
+
+ipu::placed_training_options schedule(training_schedule s, bool separate = false) {
+  ipu::placed_training_options p;
+  p.placement.schedule = s;
+  p.placement.separate_backward_phase = separate;
+  p.threads = 4;  // more than the cores of a small machine: the stages overlap whatever it has
+  return p;
+}
+
+ipu::train::training_options mse(std::int64_t accumulation, ipu::train::optimizer opt) {
+  ipu::train::training_options o;
+  o.loss.kind = ipu::train::loss_kind::mse;
+  o.gradient_accumulation = accumulation;
+  o.opt = std::move(opt);
+  return o;
+}
+
+}  // namespace
+
+TEST_SUITE("concurrent") {
+
+TEST_CASE("pipelined training over 2 and 4 IPUs equals the single-device session bit for bit") {
+  const ipu::train::sgd momentum{.lr = 0.05, .momentum = 0.9, .weight_decay = 0.01};
+  SUBCASE("2 forward stages: 3 stages, 4 micro-batches per update, SGD with momentum") {
+    check_same_as_session(mlp(4, 2, false), mse(4, momentum), schedule(training_schedule::pipelined), 3, 3);
+  }
+  SUBCASE("4 forward stages: 7 stages, 8 micro-batches per update, Adam") {
+    check_same_as_session(mlp(4, 4, false), mse(8, ipu::train::adam{.lr = 0.01}), schedule(training_schedule::pipelined), 3, 7);
+  }
+  SUBCASE("one host thread runs the same pipeline to the same bits") {
+    auto p = schedule(training_schedule::pipelined);
+    p.threads = 1;
+    check_same_as_session(mlp(4, 4, false), mse(7, momentum), p, 2, 7);
+  }
+}
+
+TEST_CASE("pipelined training: the last forward stage runs its own backward; each backward op on its forward op's stage") {
+  ipu::placed_training_session s(mlp(4, 4, false), mse(7, ipu::train::sgd{}), schedule(training_schedule::pipelined));
+  const auto& tg = s.graph_of_step();
+  const auto& pl = s.placement();
+  REQUIRE(pl.forward_stages == 4);
+  for (ipu::op_id id = 0; id < tg.step.num_ops(); ++id) {
+    const auto& op = tg.step.op(id);
+    if (!op.where.stage) continue;
+    const auto f = static_cast<std::uint32_t>(*op.where.stage);
+    INFO(ipu::graph::describe(op));
+    CHECK(pl.stage_of[id] == (id < tg.forward_ops ? f : 6 - f));
+  }
+  // Stage 3 holds the last layer's forward, the loss, and the last layer's backward.
+  bool forward = false, backward = false;
+  for (auto id : s.stage_ops(3)) (id < tg.forward_ops ? forward : backward) = true;
+  CHECK(forward);
+  CHECK(backward);
+  // Activations are stashed between stages and freed after their last reader.
+  const auto x = random_tensor({28, 8}, 1), y = random_tensor({28, 8}, 2);
+  (void)s.run({{"x", x.view()}}, y.view());
+  CHECK(s.peak_stashed_bytes() > 0);
+  CHECK(s.threads_used() == 4);
+}
+
+TEST_CASE("recomputation (Standard, NormOnly) changes what a pipeline stashes, not its results") {
+  const auto model = mlp(4, 4, false);
+  const auto o = mse(7, ipu::train::sgd{.lr = 0.05, .momentum = 0.9});
+  auto with = [](ipu::recomputation r) {
+    auto p = schedule(training_schedule::pipelined);
+    p.recompute = r;
+    return p;
+  };
+  check_same_as_session(model, o, with(ipu::recomputation::standard), 2, 7);
+  check_same_as_session(model, o, with(ipu::recomputation::norm_only), 2, 7);
+  const auto x = random_tensor({28, 8}, 1), y = random_tensor({28, 8}, 2);
+  auto peak = [&](ipu::recomputation r, std::size_t* recomputed_ops = nullptr, bool* only_norm = nullptr) {
+    auto p = with(r);
+    p.threads = 1;  // one thread runs the stages in one order: the peak does not depend on timing
+    ipu::placed_training_session s(model, o, p);
+    (void)s.run({{"x", x.view()}}, y.view());
+    std::size_t n = 0;
+    bool norm = true;
+    for (std::size_t k = 0; k < s.stages(); ++k) {
+      if (k < 4) CHECK(s.recomputed_ops(k).empty());  // forward stages and the fused last one recompute nothing
+      for (auto id : s.recomputed_ops(k)) {
+        ++n;
+        norm = norm && s.graph_of_step().step.op(id).name.rfind("bn_train/", 0) == 0;
+        CHECK(id < s.graph_of_step().forward_ops);
+      }
+    }
+    if (recomputed_ops) *recomputed_ops = n;
+    if (only_norm) *only_norm = norm;
+    return s.peak_stashed_bytes();
+  };
+  // The stash is measured on one thread, whose order of stages is fixed.
+  std::size_t standard_ops = 0, norm_ops = 0;
+  bool norm_only = false;
+  const auto none = peak(ipu::recomputation::none);
+  const auto standard = peak(ipu::recomputation::standard, &standard_ops);
+  const auto norms = peak(ipu::recomputation::norm_only, &norm_ops, &norm_only);
+  CHECK(standard < none);
+  CHECK(norms < none);
+  CHECK(standard < norms);
+  CHECK(standard_ops > norm_ops);
+  CHECK(norm_ops > 0);
+  CHECK(norm_only);
+  CHECK_THROWS_WITH_AS(ipu::placed_training_session(mlp(4, 4, true), o, [] {
+    auto p = schedule(training_schedule::serial_phased);
+    p.recompute = ipu::recomputation::standard;
+    return p;
+  }()), doctest::Contains("recomputation was asked of phased execution"), ipu::error);
+}
+
+TEST_CASE("phased training, serial and parallel, with and without a separate backward phase, equals the session") {
+  const ipu::train::sgd momentum{.lr = 0.05, .momentum = 0.9};
+  SUBCASE("serial phased: 4 phases, 7 in all") {
+    check_same_as_session(mlp(4, 4, true), mse(2, momentum), schedule(training_schedule::serial_phased), 3, 7);
+  }
+  SUBCASE("parallel phased: 4 phases, 7 in all") {
+    check_same_as_session(mlp(4, 4, true), mse(3, momentum), schedule(training_schedule::parallel_phased), 3, 7);
+  }
+  SUBCASE("parallel phased with a separate backward phase: 8 in all") {
+    check_same_as_session(mlp(4, 4, true), mse(2, momentum), schedule(training_schedule::parallel_phased, true), 3, 8);
+  }
+  SUBCASE("one micro-batch: the update runs in the backward phases") {
+    check_same_as_session(mlp(4, 2, true), mse(1, ipu::train::adam{.lr = 0.01}), schedule(training_schedule::serial_phased), 3, 3);
+  }
+}
+
+}  // TEST_SUITE("concurrent")
+
+TEST_CASE("pipelined training refuses a gradient accumulation below its stages, as PopTorch does") {
+  const auto model = mlp(4, 2, false);
+  CHECK_NOTHROW(ipu::placed_training_session(model, mse(3, ipu::train::sgd{}), schedule(training_schedule::pipelined)));
+  try {
+    ipu::placed_training_session(model, mse(2, ipu::train::sgd{}), schedule(training_schedule::pipelined));
+    FAIL("a gradient accumulation of 2 over 3 stages was accepted");
+  } catch (const ipu::error& e) {
+    CHECK(e.category() == ipu::error_category::usage);
+    const std::string m = e.what();
+    CHECK(m.find("gradient accumulation of 2 is below the pipeline's 3 stages (2 forward, 1 backward") != std::string::npos);
+    CHECK(m.find("accumulate at least 3 micro-batches per weight update (Training.gradientAccumulation)") != std::string::npos);
+  }
+  // Phased execution has no such rule.
+  CHECK_NOTHROW(ipu::placed_training_session(mlp(4, 2, true), mse(2, ipu::train::sgd{}), schedule(training_schedule::serial_phased)));
+}
+
+TEST_CASE("placed training refuses annotations it cannot run, saying which op and what to do") {
+  auto fails = [](const ipu::graph& g, const ipu::placed_training_options& p, const std::string& want) {
+    try {
+      ipu::placed_training_session(g, mse(8, ipu::train::sgd{}), p);
+      FAIL("accepted: " << want);
+    } catch (const ipu::error& e) {
+      INFO(e.what());
+      CHECK(std::string(e.what()).find(want) != std::string::npos);
+    }
+  };
+  // An op that reads from a later stage: a micro-batch cannot go back.
+  ipu::builder b("backwards");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {4, 8}}, "x");
+  const std::vector<float> w(64, 0.1f);
+  ipu::tensor_id h;
+  {
+    auto s = b.scope().stage(1).ipu(1);
+    h = b.matmul(x, b.add_initialized_input(ipu::make_constant<float>({8, 8}, std::span<const float>(w)), "w0"), "late");
+  }
+  {
+    auto s = b.scope().stage(0).ipu(0);
+    h = b.relu(h, "early");
+  }
+  b.add_output(h);
+  fails(b.build(), schedule(training_schedule::pipelined), "reads 'late', made later, at stage 1");
+  // Stages with a gap; no annotations at all; a separate backward phase asked of a pipeline.
+  fails(mlp(4, 4, false, false), [] {
+    auto p = schedule(training_schedule::pipelined);
+    p.placement.separate_backward_phase = true;
+    return p;
+  }(), "a separate backward phase was asked of a pipeline");
+  fails(mlp(4, 4, false), schedule(training_schedule::serial_phased), "no op of the model names its phase");
+  fails(unannotated(mlp(4, 4, false)), schedule(training_schedule::pipelined), "no op of the model names its stage");
+  ipu::builder gap("gap");
+  auto y = gap.add_input_tensor({ipu::data_type::F32, {4, 8}}, "x");
+  {
+    auto s = gap.scope().stage(0);
+    y = gap.matmul(y, gap.add_initialized_input(ipu::make_constant<float>({8, 8}, std::span<const float>(w)), "w0"));
+  }
+  {
+    auto s = gap.scope().stage(2);
+    y = gap.relu(y);
+  }
+  gap.add_output(y);
+  fails(gap.build(), schedule(training_schedule::pipelined), "stage 1 has no ops, but later ones do");
+  // Automatic loss scaling is refused rather than ignored.
+  auto o = mse(8, ipu::train::sgd{});
+  o.auto_loss_scaling.enabled = true;
+  CHECK_THROWS_WITH_AS(ipu::placed_training_session(mlp(4, 2, false), o, schedule(training_schedule::pipelined)),
+                       doctest::Contains("automatic loss scaling is not supported"), ipu::error);
+}
+
+TEST_CASE("PopTorch's execution strategies choose the placement; what the executor does not apply is refused") {
+  const auto pipelined = ipu::placed_options_from(ipu::strategy_settings::pipelined());
+  CHECK(pipelined.placement.schedule == training_schedule::pipelined);
+  // PopTorch's phased strategies list their phases; one that leaves them to the ops' annotations:
+  ipu::strategy_settings parallel;
+  parallel.mode = ipu::execution_mode::parallel_phased;
+  parallel.separate_backward_phase = true;
+  const auto p = ipu::placed_options_from(parallel);
+  CHECK(p.placement.schedule == training_schedule::parallel_phased);
+  CHECK(p.placement.separate_backward_phase);
+  CHECK(ipu::placed_training_session(mlp(4, 4, true), mse(2, ipu::train::sgd{}), p).stages() == 8);
+  auto serial = parallel;
+  serial.mode = ipu::execution_mode::serial_phased;
+  CHECK(ipu::placed_options_from(serial).placement.schedule == training_schedule::serial_phased);
+  const auto listed = ipu::strategy_settings::serial_phased({ipu::phase{{ipu::stage{{"A"}, 0}}}});
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(listed), doctest::Contains("lists its stages or phases"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(ipu::strategy_settings::sharded()), doctest::Contains("sharded"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(ipu::strategy_settings::pipelined(ipu::auto_stage::auto_increment)),
+                       doctest::Contains("AutoIncrement"), ipu::error);
+  auto offchip = serial;
+  offchip.tensors_liveness = ipu::liveness::off_chip_after_fwd;
+  CHECK_THROWS_WITH_AS(ipu::placed_options_from(offchip), doctest::Contains("AlwaysLive"), ipu::error);
+}
