@@ -356,6 +356,33 @@ TEST_CASE("replicated training: R replicas of G micro-batches update as one repl
       for (std::size_t i = 0; i < a.size(); ++i) CHECK(bytes_of(a[i].second) == bytes_of(b[i].second));
     }
   }
+  SUBCASE("a product large enough to be cut over the kernel threads: each replica's device has the given threads") {
+    // 2 * 32 * 256 * 512 flops: the CPU device cuts it into one GEMM per thread, and the bits
+    // depend on the cut; a replica with a share of the threads would round otherwise.
+    ipu::builder b("wide");
+    const auto xi = b.add_input_tensor({ipu::data_type::F32, {32, 256}}, "x");
+    std::vector<float> w0(256 * 512), xs(2 * 32 * 256);
+    std::mt19937 gen(7);
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    for (auto& v : w0) v = normal(gen);
+    for (auto& v : xs) v = normal(gen) * 20;
+    b.add_output(b.matmul(xi, b.add_initialized_input(ipu::make_constant<float>(ipu::shape{256, 512}, w0), "w"), "y"));
+    const auto model = b.build();
+    const auto x = ipu::host_tensor::from<float>({64, 256}, xs);
+    const ipu::host_tensor target(ipu::tensor_info{ipu::data_type::F32, {64, 512}});
+    auto c = o;
+    c.loss.kind = loss_kind::mse;
+    c.opt = ipu::train::sgd{.lr = 0.5};
+    c.gradient_accumulation = 2;
+    training_session one(model, c, {.threads = 2});
+    c.gradient_accumulation = 1;
+    training_session s(model, c, {.threads = 2}, ipu::train::output_mode::final, {.replicas = 2});
+    for (int k = 0; k < 2; ++k) {
+      (void)one.run({{"x", x.view()}}, target.view());
+      (void)s.run({{"x", x.view()}}, target.view());
+    }
+    CHECK(bytes_of(s.weight("w")) == bytes_of(one.weight("w")));
+  }
   SUBCASE("the outputs, by the output mode, in the order of the micro-batches") {
     const auto x = ipu_test::row(ipu::io::read_npy(dir / "mlp_adam_accumulate4" / "x.npy"), 0);
     const auto labels = ipu_test::row(ipu::io::read_npy(dir / "mlp_adam_accumulate4" / "labels.npy"), 0);

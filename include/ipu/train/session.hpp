@@ -77,8 +77,8 @@ class training_session {
       : training_session(model, std::move(options), device, outputs, replication_options{}) {}
 
   /// A replicated session (ipu/train/replication.hpp): `replication.replicas` replicas run each
-  /// step's micro-batches on host threads at once, each replica's device with an equal share of
-  /// `device.threads`. A step takes gradient_accumulation * replicas micro-batches (times the input
+  /// step's micro-batches on host threads at once, each on a CPU device of its own with `device`'s
+  /// options (the same kernel threads as one replica: the device's results depend on them). A step takes gradient_accumulation * replicas micro-batches (times the input
   /// groups instead of the replicas when the inputs are grouped), in the order replication.hpp
   /// describes, and updates the weights as one replica accumulating all of them would, bit for bit.
   /// Each replica keeps its own BatchNormalization running statistics (each updated by its own
@@ -571,14 +571,10 @@ class training_session {
     o.gradient_accumulation *= r.replicas;
     return o;
   }
-  /// Each replica's device: an equal share of the kernel threads, at least one.
-  static cpu::device_options per_replica(cpu::device_options d, std::int64_t replicas) {
-    if (replicas > 1) {
-      const std::size_t all = d.threads ? d.threads : std::max(1u, std::thread::hardware_concurrency());
-      d.threads = std::max<std::size_t>(1, all / static_cast<std::size_t>(replicas));
-    }
-    return d;
-  }
+  /// Each replica's device: the given options, its kernel threads included. The CPU device's
+  /// results depend on its thread count (a large GEMM is cut into one block per thread), so a
+  /// replica with fewer threads than the single replica would not compute the same bits.
+  static cpu::device_options per_replica(cpu::device_options d, std::int64_t) { return d; }
   /// The weight a state or accumulator tensor ("<weight>/...") belongs to.
   [[nodiscard]] std::size_t owner_of(const std::string& name) const {
     std::size_t best = tg_.weights.size(), length = 0;
