@@ -52,6 +52,7 @@
 #include "ipu/train/loss.hpp"
 #include "ipu/train/optimizer.hpp"
 #include "ipu/train/recurrent.hpp"
+#include "ipu/train/replication.hpp"
 #include "ipu/train/session.hpp"
 #include "ipu/train/training_graph.hpp"
 #include "ipu/train/training_placement.hpp"

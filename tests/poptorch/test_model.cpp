@@ -260,3 +260,34 @@ TEST_CASE("a training model's buffers are BatchNormalization's running statistic
   const auto x0 = ipu_test::row(x, 0);
   CHECK(relative_difference(infer({{"x", x0.view()}}).at(0), ipu::io::read_npy(dir / "out.npy")) < 1e-4);
 }
+
+TEST_CASE("a training model's replication factor and input grouping: replicas train as accumulation, bit for bit") {
+  auto [m, x, target] = seed_example();
+  // Four micro-batches: x, 2x, 3x, 4x, stacked.
+  host_tensor x4({ipu::data_type::F32, {40}}), t4({ipu::data_type::F32, {40}});
+  for (std::size_t j = 0; j < 4; ++j)
+    for (std::size_t i = 0; i < 10; ++i) {
+      x4.as<float>()[10 * j + i] = static_cast<float>(j + 1) * at(x, i);
+      t4.as<float>()[10 * j + i] = at(target, i);
+    }
+  const auto mse = mse_loss();
+  auto trained = [&](const ipu::options& o, const host_tensor& xs, const host_tensor& ts) {
+    ipu::poptorch::model copy(m.network());
+    ipu::poptorch::training_model train(copy, o, ipu::train::sgd{.lr = 0.01, .momentum = 0.9}, mse);
+    std::vector<double> losses;
+    for (int k = 0; k < 3; ++k) losses.push_back(train({{"x", xs.view()}}, ts.view()).loss);
+    train.copy_weights_to_host();
+    const auto w = copy.weight("fc.weight").as<float>();
+    return std::make_pair(losses, std::vector<float>(w.begin(), w.end()));
+  };
+  const auto want = trained(ipu::options().gradient_accumulation(4), x4, t4);
+  CHECK(trained(ipu::options().gradient_accumulation(2).replication_factor(2), x4, t4) == want);
+  CHECK(trained(ipu::options().replication_factor(4), x4, t4) == want);
+  // Replicas in consecutive input groups of 2 take the same data: 2 micro-batches feed 4 replicas,
+  // as 4 micro-batches x, x, 2x, 2x.
+  host_tensor xx({ipu::data_type::F32, {40}});
+  for (std::size_t i = 0; i < 40; ++i) xx.as<float>()[i] = x4.as<float>()[i % 10 + (i >= 20 ? 10 : 0)];
+  const auto x2 = ipu::train::take_rows(x4, 0, 20), t2 = ipu::train::take_rows(t4, 0, 20);
+  CHECK(trained(ipu::options().replication_factor(4).input_replica_grouping(2, ipu::comm_group_type::consecutive), x2, t2) ==
+        trained(ipu::options().gradient_accumulation(4), xx, t4));
+}

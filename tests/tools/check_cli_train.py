@@ -138,7 +138,7 @@ def main():
             opt.step()
         p = run(ipu, [path("mlp.onnx"), *common, "--optimizer", "rmsprop", "--momentum", "0.5", "--weight-decay", "0.01",
                       "--gradient-accumulation", "3", "--steps", "4", "-o", path("trained_rmsprop.onnx")])
-        got = last_losses(p)
+        got = got_rmsprop = last_losses(p)
         if not np.allclose(got, (losses[0], losses[-1]), rtol=1e-4, atol=1e-5):
             sys.exit(f"accumulated losses {got}, PyTorch {losses[0]} -> {losses[-1]}")
         if not re.search(r"step 4/4  loss \S+  [0-9.]+ samples/s", p.stdout):
@@ -236,20 +236,40 @@ def main():
         ok, err = same_weights(path("replicas1.onnx"), path("reference_sharded_1.onnx"), 0)
         if not ok:
             sys.exit("--replicas 1 changed the trained weights")
+        # Replicas run a step's micro-batches at once and add their gradients in order: --replicas 3
+        # trains what --gradient-accumulation 3 does (the RMSprop run above), bit for bit, losses too;
+        # 2 replicas of 2 micro-batches (the options file's replicationFactor) what 4 micro-batches do.
+        p3 = run(ipu, [path("mlp.onnx"), *common, "--optimizer", "rmsprop", "--momentum", "0.5", "--weight-decay", "0.01",
+                       "--replicas", "3", "--steps", "4", "-o", path("replicas3.onnx")])
+        ok, err = same_weights(path("replicas3.onnx"), path("trained_rmsprop.onnx"), 0)
+        if not ok:
+            sys.exit(f"--replicas 3 trains other weights than --gradient-accumulation 3 ({err:.2e})")
+        if last_losses(p3) != got_rmsprop:
+            sys.exit(f"--replicas 3: losses {last_losses(p3)}, --gradient-accumulation 3: {got_rmsprop}")
+        write("replicated.conf", "replicationFactor(2)\n")
+        run(ipu, [path("mlp.onnx"), *common, "--momentum", "0.9", "--gradient-accumulation", "4", "--steps", "5",
+                  "-o", path("accumulate4.onnx")])
+        run(ipu, [path("mlp.onnx"), *common, "--momentum", "0.9", "--options", path("replicated.conf"),
+                  "--gradient-accumulation", "2", "--steps", "5", "-o", path("replicas2x2.onnx")])
+        ok, err = same_weights(path("replicas2x2.onnx"), path("accumulate4.onnx"), 0)
+        if not ok:
+            sys.exit(f"replicationFactor(2) with 2 micro-batches trains other weights than 4 micro-batches ({err:.2e})")
 
         write("unsupported.conf", "randomSeed(3)\nPrecision.setPartialsType(torch.half)\n")
         write("iterations.conf", "deviceIterations(4)\n")
-        write("replicated.conf", "replicationFactor(2)\n")
         write("unknown.conf", "Training.gradientAcumulation(2)\n")
         bad = [
             ([*common, "--options", path("unsupported.conf"), "-o", path("t.onnx")],
              "sets Precision.setPartialsType(torch.half), which ipu train does not apply"),
             ([*common, "--options", path("iterations.conf"), "-o", path("t.onnx")], "sets deviceIterations(4)"),
-            ([*common, "--options", path("replicated.conf"), "-o", path("t.onnx")], "replicated training is not built yet"),
+            ([*common, "--options", path("replicated.conf"), "--replicas", "3", "-o", path("t.onnx")],
+             "--replicas 3 but the options file says replicationFactor(2)"),
+            ([*common, "--replicas", "2", "--device", "mk2", "-o", path("t.onnx")],
+             "planning a replicated training step is not built yet"),
+            ([*common, "--replicas", "0", "-o", path("t.onnx")], "--replicas"),
             ([*common, "--options", path("unknown.conf"), "-o", path("t.onnx")], "did you mean Training.gradientAccumulation"),
             ([*common, "--options", path("accumulate.conf"), "--gradient-accumulation", "2", "-o", path("t.onnx")],
              "--gradient-accumulation 2 but the options file says Training.gradientAccumulation(3)"),
-            ([*common, "--replicas", "2", "-o", path("t.onnx")], "--replicas 2: replicated training is not built yet"),
             ([*common, "--strategy", "diagonal", "-o", path("t.onnx")], "unknown strategy 'diagonal'"),
             ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "-o", path("t.onnx")],
              "the training step does not pipeline"),
@@ -273,7 +293,7 @@ def main():
             if message not in p.stderr:
                 sys.exit(f"ipu train {' '.join(args)}: expected '{message}' in: {p.stderr}")
     print(f"ipu train: PyTorch's losses and weights (SGD; RMSprop with accumulation), the options file, the strategy "
-          f"flags, and {len(bad)} refusals: OK")
+          f"flags, replicas as accumulation bit for bit, and {len(bad)} refusals: OK")
     return 0
 
 

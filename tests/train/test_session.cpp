@@ -305,3 +305,219 @@ TEST_CASE("automatic loss scaling refuses settings out of range, and makes a con
   o.auto_loss_scaling.bin_edge_location = 0;
   refuse(o, "bin edge location");
 }
+
+namespace {
+
+std::vector<std::byte> bytes_of(const ipu::host_tensor& t) { return {t.bytes().begin(), t.bytes().end()}; }
+
+/// Trains `steps` steps of case `name` of tests/train/torch_optimizers.py (a row of x: 4
+/// micro-batches) in `s`, and returns the losses of every micro-batch.
+std::vector<double> train_rows(ipu::train::training_session& s, const std::string& name, std::int64_t steps) {
+  const auto dir = ipu_test::pytorch_runs("torch_optimizers.py") / name;
+  const auto x = ipu::io::read_npy(dir / "x.npy");
+  const auto labels = ipu::io::read_npy(dir / "labels.npy");
+  std::vector<double> losses;
+  for (std::int64_t k = 0; k < steps; ++k) {
+    const auto xb = ipu_test::row(x, k % x.info().shape[0]), lb = ipu_test::row(labels, k % x.info().shape[0]);
+    const auto r = s.run({{"x", xb.view()}}, lb.view());
+    losses.insert(losses.end(), r.micro_batch_losses.begin(), r.micro_batch_losses.end());
+  }
+  return losses;
+}
+
+}  // namespace
+
+TEST_CASE("replicated training: R replicas of G micro-batches update as one replica accumulating G * R, bit for bit") {
+  using ipu::train::training_session;
+  const auto dir = ipu_test::pytorch_runs("torch_optimizers.py");
+  const auto mlp = ipu::onnx::load_model(dir / "mlp_adam_accumulate4" / "model.onnx");
+  ipu::train::training_options o;
+  o.loss.kind = loss_kind::cross_entropy;
+  o.opt = ipu::train::adam{.lr = 0.01};
+  auto with = [&](std::int64_t accumulation, ipu::train::accumulation_reduction reduction) {
+    auto t = o;
+    t.gradient_accumulation = accumulation;
+    t.reduction = reduction;
+    return t;
+  };
+  for (const auto reduction : {ipu::train::accumulation_reduction::mean, ipu::train::accumulation_reduction::sum}) {
+    training_session one(mlp, with(4, reduction), {}, ipu::train::output_mode::all);
+    const auto want = train_rows(one, "mlp_adam_accumulate4", 5);
+    for (const auto& [g, r] : {std::pair<std::int64_t, std::int64_t>{2, 2}, {1, 4}}) {
+      CAPTURE(g);
+      CAPTURE(r);
+      // Each replica's device gets one kernel thread here, the single replica's every thread.
+      training_session s(mlp, with(g, reduction), {}, ipu::train::output_mode::all, {.replicas = r});
+      CHECK(s.graph_of_step().micro_batches == 4);
+      CHECK(train_rows(s, "mlp_adam_accumulate4", 5) == want);
+      for (const auto& w : one.weight_names()) CHECK(bytes_of(s.weight(w)) == bytes_of(one.weight(w)));
+      const auto a = one.optimizer_state(), b = s.optimizer_state();
+      REQUIRE(a.size() == b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) CHECK(bytes_of(a[i].second) == bytes_of(b[i].second));
+    }
+  }
+  SUBCASE("a product large enough to be cut over the kernel threads: each replica's device has the given threads") {
+    // 2 * 32 * 256 * 512 flops: the CPU device cuts it into one GEMM per thread, and the bits
+    // depend on the cut; a replica with a share of the threads would round otherwise.
+    ipu::builder b("wide");
+    const auto xi = b.add_input_tensor({ipu::data_type::F32, {32, 256}}, "x");
+    std::vector<float> w0(256 * 512), xs(2 * 32 * 256);
+    std::mt19937 gen(7);
+    std::normal_distribution<float> normal(0.0f, 0.05f);
+    for (auto& v : w0) v = normal(gen);
+    for (auto& v : xs) v = normal(gen) * 20;
+    b.add_output(b.matmul(xi, b.add_initialized_input(ipu::make_constant<float>(ipu::shape{256, 512}, w0), "w"), "y"));
+    const auto model = b.build();
+    const auto x = ipu::host_tensor::from<float>({64, 256}, xs);
+    const ipu::host_tensor target(ipu::tensor_info{ipu::data_type::F32, {64, 512}});
+    auto c = o;
+    c.loss.kind = loss_kind::mse;
+    c.opt = ipu::train::sgd{.lr = 0.5};
+    c.gradient_accumulation = 2;
+    training_session one(model, c, {.threads = 2});
+    c.gradient_accumulation = 1;
+    training_session s(model, c, {.threads = 2}, ipu::train::output_mode::final, {.replicas = 2});
+    for (int k = 0; k < 2; ++k) {
+      (void)one.run({{"x", x.view()}}, target.view());
+      (void)s.run({{"x", x.view()}}, target.view());
+    }
+    CHECK(bytes_of(s.weight("w")) == bytes_of(one.weight("w")));
+  }
+  SUBCASE("the outputs, by the output mode, in the order of the micro-batches") {
+    const auto x = ipu_test::row(ipu::io::read_npy(dir / "mlp_adam_accumulate4" / "x.npy"), 0);
+    const auto labels = ipu_test::row(ipu::io::read_npy(dir / "mlp_adam_accumulate4" / "labels.npy"), 0);
+    for (const auto mode : {ipu::train::output_mode::all, ipu::train::output_mode::final, ipu::train::output_mode::sum}) {
+      training_session one(mlp, with(4, ipu::train::accumulation_reduction::mean), {}, mode);
+      training_session s(mlp, with(2, ipu::train::accumulation_reduction::mean), {}, mode, {.replicas = 2});
+      const auto a = one.run({{"x", x.view()}}, labels.view()), b = s.run({{"x", x.view()}}, labels.view());
+      CHECK(a.loss == b.loss);
+      REQUIRE(a.outputs.size() == b.outputs.size());
+      CHECK(bytes_of(a.outputs[0]) == bytes_of(b.outputs[0]));
+    }
+  }
+  SUBCASE("BatchNormalization: the weights as one replica's; each replica's running statistics its own micro-batches'") {
+    const auto cnn = ipu::onnx::load_model(dir / "cnn_bn_adamw_accumulate2" / "model.onnx");
+    auto c = o;
+    c.opt = ipu::train::adam{.lr = 0.01, .weight_decay = 0.05, .decoupled_weight_decay = true};
+    c.gradient_accumulation = 2;
+    training_session one(cnn, c);
+    c.gradient_accumulation = 1;
+    training_session s(cnn, c, {}, ipu::train::output_mode::final, {.replicas = 2});
+    training_session first(cnn, c);  // replica 0's micro-batch alone
+    const auto x = ipu_test::row(ipu::io::read_npy(dir / "cnn_bn_adamw_accumulate2" / "x.npy"), 0);
+    const auto labels = ipu_test::row(ipu::io::read_npy(dir / "cnn_bn_adamw_accumulate2" / "labels.npy"), 0);
+    (void)one.run({{"x", x.view()}}, labels.view());
+    (void)s.run({{"x", x.view()}}, labels.view());
+    const auto rows = x.info().shape[0] / 2;
+    const auto x0 = ipu::train::take_rows(x, 0, rows), l0 = ipu::train::take_rows(labels, 0, rows);
+    (void)first.run({{"x", x0.view()}}, l0.view());
+    for (const auto& w : one.weight_names()) CHECK(bytes_of(s.weight(w)) == bytes_of(one.weight(w)));
+    REQUIRE(!s.buffer_names().empty());
+    for (const auto& b : s.buffer_names()) {
+      CHECK(bytes_of(s.buffer(b)) == bytes_of(first.buffer(b)));
+      CHECK(bytes_of(s.buffer(b)) != bytes_of(one.buffer(b)));
+    }
+  }
+}
+
+TEST_CASE("replica grouping: the seed's 8 replicas, W split 4 ways over orthogonal groups and X 2 ways, as numpy") {
+  // poptorch-features.txt 4.4.3; tests/train/numpy_replica_grouping.py computes the whole problem.
+  const auto dir = ipu_test::pytorch_runs("numpy_replica_grouping.py") / "grouping";
+  const auto x = ipu::io::read_npy(dir / "x.npy");
+  const auto w_init = ipu::io::read_npy(dir / "w_init.npy");
+  const auto w_final = ipu::io::read_npy(dir / "w_final.npy");
+  const auto losses = ipu::io::read_npy(dir / "losses.npy");
+  ipu::builder b("model_with_loss");
+  const auto xi = b.add_input_tensor({ipu::data_type::F32, {12, 40}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{40, 14}, std::vector<float>(40 * 14, 0.0f)), "W");
+  const auto z = b.matmul(xi, w, "Z");
+  b.add_output(z);
+  b.add_output(b.reduce_mean(b.mul(z, z), {0, 1}, false, "loss"));
+  const auto model = b.build();
+  ipu::train::training_options o;
+  o.output = "loss";
+  o.loss.kind = loss_kind::output;
+  o.opt = ipu::train::sgd{.lr = 0.01};
+  using ipu::train::comm_group_type;
+  using ipu::train::variable_retrieval_mode;
+  for (const auto retrieval : {variable_retrieval_mode::one_per_group, variable_retrieval_mode::all_replicas}) {
+    ipu::train::replication_options r{.replicas = 8,
+                                      .weights = {{"W", {comm_group_type::orthogonal, 2, retrieval}}},
+                                      .inputs = ipu::train::replica_grouping{comm_group_type::consecutive, 4}};
+    ipu::train::training_session s(model, o, {}, ipu::train::output_mode::all, r);
+    s.set_weight("W", w_init.view());
+    for (std::int64_t k = 0; k < 4; ++k) {
+      const auto step = s.run({{"x", x.view()}});
+      CHECK(step.micro_batch_losses.size() == 8);
+      // Replicas 0..3 take rows 0..11, replicas 4..7 rows 12..23: the losses of one block each.
+      CHECK(step.loss == doctest::Approx(losses.as<double>()[static_cast<std::size_t>(k)]).epsilon(1e-5));
+    }
+    const auto& got = s.weight("W");
+    if (retrieval == variable_retrieval_mode::one_per_group) {
+      CHECK(got.info() == ipu::tensor_info{ipu::data_type::F32, {4, 40, 14}});
+      CHECK(relative_difference(got, w_final) < 1e-5);
+    } else {
+      // One value per replica: replica r holds its group's, r % 4.
+      REQUIRE(got.info() == ipu::tensor_info{ipu::data_type::F32, {8, 40, 14}});
+      for (std::int64_t rep = 0; rep < 8; ++rep)
+        CHECK(relative_difference(ipu_test::row(got, rep), ipu_test::row(w_final, rep % 4)) < 1e-5);
+    }
+    // The trained model holds replica 0's value (group 0's).
+    const auto trained = s.trained_model();
+    const auto& data = trained.tensor(*trained.find_tensor("W")).data;
+    const auto g0 = ipu_test::row(w_final, 0);
+    ipu::host_tensor t(g0.info());
+    std::memcpy(t.bytes().data(), data.bytes().data(), t.bytes().size());
+    CHECK(relative_difference(t, g0) < 1e-5);
+  }
+}
+
+TEST_CASE("replica grouping: consecutive, none and all groups reduce gradients within their group only") {
+  // y = x w, loss mean(y^2) per replica; 4 replicas, each its own x. With SGD (lr 1) and the mean
+  // over 4 replicas, a group's value descends by the sum of its replicas' gradients / 4.
+  ipu::builder b("square");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {1, 1}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{1, 1}, std::vector<float>{1.0f}), "w");
+  const auto y = b.matmul(x, w, "y");
+  b.add_output(b.reduce_mean(b.mul(y, y), {0, 1}, false, "loss"));
+  ipu::train::training_options o;
+  o.loss.kind = loss_kind::output;
+  o.opt = ipu::train::sgd{.lr = 1};
+  const auto xs = ipu::host_tensor::from<float>({4, 1}, {1, 2, 3, 4});  // gradient of replica r: 2 x^2 w = 2 (r+1)^2
+  using ipu::train::comm_group_type;
+  auto trained = [&](comm_group_type type, std::int64_t size) {
+    ipu::train::training_session s(b.build(), o, {}, ipu::train::output_mode::final,
+                                   {.replicas = 4, .weights = {{"w", {type, size}}}});
+    (void)s.run({{"x", xs.view()}});
+    const auto v = s.weight("w").as<float>();
+    return std::vector<float>(v.begin(), v.end());
+  };
+  CHECK(trained(comm_group_type::all, 0) == std::vector<float>{1 - (2 + 8 + 18 + 32) / 4.0f});
+  CHECK(trained(comm_group_type::consecutive, 2) == std::vector<float>{1 - (2 + 8) / 4.0f, 1 - (18 + 32) / 4.0f});
+  CHECK(trained(comm_group_type::orthogonal, 2) == std::vector<float>{1 - (2 + 18) / 4.0f, 1 - (8 + 32) / 4.0f});
+  CHECK(trained(comm_group_type::none, 0) == std::vector<float>{0.5f, -1, -3.5f, -7});
+}
+
+TEST_CASE("replicated training refuses groupings and inputs that do not fit, with what to do") {
+  const auto model = square_model(ipu::data_type::F32);
+  using ipu::train::comm_group_type;
+  auto refuse = [&](ipu::train::replication_options r, const char* needle) {
+    CHECK_THROWS_WITH_AS(ipu::train::training_session(model, {}, {}, ipu::train::output_mode::final, r),
+                         doctest::Contains(needle), ipu::error);
+  };
+  refuse({.replicas = 0}, "replication factor of 0");
+  refuse({.replicas = 8, .weights = {{"w", {comm_group_type::orthogonal, 3}}}},
+         "Orthogonal groups of 3 replicas do not divide the replication factor 8");
+  refuse({.replicas = 4, .inputs = ipu::train::replica_grouping{comm_group_type::consecutive, 3}},
+         "the inputs: Consecutive groups of 3 replicas do not divide the replication factor 4");
+  refuse({.replicas = 2, .weights = {{"v", {comm_group_type::none}}}}, "the step trains no weight of that name");
+  refuse({.replicas = 2, .weights = {{"w", {comm_group_type::none}}, {"w", {comm_group_type::all}}}}, "twice");
+  ipu::train::training_session s(model, {}, {}, ipu::train::output_mode::final, {.replicas = 2});
+  const auto x = ipu::host_tensor::from<float>({2, 2}, {1, 0, 0, 1});
+  CHECK_THROWS_WITH_AS((void)s.run({{"x", x.view()}}, x.view()), doctest::Contains("times 2 input groups"), ipu::error);
+  CHECK(s.steps() == 0);
+  ipu::train::training_session g(model, {}, {}, ipu::train::output_mode::final,
+                                 {.replicas = 2, .weights = {{"w", {comm_group_type::none}}}});
+  const auto wrong = ipu::host_tensor::from<float>({3}, {1, 2, 3});
+  CHECK_THROWS_WITH_AS(g.set_weight("w", wrong.view()), doctest::Contains("(one per group)"), ipu::error);
+}

@@ -5,25 +5,29 @@
 //  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--replicas N] -o TRAINED.onnx|TRAINED.popef`
 //
 // Trains the model's weights with the loss applied to output NAME (mean reduction). A step is one
-// weight update on `gradient accumulation` micro-batches of --batch rows each (default: the model's
-// leading input dimension), taken in order from every input file and from the labels: micro-batch j
-// of step k starts at row (k * accumulation + j) * batch, wrapping around at the end; the update uses
-// the mean of their gradients. FILE is a NumPy .npy or an ONNX TensorProto .pb; float64 data is
+// weight update on `gradient accumulation` times --replicas micro-batches of --batch rows each
+// (default: the model's leading input dimension), taken in order from every input file and from the
+// labels: micro-batch j of step k starts at row (k * accumulation * replicas + j) * batch, wrapping
+// around at the end, and runs on replica j % replicas; the update uses the mean of their gradients.
+// The replicas run at once, on host threads, and their gradients are added in the order of j, so
+// --replicas R trains the weights --replicas 1 with R times the accumulation trains, bit for bit
+// (each replica keeps its own BatchNormalization running statistics; the file takes replica 0's). FILE is a NumPy .npy or an ONNX TensorProto .pb; float64 data is
 // converted to the model's float32. The trained model is written with its weights under their
 // original names, as ONNX, or compiled into a PopEF file (for --device/--ipus/--strategy; default
 // one Mk2 IPU).
 //
 // --options FILE is a PopTorch options file; training applies Training.gradientAccumulation,
-// Training.accumulationAndReplicationReductionType, randomSeed (Dropout masks) and
-// Training.setAutomaticLossScaling. Anything else it sets is refused, naming it, as is a flag that
+// Training.accumulationAndReplicationReductionType, randomSeed (Dropout masks),
+// Training.setAutomaticLossScaling and replicationFactor. Anything else it sets is refused, naming it, as is a flag that
 // says otherwise than the file.
 //
 // --device/--ipus/--strategy plan the training step for that device as `ipu compile` plans an
 // inference graph and print the predicted IPU throughput. --strategy pipelined or serial-/parallel-
 // phased also runs the step so on host threads (ipu/exec/training_executor.hpp): the automatic
 // planner cuts the model into one stage per IPU (or into phases), the backward pass gets its own
-// stages, and micro-batches overlap; the trained weights are bit for bit those of a plain run. --replicas above 1 is refused until replicated
-// training is built.
+// stages, and micro-batches overlap; the trained weights are bit for bit those of a plain run.
+// --replicas R runs each step's micro-batches on R replicas at once (planning a replicated step is
+// not built yet, so it does not combine with --device/--ipus/--strategy).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -75,7 +79,7 @@ struct train_args {
   std::optional<std::string> device;
   std::optional<std::uint32_t> ipus;
   std::optional<std::string> strategy;
-  std::int64_t replicas = 1;
+  std::optional<std::int64_t> replicas;  // unset: the options file's, else 1
   std::string trained;  // -o
 };
 
@@ -171,6 +175,7 @@ struct file_options {
   ipu::train::accumulation_reduction reduction = ipu::train::accumulation_reduction::mean;
   std::optional<std::uint64_t> seed;
   bool auto_loss_scaling = false;
+  std::int64_t replicas = 1;
 };
 
 inline file_options read_options_file(const std::string& file) {
@@ -178,18 +183,16 @@ inline file_options read_options_file(const std::string& file) {
   o.load_from_file(file);
   static constexpr std::string_view applied[] = {"Training.gradientAccumulation(",
                                                  "Training.accumulationAndReplicationReductionType(", "randomSeed(",
-                                                 "Training.setAutomaticLossScaling("};
+                                                 "Training.setAutomaticLossScaling(", "replicationFactor("};
   for (const auto& line : ipu::settings_not_applied(o, applied)) {
     const auto name = line.substr(0, line.find('('));
     if (name == "deviceIterations")
       throw usage("the options file sets " + line + ": ipu train runs one weight update per host call", file,
                   "leave deviceIterations out; --steps counts the weight updates");
-    if (name == "replicationFactor")
-      throw usage("the options file sets " + line + ": replicated training is not built yet (issue 12)", file,
-                  "leave replicationFactor out");
     throw usage("the options file sets " + line + ", which ipu train does not apply", file,
                 "ipu train applies Training.gradientAccumulation, Training.accumulationAndReplicationReductionType, "
-                "randomSeed and Training.setAutomaticLossScaling; the strategy is --device, --ipus and --strategy");
+                "randomSeed, Training.setAutomaticLossScaling and replicationFactor; the strategy is --device, --ipus "
+                "and --strategy");
   }
   file_options f;
   f.gradient_accumulation = o.gradient_accumulation();
@@ -198,6 +201,7 @@ inline file_options read_options_file(const std::string& file) {
                     : ipu::train::accumulation_reduction::mean;
   f.seed = o.random_seed();
   f.auto_loss_scaling = o.automatic_loss_scaling();
+  f.replicas = o.replication_factor();
   return f;
 }
 
@@ -308,9 +312,7 @@ inline void plan_step(const ipu::train::training_graph& tg, const ipu::device_de
 inline void run_train(const train_args& a) {
   namespace fs = std::filesystem;
   using train_detail::usage;
-  if (a.replicas != 1)
-    throw usage("--replicas " + std::to_string(a.replicas) + ": replicated training is not built yet (issue 12)", "--replicas",
-                "train with --replicas 1");
+  if (a.replicas && *a.replicas < 1) throw usage("--replicas must be at least 1", "--replicas");
   if (a.steps < 1) throw usage("--steps must be at least 1", "--steps");
   if (!(a.lr >= 0) || !std::isfinite(a.lr)) throw usage("--lr must be a finite value >= 0", "--lr");
   const auto ext = fs::path(a.trained).extension().string();
@@ -320,6 +322,7 @@ inline void run_train(const train_args& a) {
   const bool planned = a.device || a.ipus || a.strategy;
   const auto mode = compile_detail::parse_strategy(a.strategy.value_or("sharded"));
   const auto device = ipu::device_from_name(a.device.value_or("mk2"), a.ipus.value_or(1));
+  std::int64_t replicas = a.replicas.value_or(1);
   ipu::train::training_options o;
   o.output = a.output;
   o.loss.kind = ipu::train::parse_loss_kind(a.loss);
@@ -334,11 +337,20 @@ inline void run_train(const train_args& a) {
                       std::to_string(f.gradient_accumulation) + ")",
                   "--gradient-accumulation", "give it in one place");
     if (f.gradient_accumulation != 1) o.gradient_accumulation = f.gradient_accumulation;
+    if (a.replicas && f.replicas != 1 && f.replicas != *a.replicas)
+      throw usage("--replicas " + std::to_string(*a.replicas) + " but the options file says replicationFactor(" +
+                      std::to_string(f.replicas) + ")",
+                  "--replicas", "give it in one place");
+    if (f.replicas != 1) replicas = f.replicas;
     o.reduction = f.reduction;
     if (f.seed) o.seed = *f.seed;
     o.auto_loss_scaling.enabled = f.auto_loss_scaling;
   }
-  const auto micro = o.gradient_accumulation;
+  if (o.gradient_accumulation > std::numeric_limits<std::int64_t>::max() / replicas)
+    throw usage("--gradient-accumulation " + std::to_string(o.gradient_accumulation) + " times --replicas " +
+                    std::to_string(replicas) + " is more micro-batches than can be counted",
+                "--replicas", "use fewer micro-batches");
+  const auto micro = o.gradient_accumulation * replicas;  // a step's micro-batches, over every replica
 
   auto model = ipu::onnx::load_model(a.model);
   if (model.inputs().empty()) throw usage("the model has no inputs", a.model);
@@ -367,7 +379,7 @@ inline void run_train(const train_args& a) {
     data.emplace_back(name, train_detail::as_type(read_input_file(spec.substr(eq + 1)), model.tensor(*t).info.type,
                                                   "--input " + name));
   }
-  ipu::train::training_session s(model, o);
+  ipu::train::training_session s(model, o, {}, ipu::train::output_mode::final, {.replicas = replicas});
   const auto& tg = s.graph_of_step();
   // The PopEF file runs the trained model for inference on the device; a pipeline streams as many
   // batches per step as it has stages (at most one per IPU). Planned before training (the plan does
@@ -381,6 +393,10 @@ inline void run_train(const train_args& a) {
                        "-o " + a.trained, e.hint().empty() ? "write TRAINED.onnx, or choose another --strategy or --ipus" : e.hint());
     }
   }
+  if (planned && replicas > 1)
+    throw usage("--replicas " + std::to_string(replicas) + " with --device, --ipus or --strategy: planning a replicated "
+                    "training step is not built yet",
+                "--replicas", "plan one replica's step with --replicas 1, or train without the plan flags");
   if (planned)  // before training: a step that does not fit is an error at once
     train_detail::plan_step(tg, device, mode, batch,
                             "--device " + a.device.value_or("mk2") + " --ipus " + std::to_string(a.ipus.value_or(1)) +
@@ -504,8 +520,9 @@ inline void add_train_command(CLI::App& app) {
   cmd->add_option("--strategy", a->strategy,
                   "sharded, pipelined, serial-phased or parallel-phased (default sharded); pipelined and phased also "
                   "run the step so on host threads");
-  cmd->add_option("--replicas", a->replicas, "replication factor (only 1 until replicated training is built)")
-      ->capture_default_str();
+  cmd->add_option("--replicas", a->replicas,
+                  "replicas running each step's micro-batches at once (default: the options file's, else 1)")
+      ->check(CLI::PositiveNumber);
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
   cmd->callback([a] { run_train(*a); });
 }

@@ -215,15 +215,19 @@ inline void take_options(const ipu::options& o, bool training, std::span<const s
 /// poptorch.trainingModel: each call is one weight update (with gradient accumulation G, of G
 /// micro-batches stacked along the inputs' first axis) and returns the model's outputs (by the
 /// output mode; the last micro-batch's by default) and the loss. The options may set gradient
-/// accumulation, its reduction type, the output mode (not EveryN), automatic loss scaling and the
-/// log level.
+/// accumulation, its reduction type, the output mode (not EveryN), automatic loss scaling, the
+/// replication factor and the inputs' replica grouping (ipu/train/replication.hpp: a call then takes
+/// G micro-batches per input group, and updates the weights as one replica accumulating all of
+/// them would), and the log level. Weights grouped across replicas are the training session's
+/// (train::replication_options).
 class training_model {
  public:
   training_model(model& m, const ipu::options& o = {}, train::optimizer opt = train::sgd{}, loss_spec loss = {})
       : host_(m.s_) {
     static constexpr std::string_view allowed[] = {"Training.gradientAccumulation(",
                                                    "Training.accumulationAndReplicationReductionType(", "outputMode(",
-                                                   "Training.setAutomaticLossScaling("};
+                                                   "Training.setAutomaticLossScaling(", "replicationFactor(",
+                                                   "inputReplicaGrouping("};
     wrapping::take_options(o, true, allowed, where());
     if (!host_->buffers.empty())
       throw error(error_category::usage,
@@ -243,10 +247,21 @@ class training_model {
     t.reduction = o.accumulation_and_replication_reduction_type() == reduction_type::sum ? train::accumulation_reduction::sum
                                                                                           : train::accumulation_reduction::mean;
     host_->sync();  // the newest weights, from a training model that has them
+    train::replication_options replication{.replicas = o.replication_factor()};
+    if (o.input_group_size() != 1 || o.input_group_type() != comm_group_type::ungrouped) {
+      const auto type = o.input_group_type();
+      replication.inputs = train::replica_grouping{
+          type == comm_group_type::all           ? train::comm_group_type::all
+          : type == comm_group_type::consecutive ? train::comm_group_type::consecutive
+          : type == comm_group_type::orthogonal  ? train::comm_group_type::orthogonal
+                                                 : train::comm_group_type::none,
+          o.input_group_size()};
+    }
     session_.emplace(with_host_values(), t, cpu::device_options{},
                      mode == ipu::output_mode::all   ? train::output_mode::all
                      : mode == ipu::output_mode::sum ? train::output_mode::sum
-                                                     : train::output_mode::final);
+                                                     : train::output_mode::final,
+                     std::move(replication));
     // Every weight and buffer of the step is a host weight (the host model's graph is untied as the
     // step's is), so the two copies map one to one.
     for (const auto& names : {session_->weight_names(), session_->buffer_names()})

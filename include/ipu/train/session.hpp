@@ -12,8 +12,12 @@
 #include <cstdint>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <limits>
+#include <memory>
 #include <optional>
+#include <span>
+#include <thread>
 #include <type_traits>
 #include <string>
 #include <string_view>
@@ -21,11 +25,13 @@
 #include <variant>
 #include <vector>
 
+#include "ipu/builder/builder.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/half.hpp"
 #include "ipu/tensor.hpp"
+#include "ipu/train/replication.hpp"
 #include "ipu/train/training_graph.hpp"
 
 namespace ipu::train {
@@ -68,8 +74,20 @@ class training_session {
  public:
   explicit training_session(const graph& model, training_options options = {}, cpu::device_options device = {},
                             output_mode outputs = output_mode::final)
-      : options_(as_compiled(std::move(options))), model_(model), tg_(make_training_graph(model, options_)), mode_(outputs),
-        step_(tg_.step, device) {
+      : training_session(model, std::move(options), device, outputs, replication_options{}) {}
+
+  /// A replicated session (ipu/train/replication.hpp): `replication.replicas` replicas run each
+  /// step's micro-batches on host threads at once, each on a CPU device of its own with `device`'s
+  /// options (the same kernel threads as one replica: the device's results depend on them). A step takes gradient_accumulation * replicas micro-batches (times the input
+  /// groups instead of the replicas when the inputs are grouped), in the order replication.hpp
+  /// describes, and updates the weights as one replica accumulating all of them would, bit for bit.
+  /// Each replica keeps its own BatchNormalization running statistics (each updated by its own
+  /// micro-batches, as PopTorch's replicas do); buffer() and trained_model() give replica 0's.
+  training_session(const graph& model, training_options options, cpu::device_options device, output_mode outputs,
+                   replication_options replication)
+      : options_(as_compiled(replicated_options(std::move(options), replication))), model_(model),
+        tg_(make_training_graph(model, options_)), mode_(outputs), replication_(std::move(replication)),
+        step_(tg_.step, per_replica(device, replication_.replicas)) {
     if (tg_.micro_batches > 1) update_.emplace(tg_.update, device);
     if (mode_ == output_mode::sum && tg_.micro_batches > 1)
       for (auto t : tg_.step.outputs())
@@ -82,6 +100,7 @@ class training_session {
                       where(), "use output_mode::final or output_mode::all");
     for (const auto& w : tg_.weights) weights_.push_back(initial_value(w.name, w.info, w.initial, "weight"));
     for (const auto& b : tg_.buffers) buffers_.push_back(initial_value(b.name, b.info, b.initial, "buffer"));
+    if (replication_.replicated()) set_up_replicas(device);
     reset_state();
     for (const auto& a : tg_.accumulators) accumulators_.emplace_back(a.info);
     step_in_ = bind_inputs(step_.model());
@@ -144,22 +163,29 @@ class training_session {
         throw error(error_category::usage, "input '" + tg_.model_inputs[i] + "' is not given", where(),
                     "give every model input: " + join(tg_.model_inputs));
     const auto micro = tg_.micro_batches;
+    // The micro-batches the inputs hold: with replicas, G per input group.
+    const auto given_micro = replicated_ ? micro / replicas_ * input_groups_.count : micro;
     // Each micro-batch is a view into the caller's rows: no copy.
     auto micro_batch = [&](const const_tensor_view& all, const std::string& name, std::int64_t j) {
-      if (micro == 1) return all;
+      if (given_micro == 1) return all;
       const auto& want = tensor_of(step_.model(), name).info;
       const auto dims = want.shape.dims();
       // Compared by division: the number of rows times the micro-batches could overflow.
       const bool ok = !dims.empty() && all.info().type == want.type && all.info().shape.rank() == dims.size() &&
-                      all.data() != nullptr && all.info().shape[0] % micro == 0 && all.info().shape[0] / micro == dims[0] &&
+                      all.data() != nullptr && all.info().shape[0] % given_micro == 0 &&
+                      all.info().shape[0] / given_micro == dims[0] &&
                       std::equal(dims.begin() + 1, dims.end(), all.info().shape.dims().begin() + 1);
       if (!ok)
         throw error(error_category::shape,
-                    "'" + name + "' is " + to_string(all.info()) + "; a step takes " + std::to_string(micro) +
-                        " micro-batches of " + to_string(want),
+                    "'" + name + "' is " + to_string(all.info()) + "; a step takes " + std::to_string(given_micro) +
+                        " micro-batches of " + to_string(want) +
+                        (replicated_ ? " (gradient accumulation " + std::to_string(micro / replicas_) + " times " +
+                                           std::to_string(input_groups_.count) + " input groups)"
+                                     : std::string()),
                     where(), "stack the step's micro-batches along the first axis");
       return const_tensor_view(want, all.data() + static_cast<std::size_t>(j) * want.num_bytes());
     };
+    if (replicated_) return run_replicated(given, labels, micro_batch);
     const auto scalars = step_scalars(options_.opt, steps_, micro, options_.reduction);
     std::vector<host_tensor> scalar_values;  // kept alive for the views below
     step_result r;
@@ -194,10 +220,11 @@ class training_session {
     return r;
   }
 
-  /// The current value of trained weight `name`.
+  /// The current value of trained weight `name`. A weight grouped across replicas reads as its
+  /// retrieval mode says: one value per group, or one per replica, stacked along a new first axis.
   [[nodiscard]] const host_tensor& weight(std::string_view name) const {
     for (std::size_t i = 0; i < weights_.size(); ++i)
-      if (tg_.weights[i].name == name) return weights_[i];
+      if (tg_.weights[i].name == name) return replicated_ && all_replicas_[i] ? readout_[i] : weights_[i];
     throw error(error_category::usage, "no trained weight named '" + std::string(name) + "'", where());
   }
   [[nodiscard]] std::vector<std::string> weight_names() const {
@@ -205,11 +232,39 @@ class training_session {
     for (const auto& w : tg_.weights) n.push_back(w.name);
     return n;
   }
-  /// Replaces trained weight `name` (PopART's writeWeights, PopTorch's copyWeightsToDevice).
+  /// Replaces trained weight `name` (PopART's writeWeights, PopTorch's copyWeightsToDevice). A
+  /// weight grouped across replicas takes one value for every group, or one per group (stacked),
+  /// or, read out for all replicas, one per replica (each group takes its first replica's).
   void set_weight(std::string_view name, const_tensor_view value) {
     for (std::size_t i = 0; i < weights_.size(); ++i)
       if (tg_.weights[i].name == name) {
-        weights_[i] = copy_checked(value, tg_.weights[i].info, "weight '" + std::string(name) + "'");
+        const auto& plain = tg_.weights[i].info;
+        const auto what = "weight '" + std::string(name) + "'";
+        if (!replicated_ || value.info() == stored_info(plain, i) || (!stacked_[i] && !all_replicas_[i])) {
+          weights_[i] = copy_checked(value, stored_info(plain, i), what);
+        } else if (value.info() == plain || (all_replicas_[i] && value.info().shape.rank() == plain.shape.rank() + 1 &&
+                                              value.info().shape[0] == replicas_)) {
+          const auto per_replica = value.info() != plain;
+          const auto whole = copy_checked(value, value.info(), what);
+          host_tensor t(stored_info(plain, i));
+          std::vector<bool> seen(static_cast<std::size_t>(weight_groups_[i].count), false);
+          for (std::int64_t r = 0; r < replicas_; ++r) {
+            const auto g = weight_groups_[i].group_of(r);
+            if (seen[static_cast<std::size_t>(g)]) continue;
+            seen[static_cast<std::size_t>(g)] = true;
+            std::memcpy(t.bytes().data() + static_cast<std::size_t>(stacked_[i] ? g : 0) * plain.num_bytes(),
+                        whole.bytes().data() + static_cast<std::size_t>(per_replica ? r : 0) * plain.num_bytes(),
+                        plain.num_bytes());
+          }
+          weights_[i] = std::move(t);
+        } else {
+          throw error(error_category::usage,
+                      what + " is " + to_string(value.info()) + " but must be " + to_string(plain) + " (every group), " +
+                          to_string(stored_info(plain, i)) + " (one per group)" +
+                          (all_replicas_[i] ? " or one per replica" : ""),
+                      where(), "give a tensor of one of those types and shapes");
+        }
+        refresh_readout();
         return;
       }
     throw error(error_category::usage, "no trained weight named '" + std::string(name) + "'", where(),
@@ -281,7 +336,8 @@ class training_session {
                     "load a state this session's optimizer_state() gave");
       if (seen[i]) throw error(error_category::usage, "state '" + name + "' is given twice", where(), "give it once");
       seen[i] = true;
-      next[i] = copy_checked(t.view(), tg_.state[i].info, "state '" + name + "'");
+      next[i] = copy_checked(t.view(), replicated_ ? stored_info(tg_.state[i].info, state_weight_[i]) : tg_.state[i].info,
+                             "state '" + name + "'");
     }
     for (std::size_t i = 0; i < seen.size(); ++i)
       if (!seen[i])
@@ -309,7 +365,8 @@ class training_session {
       byte_buffer data = n.data;
       auto kind = n.kind;
       auto take = [&](const host_tensor& v) {
-        data = byte_buffer::copy(v.bytes());
+        // A weight grouped across replicas: replica 0's value, its group's (the first stacked).
+        data = byte_buffer::copy(v.bytes().first(n.info.num_bytes()));
         if (kind == tensor_kind::intermediate) {  // an Identity of a shared initial value: its own value now
           kind = tensor_kind::variable;
           now_data[t] = true;
@@ -369,8 +426,9 @@ class training_session {
   /// The optimizer's state as before the first step.
   void reset_state() {
     state_.clear();
-    for (const auto& s : tg_.state) {
-      host_tensor t(s.info);
+    for (std::size_t k = 0; k < tg_.state.size(); ++k) {
+      const auto& s = tg_.state[k];
+      host_tensor t(replicated_ ? stored_info(s.info, state_weight_[k]) : s.info);
       if (s.initial != 0) {
         if (s.info.type == data_type::F64) std::fill(t.as<double>().begin(), t.as<double>().end(), s.initial);
         else if (s.info.type == data_type::F32) std::fill(t.as<float>().begin(), t.as<float>().end(), static_cast<float>(s.initial));
@@ -434,7 +492,9 @@ class training_session {
   std::vector<const_tensor_view> views_for(const std::vector<binding>& in, const graph& g,
                                            const std::vector<step_scalar>& scalars, std::vector<host_tensor>& keep,
                                            const std::vector<host_tensor>& buffers, Inputs model_input,
-                                           const const_tensor_view& labels, std::int64_t micro_batch) const {
+                                           const const_tensor_view& labels, std::int64_t micro_batch,
+                                           std::int64_t replica = -1,
+                                           const std::vector<host_tensor>* accumulators = nullptr) const {
     std::vector<const_tensor_view> views(in.size());
     keep.clear();  // the previous run's views are used up
     keep.reserve(in.size());  // no reallocation: the views point into these
@@ -445,10 +505,20 @@ class training_session {
           if constexpr (!std::is_same_v<Inputs, std::nullptr_t>) views[p] = model_input(b.index);
           break;
         case slot::labels: views[p] = labels; break;
-        case slot::weight: views[p] = weights_[b.index].view(); break;
-        case slot::state: views[p] = state_[b.index].view(); break;
+        case slot::weight:
+          views[p] = replica < 0 ? weights_[b.index].view()
+                                 : group_view(weights_[b.index], tg_.weights[b.index].info, b.index, replica);
+          break;
+        case slot::state:
+          views[p] = replica < 0 ? state_[b.index].view()
+                                 : group_view(state_[b.index], tg_.state[b.index].info, state_weight_[b.index], replica);
+          break;
         case slot::buffer: views[p] = buffers[b.index].view(); break;
-        case slot::accumulator: views[p] = accumulators_[b.index].view(); break;
+        case slot::accumulator:
+          views[p] = !accumulators ? accumulators_[b.index].view()
+                                   : group_view((*accumulators)[b.index], tg_.accumulators[b.index].info,
+                                                accumulator_weight_[b.index], replica);
+          break;
         case slot::first_step: {
           host_tensor t(tensor_info{data_type::BOOL, {}});
           // torch.optim.SGD starts the buffer afresh when there was none: on the first step, and
@@ -483,6 +553,242 @@ class training_session {
       }
     }
     return views;
+  }
+
+  // --- replicated training -------------------------------------------------------------------
+  /// The options the step is built with: a replicated step accumulates the micro-batches of every
+  /// replica, G * R of them, so its update is the single replica's with G * R.
+  static training_options replicated_options(training_options o, const replication_options& r) {
+    if (r.replicas < 1)
+      throw error(error_category::usage, "a replication factor of " + std::to_string(r.replicas), "training session",
+                  "use at least 1 replica");
+    if (!r.replicated() || o.gradient_accumulation < 1) return o;  // a bad accumulation: the training graph says so
+    if (o.gradient_accumulation > std::numeric_limits<std::int64_t>::max() / r.replicas)
+      throw error(error_category::usage,
+                  "gradient accumulation " + std::to_string(o.gradient_accumulation) + " times " +
+                      std::to_string(r.replicas) + " replicas is more micro-batches than can be counted",
+                  "training session", "use fewer micro-batches");
+    o.gradient_accumulation *= r.replicas;
+    return o;
+  }
+  /// Each replica's device: the given options, its kernel threads included. The CPU device's
+  /// results depend on its thread count (a large GEMM is cut into one block per thread), so a
+  /// replica with fewer threads than the single replica would not compute the same bits.
+  static cpu::device_options per_replica(cpu::device_options d, std::int64_t) { return d; }
+  /// The weight a state or accumulator tensor ("<weight>/...") belongs to.
+  [[nodiscard]] std::size_t owner_of(const std::string& name) const {
+    std::size_t best = tg_.weights.size(), length = 0;
+    for (std::size_t i = 0; i < tg_.weights.size(); ++i) {
+      const auto& w = tg_.weights[i].name;
+      if (name.size() > w.size() && name.compare(0, w.size(), w) == 0 && name[w.size()] == '/' && w.size() >= length) {
+        best = i;
+        length = w.size();
+      }
+    }
+    if (best == tg_.weights.size())
+      throw error(error_category::internal, "step tensor '" + name + "' belongs to no trained weight", where());
+    return best;
+  }
+  /// `info` as stored for weight `w`: one value per group, stacked, for a grouped weight.
+  [[nodiscard]] tensor_info stored_info(const tensor_info& info, std::size_t w) const {
+    if (!replicated_ || !stacked_[w]) return info;
+    auto dims = info.shape.dims();
+    dims.insert(dims.begin(), weight_groups_[w].count);
+    return {info.type, shape(dims)};
+  }
+  /// `t` (one value, or one per group) as replica `replica` sees it.
+  [[nodiscard]] const_tensor_view group_view(const host_tensor& t, const tensor_info& plain, std::size_t w,
+                                             std::int64_t replica) const {
+    if (t.info() == plain) return t.view();
+    const auto g = static_cast<std::size_t>(weight_groups_[w].group_of(replica));
+    return const_tensor_view(plain, t.bytes().data() + g * plain.num_bytes());
+  }
+  static void write_group(host_tensor& stacked, const host_tensor& value, std::int64_t group) {
+    const auto n = value.bytes().size();
+    std::memcpy(stacked.bytes().data() + static_cast<std::size_t>(group) * n, value.bytes().data(), n);
+  }
+  void set_up_replicas(const cpu::device_options& device) {
+    replicated_ = true;
+    replicas_ = replication_.replicas;
+    input_groups_ = replication_.inputs ? groups_of(*replication_.inputs, replicas_, "the inputs")
+                                        : replica_groups{replicas_, 1, comm_group_type::none};
+    weight_groups_.assign(tg_.weights.size(), replica_groups{1, replicas_, comm_group_type::all});
+    stacked_.assign(tg_.weights.size(), false);
+    all_replicas_.assign(tg_.weights.size(), false);
+    std::vector<bool> named(tg_.weights.size(), false);
+    for (const auto& [name, grouping] : replication_.weights) {
+      std::size_t i = 0;
+      while (i < tg_.weights.size() && tg_.weights[i].name != name) ++i;
+      if (i == tg_.weights.size())
+        throw error(error_category::usage, "replica grouping of '" + name + "': the step trains no weight of that name",
+                    where(), "group trained weights: " + join(weight_names()));
+      if (named[i])
+        throw error(error_category::usage, "weight '" + name + "' is given a replica grouping twice", where(), "group it once");
+      named[i] = true;
+      weight_groups_[i] = groups_of(grouping, replicas_, "weight '" + name + "'");
+      stacked_[i] = grouping.type != comm_group_type::all;
+      all_replicas_[i] = grouping.retrieval == variable_retrieval_mode::all_replicas;
+    }
+    for (const auto& st : tg_.state) state_weight_.push_back(owner_of(st.input));
+    for (const auto& a : tg_.accumulators) accumulator_weight_.push_back(owner_of(a.input));
+    for (std::size_t i = 0; i < weights_.size(); ++i)  // every group starts from the model's value
+      if (stacked_[i]) {
+        host_tensor t(stored_info(weights_[i].info(), i));
+        for (std::int64_t g = 0; g < weight_groups_[i].count; ++g) write_group(t, weights_[i], g);
+        weights_[i] = std::move(t);
+      }
+    for (std::int64_t r = 1; r < replicas_; ++r)
+      replica_steps_.push_back(std::make_unique<cpu::device>(tg_.step, per_replica(device, replicas_)));
+    replica_buffers_.assign(static_cast<std::size_t>(replicas_ - 1), buffers_);
+    // The reduction adds each micro-batch's gradients with the step's own Add kernel: the same
+    // arithmetic as the single replica's accumulation.
+    builder b(model_.name() + "/replica_reduction");
+    for (std::size_t k = 0; k < tg_.accumulators.size(); ++k) {
+      const auto& info = tg_.accumulators[k].info;
+      const auto x = b.add_input_tensor(info, "sum/" + std::to_string(k));
+      const auto y = b.add_input_tensor(info, "gradient/" + std::to_string(k));
+      b.add_output(b.add(x, y, "sum/" + std::to_string(k) + "/next"));
+    }
+    reduce_.emplace(std::move(b).build(), device);
+    for (const auto& a : tg_.accumulators) zero_accumulators_.emplace_back(a.info);
+    refresh_readout();
+  }
+  /// The readout of weights retrieved for all replicas: one value per replica, stacked.
+  void refresh_readout() {
+    if (!replicated_) return;
+    readout_.resize(weights_.size());
+    for (std::size_t i = 0; i < weights_.size(); ++i) {
+      if (!all_replicas_[i]) continue;
+      const auto& plain = tg_.weights[i].info;
+      auto dims = plain.shape.dims();
+      dims.insert(dims.begin(), replicas_);
+      host_tensor t(tensor_info{plain.type, shape(dims)});
+      for (std::int64_t r = 0; r < replicas_; ++r) {
+        const auto v = group_view(weights_[i], plain, i, r);
+        std::memcpy(t.bytes().data() + static_cast<std::size_t>(r) * plain.num_bytes(), v.data(), plain.num_bytes());
+      }
+      readout_[i] = std::move(t);
+    }
+  }
+
+  /// One step of a replicated session: each accumulation index's micro-batches run on the replicas
+  /// at once, each from zero accumulators; their gradients are then added in the order of the
+  /// global micro-batch index, within each weight's groups; the update runs once per distinct
+  /// combination of groups.
+  template <class MicroBatch>
+  step_result run_replicated(const std::vector<const_tensor_view>& given, const const_tensor_view& labels,
+                             const MicroBatch& micro_batch) {
+    const auto micro = tg_.micro_batches, R = replicas_, G = micro / R;
+    const auto scalars = step_scalars(options_.opt, steps_, micro, options_.reduction);
+    step_result res;
+    pending next{std::vector<std::optional<host_tensor>>(weights_.size()),
+                 std::vector<std::optional<host_tensor>>(state_.size()), {}};
+    std::vector<std::vector<host_tensor>> buffers(static_cast<std::size_t>(R));  // each replica's, as it goes
+    buffers[0] = buffers_;
+    for (std::int64_t r = 1; r < R; ++r) buffers[static_cast<std::size_t>(r)] = replica_buffers_[static_cast<std::size_t>(r - 1)];
+    std::vector<host_tensor> sums;  // the reduced gradients, one per accumulator and group
+    for (std::size_t k = 0; k < tg_.accumulators.size(); ++k)
+      sums.emplace_back(stored_info(tg_.accumulators[k].info, accumulator_weight_[k]));
+    std::vector<std::vector<host_tensor>> outs(static_cast<std::size_t>(R));
+    std::vector<std::exception_ptr> failed(static_cast<std::size_t>(R));
+    auto run_one = [&](std::int64_t r, std::int64_t a) {
+      const auto ri = static_cast<std::size_t>(r);
+      try {
+        const auto j = a * R + r;
+        const auto m = a * input_groups_.count + input_groups_.group_of(r);
+        std::vector<host_tensor> keep;
+        auto views = views_for(
+            step_in_, step_.model(), scalars, keep, buffers[ri],
+            [&](std::size_t i) { return micro_batch(given[i], tg_.model_inputs[i], m); },
+            tg_.labels.empty() ? const_tensor_view{} : micro_batch(labels, tg_.labels, m), j, r, &zero_accumulators_);
+        auto& dev = r == 0 ? step_ : *replica_steps_[ri - 1];
+        outs[ri] = dev.run(std::span<const const_tensor_view>(views));
+        for (std::size_t k = 0; k < step_out_.size(); ++k)  // this replica's statistics, for its next micro-batch
+          if (step_out_[k].kind == slot::buffer) buffers[ri][step_out_[k].index] = std::move(outs[ri][k]);
+      } catch (...) {
+        failed[ri] = std::current_exception();
+      }
+    };
+    std::vector<const_tensor_view> reduce_in(2 * tg_.accumulators.size());
+    for (std::int64_t a = 0; a < G; ++a) {
+      {
+        std::vector<std::jthread> workers;
+        for (std::int64_t r = 1; r < R; ++r) workers.emplace_back(run_one, r, a);
+        run_one(0, a);
+      }
+      for (const auto& f : failed)
+        if (f) std::rethrow_exception(f);
+      for (std::int64_t r = 0; r < R; ++r) {  // in the order of j = a * R + r
+        auto& out = outs[static_cast<std::size_t>(r)];
+        for (std::size_t k = 0; k < step_out_.size(); ++k) {
+          const auto& b = step_out_[k];
+          switch (b.kind) {
+            case slot::model_output: keep_output(res, b.index, std::move(out[k]), a * R + r); break;
+            case slot::loss: res.micro_batch_losses.push_back(scalar_value(out[k])); break;
+            case slot::accumulator:
+              reduce_in[2 * b.index] = group_view(sums[b.index], tg_.accumulators[b.index].info, accumulator_weight_[b.index], r);
+              reduce_in[2 * b.index + 1] = out[k].view();
+              break;
+            case slot::gradient: count_gradient(out[k], next); break;
+            case slot::buffer: break;  // taken by the replica
+            default: throw error(error_category::internal, "a replica's step returns a weight or state", where());
+          }
+        }
+        auto reduced = reduce_->run(std::span<const const_tensor_view>(reduce_in));
+        for (std::size_t k = 0; k < reduced.size(); ++k) {
+          const auto w = accumulator_weight_[k];
+          if (sums[k].info() == reduced[k].info()) sums[k] = std::move(reduced[k]);
+          else write_group(sums[k], reduced[k], weight_groups_[w].group_of(r));
+        }
+      }
+    }
+    // The update, once per distinct combination of the weights' groups; each group's value taken once.
+    std::vector<std::vector<bool>> done(weights_.size());
+    for (std::size_t i = 0; i < weights_.size(); ++i) done[i].assign(static_cast<std::size_t>(weight_groups_[i].count), false);
+    for (std::int64_t r = 0; r < R; ++r) {
+      bool fresh = false;
+      for (std::size_t i = 0; i < weights_.size(); ++i) fresh = fresh || !done[i][static_cast<std::size_t>(weight_groups_[i].group_of(r))];
+      if (!fresh) continue;
+      std::vector<host_tensor> keep;
+      auto views = views_for(update_in_, update_->model(), scalars, keep, buffers_, nullptr, {}, 0, r, &sums);
+      auto out = update_->run(std::span<const const_tensor_view>(views));
+      auto take = [&](std::optional<host_tensor>& slot_of, const host_tensor& now, host_tensor value, std::size_t w) {
+        if (done[w][static_cast<std::size_t>(weight_groups_[w].group_of(r))]) return;
+        if (now.info() == value.info()) {
+          slot_of = std::move(value);
+          return;
+        }
+        if (!slot_of) slot_of = host_tensor(now.info()), std::memcpy(slot_of->bytes().data(), now.bytes().data(), now.bytes().size());
+        write_group(*slot_of, value, weight_groups_[w].group_of(r));
+      };
+      for (std::size_t k = 0; k < update_out_.size(); ++k) {
+        const auto& b = update_out_[k];
+        if (b.kind == slot::weight) take(next.weights[b.index], weights_[b.index], std::move(out[k]), b.index);
+        else if (b.kind == slot::state) take(next.state[b.index], state_[b.index], std::move(out[k]), state_weight_[b.index]);
+        else throw error(error_category::internal, "the update returns what is neither a weight nor state", where());
+      }
+      for (std::size_t i = 0; i < weights_.size(); ++i) done[i][static_cast<std::size_t>(weight_groups_[i].group_of(r))] = true;
+    }
+    double total = 0;
+    for (double l : res.micro_batch_losses) total += l;
+    res.loss = options_.reduction == accumulation_reduction::mean ? total / static_cast<double>(micro) : total;
+    for (std::size_t i = 0; i < weights_.size(); ++i)
+      if (next.weights[i]) weights_[i] = std::move(*next.weights[i]);
+    for (std::size_t i = 0; i < state_.size(); ++i)
+      if (next.state[i]) state_[i] = std::move(*next.state[i]);
+    buffers_ = std::move(buffers[0]);
+    for (std::int64_t r = 1; r < R; ++r)
+      replica_buffers_[static_cast<std::size_t>(r - 1)] = std::move(buffers[static_cast<std::size_t>(r)]);
+    previous_momentum_ = momentum();
+    ++steps_;
+    update_loss_scale(next);
+    refresh_readout();
+    return res;
+  }
+  static double scalar_value(const host_tensor& l) {
+    return l.info().type == data_type::F64   ? l.as<double>()[0]
+           : l.info().type == data_type::F16 ? static_cast<double>(static_cast<float>(l.as<half>()[0]))
+                                             : static_cast<double>(l.as<float>()[0]);
   }
 
   /// What a step changes, taken when the whole step has run.
@@ -618,10 +924,25 @@ class training_session {
   graph model_;
   training_graph tg_;
   output_mode mode_;
+  replication_options replication_;  // before step_: its devices share the threads
   cpu::device step_;
   std::optional<cpu::device> update_;
   std::vector<host_tensor> weights_, state_, buffers_, accumulators_;
   std::vector<binding> step_in_, step_out_, update_in_, update_out_;
+  // Replicated training (set_up_replicas): per weight, its groups, whether it is stored one value
+  // per group (stacked) and read out one per replica; the weight each state and accumulator
+  // tensor belongs to; replicas 1.. devices and running statistics (replica 0's are step_ and
+  // buffers_); the reduction's device.
+  bool replicated_ = false;
+  std::int64_t replicas_ = 1;
+  replica_groups input_groups_{};
+  std::vector<replica_groups> weight_groups_;
+  std::vector<bool> stacked_, all_replicas_;
+  std::vector<std::size_t> state_weight_, accumulator_weight_;
+  std::vector<std::unique_ptr<cpu::device>> replica_steps_;
+  std::vector<std::vector<host_tensor>> replica_buffers_;
+  std::optional<cpu::device> reduce_;
+  std::vector<host_tensor> zero_accumulators_, readout_;
   std::uint64_t steps_ = 0;
   double previous_momentum_ = 0;  // SGD's momentum at the last step
   double als_upper_ = 0, als_lower_ = 0;  // automatic loss scaling's counts since the scale last changed
