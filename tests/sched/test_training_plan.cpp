@@ -1,0 +1,130 @@
+// The training cost model: the training step's forward, backward and optimizer ops costed through
+// the op table on the forward plan's stages, PopART's 2N - 1 stage pipeline with its ramp-up and
+// ramp-down, optimizer-state and accumulator memory, and a training step planned and costed inside
+// a constant expression.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "ipu/ops/op_cost.hpp"
+#include "ipu/sched/pipelined_execution.hpp"
+#include "ipu/sched/sharded_execution.hpp"
+#include "ipu/sched/training_plan.hpp"
+#include "plan_test_models.hpp"
+
+namespace {
+
+constexpr ipu::plan_options training_options(std::uint64_t accumulation) {
+  ipu::plan_options o;
+  o.is_inference = false;
+  o.gradient_accumulation = accumulation;
+  o.batches_per_step = 1;
+  return o;
+}
+
+constexpr ipu::train::training_options step_options(ipu::train::optimizer opt, std::int64_t accumulation) {
+  ipu::train::training_options t;
+  t.opt = opt;
+  t.gradient_accumulation = accumulation;
+  return t;
+}
+
+// A 4-layer MLP (width 16, batch 8), one layer per IPU, trained with Adam and accumulation 7.
+constexpr ipu::training_prediction constexpr_training() {
+  const auto o = training_options(7);
+  const auto e = ipu::pipelined_execution{}.plan(plan_test::pipelined_mlp(4, 16, 8),
+                                                 ipu::ipu_model<ipu::mk2, 4>::description(), o);
+  const auto tg = ipu::train::make_training_graph(plan_test::mlp(4, 16, 8), step_options(ipu::train::adam{}, 7));
+  return ipu::predict_training(e, tg, ipu::training_plan_options{&o, 1});
+}
+
+}  // namespace
+
+static_assert([] {
+  const auto p = constexpr_training();
+  if (!p.pipelined || p.pipeline_stages != 7 || p.stages.size() != 4) return false;
+  // G + 2N - 2 pipeline cycles: ramp-up with forwards only, ramp-down with backwards only.
+  if (p.cycles.size() != 13) return false;
+  if (p.cycles[0].forward[0] != 0 || p.cycles[0].backward[3] != -1 || p.cycles[0].backward[0] != -1) return false;
+  if (p.cycles[3].forward[3] != 0 || p.cycles[3].backward[3] != 0) return false;  // the last stage's fused cycle
+  if (p.cycles[6].backward[0] != 0 || p.cycles[12].backward[0] != 6 || p.cycles[12].forward[0] != -1) return false;
+  // Every stage has forward, backward and update work; Adam holds two copies of each weight.
+  for (const auto& s : p.stages)
+    if (s.forward == 0 || s.backward == 0 || s.update == 0) return false;
+  for (const auto& m : p.memory)
+    if (m.weight_bytes != 16 * 16 * 4 || m.optimizer_bytes != 2 * 16 * 16 * 4 || m.gradient_bytes != 16 * 16 * 4)
+      return false;
+  return p.cycles_per_step == p.accumulation_cycles + p.update_cycles && p.samples_per_second > 0;
+}());
+
+TEST_CASE("training plan: backward ops land on their forward op's stage, the loss on the last") {
+  const auto o = training_options(7);
+  const auto e = ipu::pipelined_execution{}.plan(plan_test::pipelined_mlp(4, 16, 8),
+                                                 ipu::ipu_model<ipu::mk2, 4>::description(), o);
+  const auto tg = ipu::train::make_training_graph(plan_test::mlp(4, 16, 8), step_options(ipu::train::sgd{}, 7));
+  const auto p = ipu::predict_training(e, tg, {&o, 1});
+  REQUIRE(p.stages.size() == 4);
+  // Layers 1-3 need dX and dW, layer 0 only dW (its input is not trained): the same backward ops on
+  // stages 1 to 3, fewer on stage 0.
+  CHECK(p.stages[1].backward_ops == p.stages[2].backward_ops);
+  CHECK(p.stages[2].backward_ops == p.stages[3].backward_ops);
+  CHECK(p.stages[0].backward_ops < p.stages[1].backward_ops);
+  // Stage 3 also computes the loss.
+  CHECK(p.stages[0].forward_ops == 2);
+  CHECK(p.stages[3].forward_ops > 2);
+  // dX = dY W^T and dW = X^T dY each multiply as many numbers as the forward X W: the backward of a
+  // middle stage costs at least twice its forward MatMul.
+  const auto fwd_matmul = ipu::estimate_op_cost(e.model, 2, e.device).cycles();  // mm1, stage 1
+  CHECK(p.stages[1].backward >= 2 * fwd_matmul);
+  // All but the last stage recompute their forward from the stash.
+  CHECK(p.stages[0].recompute == p.stages[0].forward);
+  CHECK(p.stages[3].recompute == 0);
+  // Plain SGD keeps no state; accumulation keeps one accumulator per weight.
+  for (const auto& m : p.memory) {
+    CHECK(m.optimizer_bytes == 0);
+    CHECK(m.gradient_bytes == 16 * 16 * 4);
+  }
+  CHECK(p.uncosted_ops.empty());
+}
+
+TEST_CASE("training plan: one IPU runs G x (forward + backward), then the update") {
+  const auto o = training_options(3);
+  const auto e = ipu::sharded_execution{}.plan(plan_test::mlp(2, 32, 4), ipu::ipu_model<ipu::mk2, 1>::description(), o);
+  ipu::train::sgd momentum;
+  momentum.momentum = 0.9;
+  const auto tg = ipu::train::make_training_graph(plan_test::mlp(2, 32, 4), step_options(momentum, 3));
+  const auto p = ipu::predict_training(e, tg, {&o, 1});
+  REQUIRE(p.stages.size() == 1);
+  const auto& s = p.stages[0];
+  CHECK(p.accumulation_cycles == 3 * (s.forward + s.forward_io + s.backward + s.backward_io));
+  CHECK(p.cycles_per_update == p.accumulation_cycles + s.update);
+  CHECK(p.all_reduce.cycles == 0);
+  CHECK(p.samples_per_second == doctest::Approx(4.0 * 3 / (static_cast<double>(p.cycles_per_step) / 1.325e9)));
+  // SGD with momentum: one velocity per weight.
+  CHECK(p.memory[0].optimizer_bytes == 2 * 32 * 32 * 4);
+  CHECK(p.memory[0].activation_bytes > 0);
+}
+
+TEST_CASE("training plan: replicas add the ring all-reduce of each IPU's gradients") {
+  auto o = training_options(7);
+  o.replication_factor = 4;
+  const auto e = ipu::pipelined_execution{}.plan(plan_test::pipelined_mlp(4, 16, 8),
+                                                 ipu::ipu_model<ipu::mk2, 16>::description(), o);
+  const auto tg = ipu::train::make_training_graph(plan_test::mlp(4, 16, 8), step_options(ipu::train::adam{}, 7));
+  const auto p = ipu::predict_training(e, tg, {&o, 4});
+  CHECK(p.all_reduce == ipu::ring_all_reduce_cost(e.device.arch, 4, 4, 16 * 16 * 4));
+  CHECK(p.cycles_per_update == p.accumulation_cycles + p.all_reduce.cycles + p.update_cycles);
+  CHECK(p.samples_per_second == doctest::Approx(8.0 * 7 * 4 / p.seconds_per_step));
+}
+
+TEST_CASE("training plan: accumulation below the 2N - 1 stages is refused with PopTorch's rule") {
+  const auto o = training_options(6);
+  const auto e = plan_test::error_of([&] {
+    (void)ipu::pipelined_execution{}.plan(plan_test::pipelined_mlp(4, 16, 8), ipu::ipu_model<ipu::mk2, 4>::description(), o);
+  });
+  const std::string m = e.what();
+  CHECK(m.find("7 stages") != std::string::npos);
+  CHECK(m.find("gradient accumulation is 6") != std::string::npos);
+  CHECK(m.find("at least 7") != std::string::npos);
+}
