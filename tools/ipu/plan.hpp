@@ -293,7 +293,7 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
               static_cast<unsigned long long>(p.micro_batch_size), static_cast<unsigned long long>(p.gradient_accumulation),
               p.replicas, static_cast<unsigned long long>(global), static_cast<unsigned long long>(p.weight_updates_per_step),
               p.weight_updates_per_step == 1 ? "" : "s");
-  if (p.pipelined)
+  if (p.pipelined && p.stages.size() > 1)
     std::printf("pipeline: %llu stages (%zu forward, their backward, the last combined), %zu cycles per weight update\n",
                 static_cast<unsigned long long>(p.pipeline_stages), p.stages.size(), p.cycles.size());
   if (!p.uncosted_ops.empty()) {
