@@ -65,6 +65,7 @@ struct plan_args {
   std::optional<std::string> optimizer, loss, output;
   std::optional<double> momentum;
   std::optional<std::uint64_t> gradient_accumulation;
+  bool shard_optimizer_state = false;
 };
 
 namespace detail {
@@ -309,8 +310,9 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
                 mib(m.gradient_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.total()).c_str(),
                 100.0 * static_cast<double>(m.total()) / static_cast<double>(per_ipu));
   std::printf("(plan: weights, live activations, stashes, temporaries and vertex state of the forward plan; activations: what "
-              "the backward reads; gradients: %s)\n",
-              p.gradient_accumulation > 1 ? "accumulators" : "one per weight");
+              "the backward reads; gradients: %s%s)\n",
+              p.gradient_accumulation > 1 ? "accumulators" : "one per weight",
+              args.shard_optimizer_state ? "; optimizer state sharded over the replicas" : "");
 
   const double us = 1e6 / static_cast<double>(a.clock_hz);
   std::printf("\n%-6s %-4s %-14s %-12s %-12s %-12s %-12s %s\n", "stage", "IPU", "ops f/b/u", "forward", "backward",
@@ -377,7 +379,8 @@ inline void plan_command(const plan_args& a) {
     throw error(error_category::usage, "--ipus and --replicas must be at least 1", "ipu plan", "pass positive counts");
   if (!a.train) {
     const char* flag = a.optimizer ? "--optimizer" : a.loss ? "--loss" : a.output ? "--output" : a.momentum ? "--momentum"
-                     : a.gradient_accumulation ? "--gradient-accumulation" : nullptr;
+                     : a.gradient_accumulation ? "--gradient-accumulation"
+                     : a.shard_optimizer_state ? "--replicated-tensor-sharding" : nullptr;
     if (flag)
       throw error(error_category::usage, std::string(flag) + " applies to training", flag, "add --train, or leave it out");
   } else if (phased) {
@@ -423,24 +426,14 @@ inline void plan_command(const plan_args& a) {
   o.partials_type = detail::parse_float_type(a.partials, "--partials");
 
   graph model = detail::load(a.model, a.batch);
+  if (a.train)
+    // The cost model reads shapes, never weight values: dropping them lets a large model (BERT-Large's
+    // 1.3 GB) be planned and its training step built without copies of its weights.
+    for (tensor_id t = 0; t < model.num_tensors(); ++t)
+      if (auto& n = model.tensor(t); n.kind == tensor_kind::variable && n.data.size() > 4096) n.data = {};
   const graph forward = model;  // unannotated: the training step is built from it
-  bool auto_planned = false;
-  if (!detail::annotated(model) && (a.ipus > 1 || phased)) {
-    // Per-replica view of the device for the planner.
-    const auto replica = make_device_description(device.arch, [&] {
-      std::uint32_t n = 1;
-      while (n < a.ipus) n *= 2;
-      return n;
-    }());
-    if (!phased) model = propose_stages(model, replica, a.ipus, o).annotated;
-    else model = propose_phases(model, replica, a.ipus, mode == execution_mode::parallel_phased, o).annotated;
-    auto_planned = true;
-  }
-  strategy_settings s;
-  s.mode = mode;
-  s.tensors_liveness = detail::parse_liveness(a.liveness);
-  const auto e = plan_with(s, model, device, o);
-  std::optional<ipu::training_prediction> tp;
+  std::optional<train::training_graph> tg;
+  auto_plan_options ao;
   if (a.train) {
     if (detail::annotated(forward))
       throw error(error_category::usage, "the model carries IPU, stage or phase annotations", "ipu plan --train",
@@ -450,8 +443,34 @@ inline void plan_command(const plan_args& a) {
     to.loss.kind = train::parse_loss_kind(detail::lower(a.loss.value_or("mse")));
     to.opt = detail::make_optimizer(a);
     to.gradient_accumulation = static_cast<std::int64_t>(o.gradient_accumulation);
-    const auto tg = train::make_training_graph(forward, to);
-    tp = predict_training(e, tg, training_plan_options{&o, a.replicas});
+    tg = train::make_training_graph(forward, to);
+    // The planner's memory estimate counts each weight with its gradient (or accumulator) and state.
+    std::uint64_t weights = 0, extra = 0;
+    for (const auto& w : tg->weights) weights += w.info.num_bytes();
+    for (const auto& s : tg->state) extra += s.info.num_bytes();
+    for (const auto& acc : tg->accumulators) extra += acc.info.num_bytes();
+    if (tg->accumulators.empty()) extra += weights;
+    if (weights > 0) ao.variable_copies = 1.0 + static_cast<double>(extra) / static_cast<double>(weights);
+  }
+  bool auto_planned = false;
+  if (!detail::annotated(model) && (a.ipus > 1 || phased)) {
+    // Per-replica view of the device for the planner.
+    const auto replica = make_device_description(device.arch, [&] {
+      std::uint32_t n = 1;
+      while (n < a.ipus) n *= 2;
+      return n;
+    }());
+    if (!phased) model = propose_stages(model, replica, a.ipus, o, ao).annotated;
+    else model = propose_phases(model, replica, a.ipus, mode == execution_mode::parallel_phased, o).annotated;
+    auto_planned = true;
+  }
+  strategy_settings s;
+  s.mode = mode;
+  s.tensors_liveness = detail::parse_liveness(a.liveness);
+  const auto e = plan_with(s, model, device, o);
+  std::optional<ipu::training_prediction> tp;
+  if (tg) {
+    tp = predict_training(e, *tg, training_plan_options{&o, a.replicas, a.shard_optimizer_state});
     detail::print_training_plan(e, *tp, a, plan_replicas, auto_planned);
   } else {
     detail::print_plan(e, auto_planned);
@@ -495,6 +514,8 @@ inline void add_plan_command(CLI::App& app) {
   cmd->add_option("--output", args->output, "--train: the model output the loss applies to (default: the only one)");
   cmd->add_option("--gradient-accumulation", args->gradient_accumulation,
                   "--train: micro-batches per weight update (pipelines: at least 2 x stages - 1; default 1)");
+  cmd->add_flag("--replicated-tensor-sharding", args->shard_optimizer_state,
+                "--train: shard the optimizer state over the replicas (each keeps and updates 1/R of it)");
   cmd->callback([args] { plan_command(*args); });
 }
 

@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ipu/constexpr_math.hpp"
 #include "ipu/device/collective_cost.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
@@ -250,6 +251,10 @@ constexpr step_stages assign_stages(const executable& e, const train::training_g
 struct training_plan_options {
   const plan_options* options = nullptr;  // as the forward plan was made (is_inference false)
   std::uint32_t replicas = 1;             // may exceed the plan's (replicas over pods)
+  /// PopTorch's replicated tensor sharding of the optimizer state: each replica keeps 1/R of the
+  /// state and updates 1/R of the weights; gradients are reduce-scattered and the updated weights
+  /// all-gathered, the same bytes over the same rings as the all-reduce.
+  bool shard_optimizer_state = false;
 };
 
 /// Costs training step `tg` on the stages of `e`, a plan of the same model's forward pass made for
@@ -356,6 +361,13 @@ constexpr training_prediction predict_training(const executable& e, const train:
         add_bytes(e.stages[st.step_stage[id]].ipu, &training_memory::activation_bytes, costed_bytes(n.info, costing));
       }
     }
+  }
+  if (to.shard_optimizer_state) {
+    if (to.replicas < 2)
+      throw error(error_category::usage, "replicated tensor sharding of the optimizer state with one replica", where,
+                  "shard over 2 or more replicas, or leave sharding off");
+    for (auto& m : p.memory) m.optimizer_bytes = ipu::ceil_div(m.optimizer_bytes, to.replicas);
+    for (auto& s : p.stages) s.update = ipu::ceil_div(s.update, to.replicas);
   }
   const auto sram = a.sram_bytes_per_ipu();
   for (const auto& m : p.memory)
