@@ -85,9 +85,9 @@ TEST_CASE("training plan: backward ops land on their forward op's stage, the los
   const auto p = ipu::predict_training(e, tg, {&o, 1});
   REQUIRE(p.stages.size() == 4);
   // Layers 1-3 need dX and dW, layer 0 only dW (its input is not trained): the same backward ops on
-  // stages 1 to 3, fewer on stage 0.
+  // stages 1 and 2, fewer on stage 0, more on stage 3 (the loss's gradient too).
   CHECK(p.stages[1].backward_ops == p.stages[2].backward_ops);
-  CHECK(p.stages[2].backward_ops == p.stages[3].backward_ops);
+  CHECK(p.stages[3].backward_ops > p.stages[2].backward_ops);
   CHECK(p.stages[0].backward_ops < p.stages[1].backward_ops);
   // Stage 3 also computes the loss.
   CHECK(p.stages[0].forward_ops == 2);

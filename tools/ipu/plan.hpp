@@ -447,10 +447,11 @@ inline void plan_command(const plan_args& a) {
     // The planner's memory estimate counts each weight with its gradient (or accumulator) and state.
     std::uint64_t weights = 0, extra = 0;
     for (const auto& w : tg->weights) weights += w.info.num_bytes();
-    for (const auto& s : tg->state) extra += s.info.num_bytes();
+    for (const auto& s : tg->state) extra += s.info.num_bytes() / (a.shard_optimizer_state ? a.replicas : 1);
     for (const auto& acc : tg->accumulators) extra += acc.info.num_bytes();
     if (tg->accumulators.empty()) extra += weights;
     if (weights > 0) ao.variable_copies = 1.0 + static_cast<double>(extra) / static_cast<double>(weights);
+    ao.kept_output_copies = 1;
   }
   bool auto_planned = false;
   if (!detail::annotated(model) && (a.ipus > 1 || phased)) {

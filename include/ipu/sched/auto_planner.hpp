@@ -49,6 +49,9 @@ struct auto_plan_options {
   /// propose_stages: copies of every variable's bytes a stage holds. Training keeps, besides the
   /// weight, its gradient or accumulator and the optimizer's state (Adam: 4 copies in all).
   double variable_copies = 1;
+  /// propose_stages: copies of every op's outputs a stage holds all step long (training: 1, the
+  /// activations the backward reads).
+  double kept_output_copies = 0;
 };
 
 /// True when some op says where it runs (IPU, stage, phase or block): the automatic planner places
@@ -258,6 +261,15 @@ constexpr auto_plan propose_stages(const graph& g, const device_description& d, 
   if (ao.variable_copies > 1)
     for (std::size_t i = 0; i < p.weight_bytes.size(); ++i)
       p.weight_bytes[i] += static_cast<std::uint64_t>((ao.variable_copies - 1) * static_cast<double>(p.variable_bytes[i]));
+  if (ao.kept_output_copies > 0) {
+    const op_cost_options co{o.precision, o.partials_type, o.available_memory_proportion, 0};
+    for (std::size_t i = 0; i < r.order.size(); ++i) {
+      std::uint64_t out = 0;
+      for (auto t : g.op(r.order[i]).outputs)
+        if (t != no_tensor) out += detail::sched::tensor_bytes(g, t, co);
+      p.weight_bytes[i] += static_cast<std::uint64_t>(ao.kept_output_copies * static_cast<double>(out));
+    }
+  }
   const auto budget = static_cast<std::uint64_t>(ao.memory_fill * static_cast<double>(d.arch.sram_bytes_per_ipu()));
   const auto s = detail::sched::segment(p, d, stages, budget, [](std::size_t j) { return static_cast<std::uint32_t>(j); });
   detail::sched::annotate_pieces(r, g, s, [](annotation& w, std::int64_t j) {
