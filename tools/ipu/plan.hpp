@@ -337,9 +337,11 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
                 ar.gateway_seconds * 1e3, static_cast<unsigned long long>(ar.sync_cycles));
   else
     std::printf("\nall-reduce: none (one replica)\n");
-  std::printf("weight update: micro-batches %llu cycles (bubble %.1f%%) + all-reduce %llu + optimizer %llu = %llu cycles = %.3f ms\n",
+  std::printf("weight update: micro-batches %llu cycles (bubble %.1f%%) + all-reduce %llu + optimizer %llu + outputs %llu = %llu "
+              "cycles = %.3f ms\n",
               static_cast<unsigned long long>(p.accumulation_cycles), 100.0 * p.pipeline_bubble,
               static_cast<unsigned long long>(ar.cycles), static_cast<unsigned long long>(p.update_cycles),
+              static_cast<unsigned long long>(p.output_cycles),
               static_cast<unsigned long long>(p.cycles_per_update), static_cast<double>(p.cycles_per_update) * us / 1e3);
   std::printf("predicted: %llu cycles per step = %.3f ms; throughput %.1f samples/s\n",
               static_cast<unsigned long long>(p.cycles_per_step), p.seconds_per_step * 1e3, p.samples_per_second);
@@ -452,6 +454,9 @@ inline void plan_command(const plan_args& a) {
     if (tg->accumulators.empty()) extra += weights;
     if (weights > 0) ao.variable_copies = 1.0 + static_cast<double>(extra) / static_cast<double>(weights);
     ao.kept_output_copies = 1;
+    // What the estimate leaves out (stashes, the plan's own activations, the backward's temporaries)
+    // needs room too.
+    ao.memory_fill = 0.7;
   }
   bool auto_planned = false;
   if (!detail::annotated(model) && (a.ipus > 1 || phased)) {

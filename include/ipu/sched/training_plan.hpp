@@ -20,7 +20,9 @@
 //                       (the last stage's forward and backward are one stage); a cycle lasts as long
 //                       as the busiest IPU in it, so ramp-up (forwards only) and ramp-down
 //                       (backwards only) cycles are shorter than the steady ones: G + 2N - 2 cycles.
-//   per step            = device iterations x (pipeline + all-reduce + update)
+//   per step            = device iterations x (pipeline + all-reduce + update + outputs to the host)
+//                         (the model's outputs leave once per weight update: PopTorch's training
+//                         default OutputMode.Final returns the last micro-batch's)
 //   samples/s           = micro-batch x G x device iterations x replicas / seconds per step
 //
 // Memory per IPU: the forward plan's (weights, live activations, stashes of the in-flight
@@ -104,6 +106,7 @@ struct training_prediction {
   all_reduce_cost all_reduce{};         // of the IPU with the most gradient bytes
   std::uint64_t accumulation_cycles = 0;  // micro-batches of one weight update
   std::uint64_t update_cycles = 0;        // busiest IPU
+  std::uint64_t output_cycles = 0;        // the last micro-batch's outputs to the host
   std::uint64_t cycles_per_update = 0;
   std::uint64_t cycles_per_step = 0;
   double seconds_per_step = 0;
@@ -304,10 +307,15 @@ constexpr training_prediction predict_training(const executable& e, const train:
   // Transfers: the forward's as planned; backward sends each copied input's gradient back.
   const auto& main = e.programs[static_cast<std::size_t>(program_index::main)];
   const auto times = stage_times(main, ns);
+  // The model's outputs go to the host once per weight update (PopTorch's training default,
+  // OutputMode.Final: the last micro-batch's), not with every micro-batch.
+  std::vector<std::uint64_t> to_host(e.ipus_per_replica, 0);
   for (std::size_t i = 0; i < ns; ++i) {
-    p.stages[i].forward_io = times[i].in + times[i].to_host + times[i].store + times[i].sync;
+    p.stages[i].forward_io = times[i].in + times[i].store + times[i].sync;
     p.stages[i].backward_io = times[i].sync;
+    to_host[e.stages[i].ipu] += times[i].to_host;
   }
+  p.output_cycles = to_host.empty() ? 0 : *std::max_element(to_host.begin(), to_host.end());
   for (const auto& s : main.steps)
     if (s.kind == step_kind::ipu_copy && s.stage < ns) p.stages[s.stage].backward_io += s.cycles;
   if (p.pipelined)
@@ -430,7 +438,7 @@ constexpr training_prediction predict_training(const executable& e, const train:
   std::fill(busy.begin(), busy.end(), 0);
   for (const auto& s : p.stages) busy[s.ipu] += s.update;
   p.update_cycles = busy.empty() ? 0 : *std::max_element(busy.begin(), busy.end());
-  p.cycles_per_update = p.accumulation_cycles + p.all_reduce.cycles + p.update_cycles;
+  p.cycles_per_update = p.accumulation_cycles + p.all_reduce.cycles + p.update_cycles + p.output_cycles;
   p.cycles_per_step = o.batches_per_step * p.cycles_per_update;
   p.seconds_per_step = static_cast<double>(p.cycles_per_step) / static_cast<double>(a.clock_hz);
   const double distinct = static_cast<double>(to.replicas) / static_cast<double>(o.input_group_size == 0 ? 1 : o.input_group_size);
