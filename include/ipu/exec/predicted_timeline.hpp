@@ -145,9 +145,11 @@ constexpr std::vector<training_timeline_event> predicted_training_timeline(const
       }
     }
     const auto reduce_begin = base + p.accumulation_cycles;
+    // The IPUs holding weights reduce their gradients at the same time, over rings of their own.
     if (p.all_reduce.cycles > 0)
-      for (std::uint32_t i = 0; i < p.ipus_per_replica; ++i)
-        out.push_back(training_timeline_event{training_work::all_reduce, i, 0, -1, u, reduce_begin, p.all_reduce.cycles});
+      for (const auto& m : p.memory)
+        if (m.weight_bytes > 0)
+          out.push_back(training_timeline_event{training_work::all_reduce, m.ipu, 0, -1, u, reduce_begin, p.all_reduce.cycles});
     std::vector<std::uint64_t> cursor(p.ipus_per_replica, reduce_begin + p.all_reduce.cycles);
     for (const auto& sc : p.stages)
       if (sc.update > 0) {
