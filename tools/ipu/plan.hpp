@@ -300,7 +300,9 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
   if (!p.uncosted_ops.empty()) {
     std::string names;
     for (const auto& n : p.uncosted_ops) names += (names.empty() ? "" : ", ") + n;
-    std::printf("costed by the generic rule (no cost rule in the op table): %s\n", names.c_str());
+    std::printf("cost rules: missing for %s (costed by the generic rule)\n", names.c_str());
+  } else {
+    std::printf("cost rules: every op of the step has one in the op table\n");
   }
 
   const auto per_ipu = a.sram_bytes_per_ipu();
