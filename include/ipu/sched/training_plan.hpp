@@ -431,8 +431,13 @@ constexpr training_prediction predict_training(const executable& e, const train:
     p.accumulation_cycles = g * per_mb;
   }
   // All-reduce (the IPU with the most gradient bytes bounds it), then the optimizer.
+  // Replicas sit at the stride of the IPUs reserved for each (a power of two: autoRoundNumIPUs
+  // leaves the excess idle).
+  const auto stride = e.replication_factor == 0 || e.ipus_reserved < e.replication_factor
+                          ? e.ipus_per_replica
+                          : e.ipus_reserved / e.replication_factor;
   for (const auto& m : p.memory) {
-    const auto ar = ring_all_reduce_cost(a, e.ipus_per_replica, to.replicas, m.weight_bytes);
+    const auto ar = ring_all_reduce_cost(a, stride, to.replicas, m.weight_bytes);
     if (ar.cycles >= p.all_reduce.cycles) p.all_reduce = ar;
   }
   std::fill(busy.begin(), busy.end(), 0);
