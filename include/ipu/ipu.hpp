@@ -72,6 +72,7 @@
 #include "ipu/sched/pipelined_execution.hpp"
 #include "ipu/sched/replicated_execution.hpp"
 #include "ipu/sched/sharded_execution.hpp"
+#include "ipu/sched/training_plan.hpp"
 
 // Running a plan on the host
 #include "ipu/exec/data_flow.hpp"

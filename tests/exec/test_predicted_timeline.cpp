@@ -64,3 +64,40 @@ TEST_CASE("phased: phases in turn") {
   CHECK(span(ev) == e.predicted.cycles_per_step);
   for (const auto& x : ev) CHECK(x.phase == static_cast<std::int64_t>(x.stage));
 }
+
+TEST_CASE("training: each pipeline cycle's forward then backward per IPU, then all-reduce and update") {
+  ipu::plan_options o;
+  o.is_inference = false;
+  o.gradient_accumulation = 5;
+  o.batches_per_step = 2;
+  o.replication_factor = 2;
+  o.auto_round_num_ipus = true;  // 3 stages on 4 IPUs per replica: IPU 3 holds nothing to reduce
+  const auto e = ipu::pipelined_execution{}.plan(plan_test::pipelined_mlp(3, 16, 8),
+                                                 ipu::ipu_model<ipu::mk2, 8>::description(), o);
+  ipu::train::training_options t;
+  t.gradient_accumulation = 5;
+  const auto tg = ipu::train::make_training_graph(plan_test::mlp(3, 16, 8), t);
+  const auto p = ipu::predict_training(e, tg, {&o, 2});
+  const auto events = ipu::predicted_training_timeline(p);
+  // Per weight update: 5 forwards and 5 backwards per stage, an all-reduce per IPU with weights, an
+  // update per stage.
+  CHECK(events.size() == 2 * (3 * 10 + 3 + 3));
+  for (std::uint32_t ipu = 0; ipu < 3; ++ipu) {
+    std::uint64_t end = 0;
+    for (const auto& ev : events) {
+      if (ev.ipu != ipu) continue;
+      CHECK(ev.begin >= end);  // one thing at a time on an IPU
+      end = ev.begin + ev.cycles;
+    }
+  }
+  for (const auto& ev : events) {
+    const std::uint64_t base = ev.weight_update * p.cycles_per_update;
+    if (ev.work == ipu::training_work::all_reduce) CHECK(ev.begin == base + p.accumulation_cycles);
+    if (ev.work == ipu::training_work::update) CHECK(ev.begin >= base + p.accumulation_cycles + p.all_reduce.cycles);
+    // Stage s runs micro-batch m's forward in cycle m + s and its backward in cycle m + 4 - s.
+    if (ev.work == ipu::training_work::forward)
+      CHECK(ev.begin == base + p.cycles[static_cast<std::size_t>(ev.micro_batch) + ev.stage].begin);
+    if (ev.work == ipu::training_work::backward)
+      CHECK(ev.begin >= base + p.cycles[static_cast<std::size_t>(ev.micro_batch) + 4 - ev.stage].begin);
+  }
+}

@@ -163,3 +163,15 @@ static_assert([] {
   const auto p = ipu::propose_stages(plan_test::mlp(4, 16, 4), ipu::ipu_model<ipu::mk2, 2>::description(), 2);
   return p.stage_begin.size() == 2 && p.stage_begin[0] == 0 && p.stage_begin[1] > 0 && p.stage_begin[1] < 8;
 }());
+
+TEST_CASE("training's estimate: extra copies of each variable and the outputs kept for the backward") {
+  const auto g = plan_test::mlp(4, 16, 8);
+  const auto plain = ipu::propose_stages(g, mk2x4, 2);
+  ipu::auto_plan_options ao;
+  ao.variable_copies = 3;     // the weight, its accumulator and one state copy
+  ao.kept_output_copies = 1;  // every MatMul and Relu output, [8, 16] F32
+  const auto training = ipu::propose_stages(g, mk2x4, 2, {}, ao);
+  REQUIRE(training.stage_begin == plain.stage_begin);  // equal layers: the same cut
+  const auto total = [](const std::vector<std::uint64_t>& v) { return std::accumulate(v.begin(), v.end(), std::uint64_t{0}); };
+  CHECK(total(training.stage_bytes) - total(plain.stage_bytes) == 2 * 4 * 16 * 16 * 4 + 8 * 8 * 16 * 4);
+}

@@ -10,6 +10,14 @@
 // more than one IPU is cut by the automatic planner (contiguous stages balancing predicted time, or
 // phases that fit). `--batch` sets the leading dimension of every graph input. `--trace FILE`
 // writes the predicted timeline of one step as Chrome-trace JSON (chrome://tracing, Perfetto).
+//
+// `--train [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--momentum M] [--loss KIND] [--output
+// NAME] --gradient-accumulation G` plans the training step instead (sched/training_plan.hpp): the
+// model's loss, backward and optimizer ops costed through the op table on the forward plan's
+// stages, the gradient all-reduce across replicas, and the memory training adds (gradients or
+// accumulators, optimizer state, the activations the backward reads, pipeline stashes). Replicas
+// whose IPUs exceed one 64-IPU pod spread over whole pods joined by gateway links. `--trace` then
+// draws forward, backward, all-reduce and update per IPU.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -31,6 +39,8 @@
 #include "ipu/poptorch/options.hpp"
 #include "ipu/sched/auto_planner.hpp"
 #include "ipu/sched/predict.hpp"
+#include "ipu/sched/training_plan.hpp"
+#include "ipu/train/training_graph.hpp"
 #include "ipu/exec/predicted_timeline.hpp"
 #include "ipu/compile/strategies.hpp"
 
@@ -50,6 +60,12 @@ struct plan_args {
   double available_memory_proportion = 0.6;
   bool auto_round = false;
   std::string trace;
+  // Training (--train); the others are refused without it.
+  bool train = false;
+  std::optional<std::string> optimizer, loss, output;
+  std::optional<double> momentum;
+  std::optional<std::uint64_t> gradient_accumulation;
+  bool shard_optimizer_state = false;
 };
 
 namespace detail {
@@ -236,6 +252,127 @@ inline void print_plan(const ipu::executable& e, bool auto_planned) {
               static_cast<unsigned long long>(p.latency_cycles), p.latency_seconds * 1e3, p.samples_per_second);
 }
 
+inline ipu::train::optimizer make_optimizer(const plan_args& a) {
+  const auto kind = lower(a.optimizer.value_or("sgd"));
+  if (a.momentum && kind != "sgd" && kind != "rmsprop")
+    throw ipu::error(ipu::error_category::usage, "--momentum applies to sgd and rmsprop, not " + kind, "--momentum",
+                     "leave it out, or use --optimizer sgd");
+  auto with_momentum = [&](auto o) {
+    if (a.momentum) o.momentum = *a.momentum;
+    return o;
+  };
+  if (kind == "sgd") return with_momentum(ipu::train::sgd{});
+  if (kind == "adam" || kind == "adamw") {
+    ipu::train::adam o;
+    o.decoupled_weight_decay = kind == "adamw";
+    return o;
+  }
+  if (kind == "rmsprop") return with_momentum(ipu::train::rmsprop{});
+  if (kind == "lamb") return ipu::train::lamb{};
+  if (kind == "adagrad") return ipu::train::adagrad{};
+  throw ipu::error(ipu::error_category::usage, "unknown optimizer '" + *a.optimizer + "'", "--optimizer",
+                   "use sgd, adam, adamw, rmsprop, lamb or adagrad");
+}
+
+inline void print_training_plan(const ipu::executable& e, const ipu::training_prediction& p, const plan_args& args,
+                                std::uint32_t plan_replicas, bool auto_planned) {
+  const auto& g = e.model;
+  const auto& a = e.device.arch;
+  std::uint64_t params = 0;
+  for (const auto& t : g.tensors())
+    if (t.kind == ipu::tensor_kind::variable) params += static_cast<std::uint64_t>(std::max<std::int64_t>(t.info.num_elements(), 0));
+  const auto precision = e.precision ? std::string(ipu::to_string(*e.precision)) : std::string("as the model declares");
+  std::printf("training: '%s', %.2f M weights, optimizer %s, loss %s, precision %s (partials %s)\n", g.name().c_str(),
+              static_cast<double>(params) / 1e6, lower(args.optimizer.value_or("sgd")).c_str(), args.loss.value_or("mse").c_str(),
+              precision.c_str(), std::string(ipu::to_string(e.partials_type)).c_str());
+  const std::uint64_t global = p.micro_batch_size * p.gradient_accumulation * p.replicas;
+  std::printf("device: %s; strategy: %s, %u IPU%s per replica x %u replica%s", ipu::to_string(e.device).c_str(),
+              e.strategy.c_str(), e.ipus_per_replica, e.ipus_per_replica == 1 ? "" : "s", p.replicas, p.replicas == 1 ? "" : "s");
+  if (p.all_reduce.pods > 1) std::printf(" over %u pods (%u replicas per pod)", p.all_reduce.pods, plan_replicas);
+  std::printf("%s\n", auto_planned ? "; placement by the automatic planner" : "");
+  std::printf("batch: micro-batch %llu x gradient accumulation %llu x %u replicas = global batch %llu; %llu weight update%s per step\n",
+              static_cast<unsigned long long>(p.micro_batch_size), static_cast<unsigned long long>(p.gradient_accumulation),
+              p.replicas, static_cast<unsigned long long>(global), static_cast<unsigned long long>(p.weight_updates_per_step),
+              p.weight_updates_per_step == 1 ? "" : "s");
+  if (p.pipelined && p.stages.size() > 1)
+    std::printf("pipeline: %llu stages (%zu forward, their backward, the last combined), %zu cycles per weight update\n",
+                static_cast<unsigned long long>(p.pipeline_stages), p.stages.size(), p.cycles.size());
+  if (!p.uncosted_ops.empty()) {
+    std::string names;
+    for (const auto& n : p.uncosted_ops) names += (names.empty() ? "" : ", ") + n;
+    std::printf("cost rules: missing for %s (costed by the generic rule)\n", names.c_str());
+  } else {
+    std::printf("cost rules: every op of the step has one in the op table\n");
+  }
+
+  const auto per_ipu = a.sram_bytes_per_ipu();
+  std::printf("\n%-4s %-12s %-12s %-12s %-12s %-12s %s\n", "IPU", "plan", "activations", "gradients", "optimizer", "total", "of the IPU");
+  for (const auto& m : p.memory)
+    std::printf("%-4u %-12s %-12s %-12s %-12s %-12s %5.1f%%\n", m.ipu, mib(m.plan_bytes).c_str(), mib(m.activation_bytes).c_str(),
+                mib(m.gradient_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.total()).c_str(),
+                100.0 * static_cast<double>(m.total()) / static_cast<double>(per_ipu));
+  std::printf("(plan: weights, live activations, stashes, temporaries and vertex state of the forward plan; activations: what "
+              "the backward reads; gradients: %s%s)\n",
+              p.gradient_accumulation > 1 ? "accumulators" : "one per weight",
+              args.shard_optimizer_state ? "; optimizer state sharded over the replicas" : "");
+
+  const double us = 1e6 / static_cast<double>(a.clock_hz);
+  std::printf("\n%-6s %-4s %-14s %-12s %-12s %-12s %-12s %s\n", "stage", "IPU", "ops f/b/u", "forward", "backward",
+              "recompute", "update", "(cycles per micro-batch; update per weight update)");
+  for (const auto& s : p.stages) {
+    char ops[48];
+    std::snprintf(ops, sizeof ops, "%u/%u/%u", s.forward_ops, s.backward_ops, s.update_ops);
+    std::printf("%-6u %-4u %-14s %-12llu %-12llu %-12llu %-12llu\n", s.stage, s.ipu, ops,
+                static_cast<unsigned long long>(s.forward + s.forward_io),
+                static_cast<unsigned long long>(s.backward + s.backward_io), static_cast<unsigned long long>(s.recompute),
+                static_cast<unsigned long long>(s.update));
+  }
+  const auto& ar = p.all_reduce;
+  std::uint64_t grad_bytes = 0;
+  for (const auto& m : p.memory) grad_bytes = std::max(grad_bytes, m.weight_bytes);
+  if (p.replicas > 1)
+    std::printf("\nall-reduce: %s of gradients per IPU over %u replicas: %llu cycles = %.3f ms (IPU-Links %.3f ms, ring of %u "
+                "link%s%s; gateway %.3f ms; syncs %llu cycles)\n",
+                mib(grad_bytes).c_str(), p.replicas, static_cast<unsigned long long>(ar.cycles),
+                static_cast<double>(ar.cycles) * us / 1e3, ar.link_seconds * 1e3, ar.ring_links, ar.ring_links == 1 ? "" : "s",
+                ar.link_sharing > 1 ? (" shared by " + std::to_string(ar.link_sharing) + " rings").c_str() : "",
+                ar.gateway_seconds * 1e3, static_cast<unsigned long long>(ar.sync_cycles));
+  else
+    std::printf("\nall-reduce: none (one replica)\n");
+  std::printf("weight update: micro-batches %llu cycles (bubble %.1f%%) + all-reduce %llu + optimizer %llu + outputs %llu = %llu "
+              "cycles = %.3f ms\n",
+              static_cast<unsigned long long>(p.accumulation_cycles), 100.0 * p.pipeline_bubble,
+              static_cast<unsigned long long>(ar.cycles), static_cast<unsigned long long>(p.update_cycles),
+              static_cast<unsigned long long>(p.output_cycles),
+              static_cast<unsigned long long>(p.cycles_per_update), static_cast<double>(p.cycles_per_update) * us / 1e3);
+  std::printf("predicted: %llu cycles per step = %.3f ms; throughput %.1f samples/s\n",
+              static_cast<unsigned long long>(p.cycles_per_step), p.seconds_per_step * 1e3, p.samples_per_second);
+}
+
+/// The predicted training step as Chrome-trace JSON: one thread per IPU, times in µs.
+inline nlohmann::json training_chrome_trace(const ipu::executable& e, const ipu::training_prediction& p) {
+  using nlohmann::json;
+  const double us_per_cycle = 1e6 / static_cast<double>(e.device.arch.clock_hz);
+  json events = json::array();
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 0},
+                    {"args", {{"name", "predicted training step, " + e.strategy + " on " + ipu::to_string(e.device) + " (replica 0)"}}}});
+  for (std::uint32_t i = 0; i < e.ipus_per_replica; ++i)
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", i}, {"args", {{"name", "IPU " + std::to_string(i)}}}});
+  for (const auto& ev : ipu::predicted_training_timeline(p)) {
+    std::string name(ipu::to_string(ev.work));
+    json args = {{"cycles", ev.cycles}, {"weight_update", ev.weight_update}};
+    if (ev.micro_batch >= 0) {
+      name += " mb " + std::to_string(ev.micro_batch) + " (stage " + std::to_string(ev.stage) + ")";
+      args["micro_batch"] = ev.micro_batch;
+      args["stage"] = ev.stage;
+    }
+    events.push_back({{"ph", "X"}, {"name", name}, {"cat", std::string(ipu::to_string(ev.work))}, {"pid", 0}, {"tid", ev.ipu},
+                      {"ts", static_cast<double>(ev.begin) * us_per_cycle}, {"dur", static_cast<double>(ev.cycles) * us_per_cycle},
+                      {"args", args}});
+  }
+  return {{"displayTimeUnit", "ns"}, {"traceEvents", events}};
+}
+
 }  // namespace detail
 
 inline void plan_command(const plan_args& a) {
@@ -244,7 +381,30 @@ inline void plan_command(const plan_args& a) {
   const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
   if (a.ipus == 0 || a.replicas == 0)
     throw error(error_category::usage, "--ipus and --replicas must be at least 1", "ipu plan", "pass positive counts");
-  std::uint64_t total = std::uint64_t{a.ipus} * a.replicas;
+  if (!a.train) {
+    const char* flag = a.optimizer ? "--optimizer" : a.loss ? "--loss" : a.output ? "--output" : a.momentum ? "--momentum"
+                     : a.gradient_accumulation ? "--gradient-accumulation"
+                     : a.shard_optimizer_state ? "--replicated-tensor-sharding" : nullptr;
+    if (flag)
+      throw error(error_category::usage, std::string(flag) + " applies to training", flag, "add --train, or leave it out");
+  } else if (phased) {
+    throw error(error_category::usage, "--train plans sharded or pipelined training; phased training is not in the cost model yet",
+                "--strategy " + a.strategy, "use --strategy sharded or pipelined");
+  }
+  if (a.train && a.gradient_accumulation && *a.gradient_accumulation == 0)
+    throw error(error_category::usage, "--gradient-accumulation 0", "--gradient-accumulation", "accumulate at least 1 micro-batch");
+  // Training replicas beyond one 64-IPU pod: whole pods joined by gateway links; the plan is one pod's.
+  std::uint32_t plan_replicas = a.replicas;
+  if (a.train && std::uint64_t{a.ipus} * a.replicas > max_ipus && !a.auto_round) {
+    const std::uint64_t all = std::uint64_t{a.ipus} * a.replicas;
+    if (a.ipus > max_ipus || all % max_ipus != 0)
+      throw error(error_category::usage,
+                  std::to_string(a.ipus) + " IPUs x " + std::to_string(a.replicas) + " replicas = " + std::to_string(all) +
+                      " IPUs exceed a 64-IPU pod without filling whole pods",
+                  "ipu plan --train", "use replicas whose IPUs are a multiple of 64 (whole pods) or at most 64 IPUs");
+    plan_replicas = max_ipus / a.ipus;
+  }
+  std::uint64_t total = std::uint64_t{a.ipus} * plan_replicas;
   if (a.auto_round) {
     std::uint64_t r = 1;
     while (r < total) r *= 2;
@@ -261,13 +421,45 @@ inline void plan_command(const plan_args& a) {
 
   plan_options o;
   o.batches_per_step = a.device_iterations;
-  o.replication_factor = a.replicas;
+  o.replication_factor = plan_replicas;
+  o.is_inference = !a.train;
+  o.gradient_accumulation = a.train ? a.gradient_accumulation.value_or(1) : 1;
   o.auto_round_num_ipus = a.auto_round;
   o.available_memory_proportion = a.available_memory_proportion;
   if (!a.precision.empty()) o.precision = detail::parse_float_type(a.precision, "--precision");
   o.partials_type = detail::parse_float_type(a.partials, "--partials");
 
   graph model = detail::load(a.model, a.batch);
+  if (a.train)
+    // The cost model reads shapes, never weight values: dropping them lets a large model (BERT-Large's
+    // 1.3 GB) be planned and its training step built without copies of its weights.
+    for (tensor_id t = 0; t < model.num_tensors(); ++t)
+      if (auto& n = model.tensor(t); n.kind == tensor_kind::variable && n.data.size() > 4096) n.data = {};
+  const graph forward = model;  // unannotated: the training step is built from it
+  std::optional<train::training_graph> tg;
+  auto_plan_options ao;
+  if (a.train) {
+    if (detail::annotated(forward))
+      throw error(error_category::usage, "the model carries IPU, stage or phase annotations", "ipu plan --train",
+                  "plan an unannotated model: the automatic planner places its stages");
+    train::training_options to;
+    to.output = a.output.value_or("");
+    to.loss.kind = train::parse_loss_kind(detail::lower(a.loss.value_or("mse")));
+    to.opt = detail::make_optimizer(a);
+    to.gradient_accumulation = static_cast<std::int64_t>(o.gradient_accumulation);
+    tg = train::make_training_graph(forward, to);
+    // The planner's memory estimate counts each weight with its gradient (or accumulator) and state.
+    std::uint64_t weights = 0, extra = 0;
+    for (const auto& w : tg->weights) weights += w.info.num_bytes();
+    for (const auto& s : tg->state) extra += s.info.num_bytes() / (a.shard_optimizer_state ? a.replicas : 1);
+    for (const auto& acc : tg->accumulators) extra += acc.info.num_bytes();
+    if (tg->accumulators.empty()) extra += weights;
+    if (weights > 0) ao.variable_copies = 1.0 + static_cast<double>(extra) / static_cast<double>(weights);
+    ao.kept_output_copies = 1;
+    // What the estimate leaves out (stashes, the plan's own activations, the backward's temporaries)
+    // needs room too.
+    ao.memory_fill = 0.7;
+  }
   bool auto_planned = false;
   if (!detail::annotated(model) && (a.ipus > 1 || phased)) {
     // Per-replica view of the device for the planner.
@@ -276,7 +468,7 @@ inline void plan_command(const plan_args& a) {
       while (n < a.ipus) n *= 2;
       return n;
     }());
-    if (!phased) model = propose_stages(model, replica, a.ipus, o).annotated;
+    if (!phased) model = propose_stages(model, replica, a.ipus, o, ao).annotated;
     else model = propose_phases(model, replica, a.ipus, mode == execution_mode::parallel_phased, o).annotated;
     auto_planned = true;
   }
@@ -284,12 +476,18 @@ inline void plan_command(const plan_args& a) {
   s.mode = mode;
   s.tensors_liveness = detail::parse_liveness(a.liveness);
   const auto e = plan_with(s, model, device, o);
-  detail::print_plan(e, auto_planned);
+  std::optional<ipu::training_prediction> tp;
+  if (tg) {
+    tp = predict_training(e, *tg, training_plan_options{&o, a.replicas, a.shard_optimizer_state});
+    detail::print_training_plan(e, *tp, a, plan_replicas, auto_planned);
+  } else {
+    detail::print_plan(e, auto_planned);
+  }
   if (!a.trace.empty()) {
     std::ofstream out(a.trace);
     if (!out)
       throw error(error_category::io, "cannot write the trace file", "--trace '" + a.trace + "'", "give a writable path");
-    out << detail::chrome_trace(e).dump() << '\n';
+    out << (tp ? detail::training_chrome_trace(e, *tp) : detail::chrome_trace(e)).dump() << '\n';
     std::printf("wrote the predicted timeline to %s\n", a.trace.c_str());
   }
 }
@@ -316,6 +514,16 @@ inline void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--auto-round", args->auto_round, "reserve the next power of two of IPUs (autoRoundNumIPUs)");
   cmd->add_option("--trace", args->trace, "write the predicted timeline as Chrome-trace JSON");
+  cmd->add_flag("--train", args->train, "plan a training step: forward, backward, gradient all-reduce and optimizer");
+  cmd->add_option("--optimizer", args->optimizer, "--train: sgd (default), adam, adamw, rmsprop, lamb or adagrad");
+  cmd->add_option("--momentum", args->momentum, "--train: SGD or RMSprop momentum (a momentum buffer per weight)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--loss", args->loss, "--train: mse (default), l1, nll, cross-entropy or bce");
+  cmd->add_option("--output", args->output, "--train: the model output the loss applies to (default: the only one)");
+  cmd->add_option("--gradient-accumulation", args->gradient_accumulation,
+                  "--train: micro-batches per weight update (pipelines: at least 2 x stages - 1; default 1)");
+  cmd->add_flag("--replicated-tensor-sharding", args->shard_optimizer_state,
+                "--train: shard the optimizer state over the replicas (each keeps and updates 1/R of it)");
   cmd->callback([args] { plan_command(*args); });
 }
 

@@ -9,6 +9,7 @@
 //                      partial-sum reduction), element-wise ops
 //   pipeline_cost.hpp  pipeline bubble and pipelined cycles
 #include "ipu/device/bsp.hpp"
+#include "ipu/device/collective_cost.hpp"
 #include "ipu/device/compute_cost.hpp"
 #include "ipu/device/pipeline_cost.hpp"
 #include "ipu/device/timing.hpp"

@@ -9,12 +9,17 @@
 //               (and overlap allowed) the loads of phase p + 1 end as phase p ends.
 // Events use the executor's timeline_event (simulated fields only; replica 0), so a predicted and a
 // recorded timeline can be compared event by event; `worker` is the IPU whose time the step takes
-// (the receiving IPU for a copy). Training's modelled backward pass is not drawn.
+// (the receiving IPU for a copy).
+//
+// Training (sched/training_plan.hpp) has a timeline of its own, per stage rather than per op: each
+// pipeline cycle's forward and backward (recomputation included) on every IPU, then the gradient
+// all-reduce on every IPU and the optimizer's update, for each weight update of the step.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "ipu/sched/executable.hpp"
+#include "ipu/sched/training_plan.hpp"
 #include "ipu/exec/timeline.hpp"
 
 namespace ipu {
@@ -106,6 +111,57 @@ constexpr std::vector<timeline_event> predicted_timeline(const executable& e) {
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const timeline_event& a, const timeline_event& b) { return a.sim_begin < b.sim_begin; });
+  return out;
+}
+
+/// One piece of work of a predicted training step.
+struct training_timeline_event {
+  training_work work = training_work::forward;
+  std::uint32_t ipu = 0;
+  std::uint32_t stage = 0;
+  std::int64_t micro_batch = -1;  // forward and backward; -1 for the all-reduce and the update
+  std::uint64_t weight_update = 0;
+  std::uint64_t begin = 0, cycles = 0;
+  friend constexpr bool operator==(const training_timeline_event&, const training_timeline_event&) = default;
+};
+
+/// The predicted events of one training step (every weight update of it), by start time. Within a
+/// pipeline cycle an IPU runs its forward, then its backward.
+constexpr std::vector<training_timeline_event> predicted_training_timeline(const training_prediction& p) {
+  std::vector<training_timeline_event> out;
+  std::uint64_t base = 0;
+  for (std::uint64_t u = 0; u < p.weight_updates_per_step; ++u) {
+    for (const auto& c : p.cycles) {
+      std::vector<std::uint64_t> cursor(p.ipus_per_replica, base + c.begin);
+      auto add = [&](training_work w, const training_stage_cost& s, std::int64_t mb, std::uint64_t cycles) {
+        if (mb < 0 || cycles == 0) return;
+        out.push_back(training_timeline_event{w, s.ipu, s.stage, mb, u, cursor[s.ipu], cycles});
+        cursor[s.ipu] += cycles;
+      };
+      for (std::size_t s = 0; s < p.stages.size(); ++s) {
+        const auto& sc = p.stages[s];
+        add(training_work::forward, sc, c.forward[s], sc.forward + sc.forward_io);
+        add(training_work::backward, sc, c.backward[s], sc.recompute + sc.backward + sc.backward_io);
+      }
+    }
+    const auto reduce_begin = base + p.accumulation_cycles;
+    // The IPUs holding weights reduce their gradients at the same time, over rings of their own.
+    if (p.all_reduce.cycles > 0)
+      for (const auto& m : p.memory)
+        if (m.weight_bytes > 0)
+          out.push_back(training_timeline_event{training_work::all_reduce, m.ipu, 0, -1, u, reduce_begin, p.all_reduce.cycles});
+    std::vector<std::uint64_t> cursor(p.ipus_per_replica, reduce_begin + p.all_reduce.cycles);
+    for (const auto& sc : p.stages)
+      if (sc.update > 0) {
+        out.push_back(training_timeline_event{training_work::update, sc.ipu, sc.stage, -1, u, cursor[sc.ipu], sc.update});
+        cursor[sc.ipu] += sc.update;
+      }
+    base += p.cycles_per_update;
+  }
+  std::sort(out.begin(), out.end(), [](const training_timeline_event& a, const training_timeline_event& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    return a.ipu < b.ipu;
+  });
   return out;
 }
 

@@ -46,6 +46,12 @@ struct auto_plan_options {
   double memory_fill = 0.9;
   /// propose_phases: the fewest phases to start from (more when a phase would not fit).
   std::uint32_t min_phases = 0;
+  /// propose_stages: copies of every variable's bytes a stage holds. Training keeps, besides the
+  /// weight, its gradient or accumulator and the optimizer's state (Adam: 4 copies in all).
+  double variable_copies = 1;
+  /// propose_stages: copies of every op's outputs a stage holds all step long (training: 1, the
+  /// activations the backward reads).
+  double kept_output_copies = 0;
 };
 
 /// True when some op says where it runs (IPU, stage, phase or block): the automatic planner places
@@ -66,6 +72,7 @@ constexpr std::uint64_t tensor_bytes(const graph& g, tensor_id t, const op_cost_
 struct cut_problem {
   std::vector<std::uint64_t> cycles;        // per position
   std::vector<std::uint64_t> weight_bytes;  // weights first read at this position
+  std::vector<std::uint64_t> variable_bytes;  // the variables among them
   std::vector<std::uint64_t> working_bytes; // temporaries + operands of the op
   std::vector<std::uint64_t> code_bytes;    // vertex state
   std::vector<std::uint64_t> cross_bytes;   // tensors crossing a cut before position i (i >= 1)
@@ -80,6 +87,7 @@ constexpr cut_problem make_cut_problem(const graph& g, const std::vector<op_id>&
   // assign, not resize: GCC 12 at -O3 reads resize() of an empty vector as a null dereference.
   p.cycles.assign(n, 0);
   p.weight_bytes.assign(n, 0);
+  p.variable_bytes.assign(n, 0);
   p.working_bytes.assign(n, 0);
   p.code_bytes.assign(n, 0);
   p.cross_bytes.assign(n + 1, 0);
@@ -97,6 +105,7 @@ constexpr cut_problem make_cut_problem(const graph& g, const std::vector<op_id>&
       const auto k = g.tensor(t).kind;
       if (k == tensor_kind::variable || k == tensor_kind::constant) {
         if (!seen[t]) p.weight_bytes[i] += tensor_bytes(g, t, o);
+        if (!seen[t] && k == tensor_kind::variable) p.variable_bytes[i] += tensor_bytes(g, t, o);
         seen[t] = true;
       } else {
         operands += tensor_bytes(g, t, o);
@@ -248,7 +257,19 @@ constexpr auto_plan propose_stages(const graph& g, const device_description& d, 
     detail::sched::fail("the model has " + format_uint(r.order.size()) + " ops, fewer than the " + format_uint(stages) +
                             " stages asked for",
                         what, "use fewer IPUs");
-  const auto p = detail::sched::make_cut_problem(g, r.order, d, o);
+  auto p = detail::sched::make_cut_problem(g, r.order, d, o);
+  if (ao.variable_copies > 1)
+    for (std::size_t i = 0; i < p.weight_bytes.size(); ++i)
+      p.weight_bytes[i] += static_cast<std::uint64_t>((ao.variable_copies - 1) * static_cast<double>(p.variable_bytes[i]));
+  if (ao.kept_output_copies > 0) {
+    const op_cost_options co{o.precision, o.partials_type, o.available_memory_proportion, 0};
+    for (std::size_t i = 0; i < r.order.size(); ++i) {
+      std::uint64_t out = 0;
+      for (auto t : g.op(r.order[i]).outputs)
+        if (t != no_tensor) out += detail::sched::tensor_bytes(g, t, co);
+      p.weight_bytes[i] += static_cast<std::uint64_t>(ao.kept_output_copies * static_cast<double>(out));
+    }
+  }
   const auto budget = static_cast<std::uint64_t>(ao.memory_fill * static_cast<double>(d.arch.sram_bytes_per_ipu()));
   const auto s = detail::sched::segment(p, d, stages, budget, [](std::size_t j) { return static_cast<std::uint32_t>(j); });
   detail::sched::annotate_pieces(r, g, s, [](annotation& w, std::int64_t j) {

@@ -14,7 +14,9 @@
 //    when a later scope or the host still needs it; phased execution with activations on chip also
 //    keeps the tensors later phases read;
 //  - pipelines: a receive buffer for the next micro-batch of every input arriving over IPU-Links,
-//    and in training the stashed inputs of the micro-batches in flight (S - i for stage i);
+//    and in training the stashed inputs of the micro-batches in flight: PopART's lockstep pipeline
+//    of 2S - 1 stages runs stage i's forward 2 (S - i) - 2 cycles before its backward, so stage i
+//    holds 2 (S - i) - 1 micro-batches' inputs (the stage is recomputed from them for the backward);
 //  - the largest temporary of any of the scope's ops (operand copies and partial sums of a matmul
 //    or convolution, from the planner);
 //  - vertex state of every op on the IPU (code stays on chip for the whole program).
@@ -295,7 +297,7 @@ constexpr memory_plan plan_memory(const memory_context& mc) {
           allocs.push_back(tensor_allocation(tensor_label(g.tensor(r), " (next micro-batch)"), memory_kind::exchange_buffer,
                                              type_of(r), ipu, mapping_on(r, ipu)));
           if (c.training)
-            for (std::size_t k = 0; k + si < num_stages; ++k)
+            for (std::size_t k = 0; k < 2 * (num_stages - si) - 1; ++k)
               allocs.push_back(tensor_allocation(tensor_label(g.tensor(r), " (stash ", format_uint(k)),
                                                  memory_kind::activation, type_of(r), ipu, mapping_on(r, ipu)));
         }

@@ -16,7 +16,8 @@
 //   throughput   = micro-batch size x micro-batches per step x replicas / input group size
 //                  / seconds per step
 //
-// Training (the graph holds the forward pass; the backward pass is modelled, not built): the
+// Training, in the executable's own prediction (the graph holds the forward pass; the backward pass
+// is modelled, not built; sched/training_plan.hpp costs the built training step op by op instead): the
 // backward pass of a stage costs twice its forward compute (a data-gradient and a weight-gradient
 // product per forward one) and sends gradients back over the same links; pipelines have 2S - 1
 // stages and fill once per weight update (M = gradient accumulation); each weight update adds an
