@@ -198,7 +198,15 @@ open(f'{D}/bad_dict.npy', 'wb').write(raw[:10] + raw[10:].replace(b"'shape'", b"
   fails_with("missing.npy", "does not exist");
 
   CHECK_THROWS_WITH_AS(ipu::io::write_npy(s / "no" / "such" / "dir.npy", ipu::host_tensor::from<float>({1}, {1.0f})),
-                       doctest::Contains("cannot open the file for writing"), ipu::error);
+                       doctest::Contains("cannot create the .npy file: No such file or directory"), ipu::error);
+  // A failed write leaves nothing behind: no half file, no temporary beside it.
+  ipu::io::write_npy(s / "whole.npy", ipu::host_tensor::from<float>({2}, {1.0f, 2.0f}));
+  std::size_t files = 0;
+  for (const auto& e : fs::directory_iterator(s.dir)) files += e.path().filename().string().find(".tmp.") == std::string::npos ? 0 : 1;
+  CHECK(files == 0);
+  CHECK(ipu::io::read_npy(s / "whole.npy").as<float>()[1] == 2.0f);
+  // A directory, a FIFO or a device given as a .npy file is refused at once, without blocking.
+  fails_with(".", "is a directory, not a regular file");
   CHECK_THROWS_WITH_AS((void)ipu::io::to_npy(ipu::host_tensor({ipu::data_type::F8143, {2}})),
                        doctest::Contains("F8143 has no NumPy dtype"), ipu::error);
 }

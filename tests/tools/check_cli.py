@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Runs the `ipu` CLI and checks how it ends.
 
-check_cli.py [--fail] [--stdout REGEX]... [--stderr REGEX]... [--same-files DIR_A DIR_B]... -- COMMAND...
+check_cli.py [--fail | --usage] [--stdout REGEX]... [--stderr REGEX]... [--same-files DIR_A DIR_B]... -- COMMAND...
 --fail: the command must exit with status 1 and print exactly ONE line, on stderr, and nothing on
-stdout. Otherwise it must exit with 0. Either way it must not crash (no signal, no sanitizer report).
+stdout; --usage: the same with status 2 (a command line the parser refuses). Otherwise it must exit
+with 0. Either way it must not crash (no signal, no sanitizer report).
 --same-files: afterwards DIR_B holds the same file names as DIR_A (at least one), byte for byte.
 """
 import os
@@ -16,11 +17,13 @@ def main():
     argv = sys.argv[1:]
     sep = argv.index("--")
     opts, cmd = argv[:sep], argv[sep + 1:]
-    fail, out_res, err_res, same = False, [], [], []
+    fail, out_res, err_res, same = None, [], [], []
     i = 0
     while i < len(opts):
         if opts[i] == "--fail":
-            fail = True
+            fail = 1
+        elif opts[i] == "--usage":
+            fail = 2
         elif opts[i] == "--stdout":
             i += 1
             out_res.append(opts[i])
@@ -41,8 +44,8 @@ def main():
     if p.returncode < 0:
         problems.append(f"killed by signal {-p.returncode}")
     if fail:
-        if p.returncode != 1:
-            problems.append(f"exit status {p.returncode}, expected 1")
+        if p.returncode != fail:
+            problems.append(f"exit status {p.returncode}, expected {fail}")
         lines = [l for l in p.stderr.splitlines() if l.strip()]
         if len(lines) != 1:
             problems.append(f"{len(lines)} lines on stderr, expected exactly one")

@@ -498,20 +498,23 @@ inline void add_plan_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("plan", "plan an ONNX model on simulated IPUs and print the cost model's predictions");
   cmd->add_option("model", args->model, "the ONNX model")->required();
   cmd->add_option("--device", args->device, "mk1, mk2 or bow")->capture_default_str();
-  cmd->add_option("--ipus", args->ipus, "IPUs per replica")->capture_default_str();
+  cmd->add_option("--ipus", args->ipus, "IPUs per replica")->capture_default_str()->check(CLI::Range(1u, 1024u));
   cmd->add_option("--strategy", args->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
-  cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str();
-  cmd->add_option("--batch", args->batch, "set the leading dimension of every graph input (the micro-batch size)");
+  cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--batch", args->batch, "set the leading dimension of every graph input (the micro-batch size)")
+      ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
   cmd->add_option("--precision", args->precision, "fp32 or fp16: cost and store float tensors as this type");
   cmd->add_option("--partials", args->partials, "fp32 or fp16: matmul / convolution partial sums")->capture_default_str();
   cmd->add_option("--liveness", args->liveness,
                   "phased: always-live, off-chip-after-fwd, off-chip-after-fwd-no-overlap, off-chip-after-each-phase")
       ->capture_default_str();
   cmd->add_option("--device-iterations", args->device_iterations, "micro-batches per step (batches per step)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_option("--available-memory-proportion", args->available_memory_proportion,
                   "share of tile memory an op's temporaries may use")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--auto-round", args->auto_round, "reserve the next power of two of IPUs (autoRoundNumIPUs)");
   cmd->add_option("--trace", args->trace, "write the predicted timeline as Chrome-trace JSON");
   cmd->add_flag("--train", args->train, "plan a training step: forward, backward, gradient all-reduce and optimizer");
@@ -521,7 +524,8 @@ inline void add_plan_command(CLI::App& app) {
   cmd->add_option("--loss", args->loss, "--train: mse (default), l1, nll, cross-entropy or bce");
   cmd->add_option("--output", args->output, "--train: the model output the loss applies to (default: the only one)");
   cmd->add_option("--gradient-accumulation", args->gradient_accumulation,
-                  "--train: micro-batches per weight update (pipelines: at least 2 x stages - 1; default 1)");
+                  "--train: micro-batches per weight update (pipelines: at least 2 x stages - 1; default 1)")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_flag("--replicated-tensor-sharding", args->shard_optimizer_state,
                 "--train: shard the optimizer state over the replicas (each keeps and updates 1/R of it)");
   cmd->callback([args] { plan_command(*args); });

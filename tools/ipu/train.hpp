@@ -516,7 +516,7 @@ inline void add_train_command(CLI::App& app) {
                   "a PopTorch options file: Training.gradientAccumulation, "
                   "Training.accumulationAndReplicationReductionType, randomSeed, Training.setAutomaticLossScaling");
   cmd->add_option("--device", a->device, "plan the step for mk1, mk2, bow or cpu and print its predicted throughput (default mk2)");
-  cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two; default 1)");
+  cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two; default 1)")->check(CLI::Range(1u, 1024u));
   cmd->add_option("--strategy", a->strategy,
                   "sharded, pipelined, serial-phased or parallel-phased (default sharded); pipelined and phased also "
                   "run the step so on host threads");
