@@ -512,6 +512,10 @@ TEST_CASE("replicated training refuses groupings and inputs that do not fit, wit
          "the inputs: Consecutive groups of 3 replicas do not divide the replication factor 4");
   refuse({.replicas = 2, .weights = {{"v", {comm_group_type::none}}}}, "the step trains no weight of that name");
   refuse({.replicas = 2, .weights = {{"w", {comm_group_type::none}}, {"w", {comm_group_type::all}}}}, "twice");
+  // All and None imply their size: another one is refused, not ignored.
+  refuse({.replicas = 4, .weights = {{"w", {comm_group_type::all, 2}}}}, "All groups with a group size of 2 over 4 replicas");
+  refuse({.replicas = 4, .inputs = ipu::train::replica_grouping{comm_group_type::none, 2}},
+         "None groups with a group size of 2 over 4 replicas");
   ipu::train::training_session s(model, {}, {}, ipu::train::output_mode::final, {.replicas = 2});
   const auto x = ipu::host_tensor::from<float>({2, 2}, {1, 0, 0, 1});
   CHECK_THROWS_WITH_AS((void)s.run({{"x", x.view()}}, x.view()), doctest::Contains("times 2 input groups"), ipu::error);

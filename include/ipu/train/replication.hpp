@@ -12,10 +12,10 @@
 // A weight grouped across replicas holds one value per group of replicas; its gradients are
 // reduced within its group only, and each group's value is updated with its own optimizer state.
 // The groups (PopART's CommGroup) of R replicas, of size S:
-//   all          one group of every replica (S is ignored)
+//   all          one group of every replica (S is 0 or R)
 //   consecutive  replica r in group r / S: {0..S-1}, {S..2S-1}, ...
 //   orthogonal   replica r in group r % (R / S): {0, R/S, 2R/S, ...}, {1, R/S + 1, ...}, ...
-//   none         each replica alone (S is ignored)
+//   none         each replica alone (S is 0 or 1)
 // Inputs grouped likewise (inputReplicaGrouping): the replicas of one input group take the same
 // data, so a step's inputs hold G * (number of input groups) micro-batches, the input group's
 // micro-batch of accumulation index a being a * groups + group.
@@ -70,6 +70,15 @@ struct replica_groups {
 };
 
 constexpr replica_groups groups_of(const replica_grouping& g, std::int64_t replicas, const std::string& what) {
+  // All and None imply their group size: another size given with them is refused, not ignored.
+  if ((g.type == comm_group_type::all && g.group_size != 0 && g.group_size != replicas) ||
+      (g.type == comm_group_type::none && g.group_size != 0 && g.group_size != 1))
+    throw error(error_category::usage,
+                what + ": " + to_string(g.type) + " groups with a group size of " + std::to_string(g.group_size) +
+                    " over " + std::to_string(replicas) + " replicas",
+                "replica grouping",
+                g.type == comm_group_type::all ? "All is one group of every replica: give size 0 (or " + std::to_string(replicas) + ")"
+                                               : "None is each replica alone: give size 0 (or 1)");
   switch (g.type) {
     case comm_group_type::all: return {1, replicas, g.type};
     case comm_group_type::none: return {replicas, 1, g.type};
