@@ -103,6 +103,17 @@ void max_pool_with_indices(const kernel_context& ctx, const T* x, T* y, std::int
   });
 }
 
+/// Per kernel column of a window: the outputs of a row it reaches, [lo, hi), and its input offset
+/// (the row-at-a-time pooling loops walk these).
+inline std::vector<std::array<std::int64_t, 3>> row_columns(const window_geometry& g) {
+  std::vector<std::array<std::int64_t, 3>> columns;
+  for (std::int64_t c = 0; c < g.kernel[2]; ++c) {
+    const auto [lo, hi] = g.valid_range(2, c);
+    columns.push_back({lo, hi, c * g.dilation[2] - g.pad_begin[2]});
+  }
+  return columns;
+}
+
 /// MaxPool with row-major Indices, one output row at a time like pool_rows: every tap updates the
 /// row's best values and where they are. Each output still sees its taps in window order (depth,
 /// row, column), so ties and NaNs pick the same element as the window-at-a-time loop.
@@ -112,11 +123,7 @@ void max_pool_rows_with_indices(const kernel_context& ctx, const T* x, T* y, std
                                 const std::array<std::vector<tap_range>, 3>& tab) {
   using C = compute_t<T>;
   const std::int64_t s_in = g.in_size(), s_out = g.out_size(), ow_n = g.out[2];
-  std::vector<std::array<std::int64_t, 3>> columns;  // per kernel column: valid outputs [lo, hi), input offset
-  for (std::int64_t c = 0; c < g.kernel[2]; ++c) {
-    const auto [lo, hi] = g.valid_range(2, c);
-    columns.push_back({lo, hi, c * g.dilation[2] - g.pad_begin[2]});
-  }
+  const auto columns = row_columns(g);
   const std::int64_t sw = g.stride[2];
   parallel_blocks(ctx, static_cast<std::size_t>(planes),
                   std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
@@ -173,11 +180,7 @@ void pool_rows(const kernel_context& ctx, const T* x, T* y, std::int64_t planes,
   // Max runs in the compute type (exact); sums accumulate in double.
   using A = std::conditional_t<Kind == pool_kind::max, C, double>;
   const std::int64_t s_in = g.in_size(), s_out = g.out_size(), ow_n = g.out[2];
-  std::vector<std::array<std::int64_t, 3>> columns;  // per kernel column: valid outputs [lo, hi), input offset
-  for (std::int64_t c = 0; c < g.kernel[2]; ++c) {
-    const auto [lo, hi] = g.valid_range(2, c);
-    columns.push_back({lo, hi, c * g.dilation[2] - g.pad_begin[2]});
-  }
+  const auto columns = row_columns(g);
   const std::int64_t sw = g.stride[2];
   const A init = Kind == pool_kind::max ? (std::numeric_limits<A>::has_infinity ? -std::numeric_limits<A>::infinity()
                                                                                 : std::numeric_limits<A>::lowest())
