@@ -5,6 +5,8 @@
 
 #include "ipu/builder/builder.hpp"
 
+namespace test_builder {
+
 namespace {
 
 using ipu::data_type;
@@ -307,3 +309,5 @@ TEST_CASE("build() needs outputs, validates, and can be called on a copy or by m
   const auto moved = std::move(b).build();
   CHECK(moved == copy);
 }
+
+}  // namespace test_builder

@@ -20,6 +20,8 @@
 #include "ipu/popart/inference_session.hpp"
 #include "../popef/popef_test_util.hpp"
 
+namespace test_cache {
+
 using namespace ipu;
 namespace fs = std::filesystem;
 
@@ -385,3 +387,5 @@ TEST_CASE("threads compiling one model into one cache directory leave one good e
   CHECK(entry.plan == expected.plan);
   CHECK(popef::compile_cached(g, opts, device).hit);
 }
+
+}  // namespace test_cache

@@ -15,6 +15,8 @@
 #include "ipu/exec/executor.hpp"
 #include "../popef/popef_test_util.hpp"
 
+namespace test_compile {
+
 using namespace ipu;
 namespace fs = std::filesystem;
 
@@ -299,3 +301,5 @@ TEST_CASE("placing an unannotated model over several host devices is refused: th
     CHECK(std::string(e.what()).find("host devices") != std::string::npos);
   }
 }
+
+}  // namespace test_compile

@@ -9,6 +9,8 @@
 #include "ipu/compile/strategies.hpp"
 #include "../sched/plan_test_models.hpp"
 
+namespace test_strategies {
+
 namespace {
 
 ipu::graph load(const std::string& name) { return ipu::onnx::load_model(std::string(IPU_TEST_MODELS) + "/" + name + ".onnx"); }
@@ -121,3 +123,5 @@ TEST_CASE("strategies chosen at run time from PopTorch's options") {
   CHECK(half.precision == ipu::data_type::F16);
   CHECK(half.memory[0].total_bytes < e.memory[0].total_bytes);
 }
+
+}  // namespace test_strategies

@@ -10,6 +10,8 @@
 #include "ipu/byte_buffer.hpp"
 #include "ipu/error.hpp"
 
+namespace test_byte_buffer {
+
 using ipu::byte_buffer;
 
 namespace {
@@ -111,3 +113,5 @@ TEST_CASE("byte_buffer: copies may be made and dropped from many threads") {
   original = byte_buffer();
   CHECK(watch.expired());
 }
+
+}  // namespace test_byte_buffer

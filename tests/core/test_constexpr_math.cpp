@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+namespace test_constexpr_math {
+
 static_assert(ipu::ceil_div(7, 2) == 4);
 static_assert(ipu::ceil_to_u64(2.000001) == 3);
 
@@ -34,3 +36,5 @@ TEST_CASE("mul_sat saturates instead of wrapping around") {
   CHECK_FALSE(ipu::is_power_of_two(0));
   CHECK_FALSE(ipu::is_power_of_two(96));
 }
+
+}  // namespace test_constexpr_math

@@ -9,6 +9,8 @@
 #include "ipu/half.hpp"
 #include "ipu/tensor.hpp"
 
+namespace test_data_type {
+
 using ipu::data_type;
 
 TEST_CASE("data types: PopEF names round-trip and are unique") {
@@ -69,3 +71,5 @@ TEST_CASE("data_type_of maps element types, including both float8 formats") {
   static_assert(ipu::data_type_of_v<bool> == data_type::BOOL);
   for (auto t : ipu::all_data_types) CHECK(ipu::size_of(t) > 0);
 }
+
+}  // namespace test_data_type

@@ -2,6 +2,8 @@
 
 #include "ipu/error.hpp"
 
+namespace test_error {
+
 TEST_CASE("error composes category, location, message and hint") {
   const ipu::error e(ipu::error_category::shape, "expected 12 elements, got 10", "tensor 'x'", "pass a [3,4] array");
   CHECK(std::string(e.what()) == "ipu shape error at tensor 'x': expected 12 elements, got 10 (pass a [3,4] array)");
@@ -22,3 +24,5 @@ TEST_CASE("recoverable errors carry a recovery action, both kinds are ipu::error
   }
   CHECK_THROWS_AS(throw ipu::unrecoverable_error(ipu::error_category::device, "IPU lost"), ipu::error);
 }
+
+}  // namespace test_error

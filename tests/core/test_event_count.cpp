@@ -7,6 +7,8 @@
 
 #include "ipu/event_count.hpp"
 
+namespace test_event_count {
+
 TEST_CASE("event_count: a notify between prepare_wait and wait is not lost") {
   ipu::event_count ev;
   const auto key = ev.prepare_wait();
@@ -61,3 +63,5 @@ TEST_SUITE("concurrent") {
     CHECK(counter.load() == 2 * rounds);
   }
 }
+
+}  // namespace test_event_count

@@ -11,6 +11,8 @@
 
 #include "ipu/float8.hpp"
 
+namespace test_float8 {
+
 using ipu::float8_143;
 using ipu::float8_152;
 using ipu::float8_overflow;
@@ -169,3 +171,5 @@ TEST_CASE("float8: limits, construction, constant evaluation") {
   CHECK(float8_143().bits() == 0);
   CHECK(float8_143::from_bits(0x4c).identical(float8_143(3.0f)));
 }
+
+}  // namespace test_float8

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+namespace test_format {
+
 // The formatting runs in constant evaluation: the device model's messages are checked at compile time.
 static_assert(ipu::format_uint(0) == "0");
 static_assert(ipu::format_bytes(700000) == "700000 B (683.6 KiB)");
@@ -39,3 +41,5 @@ TEST_CASE("format_grouped puts a comma between groups of three digits, none befo
   CHECK(ipu::format_grouped(123456) == "123,456");
   CHECK(ipu::format_grouped(std::numeric_limits<std::uint64_t>::max()) == "18,446,744,073,709,551,615");
 }
+
+}  // namespace test_format

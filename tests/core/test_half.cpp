@@ -16,6 +16,8 @@
 
 #include "ipu/half.hpp"
 
+namespace test_half {
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -148,3 +150,5 @@ TEST_CASE("half conversions work in constant expressions") {
   static_assert(ipu::half::to_float(0x0001) == 0x1p-24f);
   CHECK(true);
 }
+
+}  // namespace test_half

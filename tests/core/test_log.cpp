@@ -13,6 +13,8 @@
 
 #include "ipu/log.hpp"
 
+namespace test_log {
+
 namespace ilog = ipu::log;
 
 namespace {
@@ -185,3 +187,5 @@ TEST_CASE("log: without a sink, lines go to stderr with time, tag and level") {
   CHECK(all.front() == '[');
   CHECK(all.substr(13) == "] [ipu] [INFO] to stderr\n");
 }
+
+}  // namespace test_log

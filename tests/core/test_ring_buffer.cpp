@@ -9,6 +9,8 @@
 
 #include "ipu/ring_buffer.hpp"
 
+namespace test_ring_buffer {
+
 using namespace std::chrono_literals;
 
 TEST_CASE("ring_buffer holds exactly its capacity, in FIFO order") {
@@ -175,3 +177,5 @@ TEST_SUITE("concurrent") {
     CHECK(in_order);
   }
 }
+
+}  // namespace test_ring_buffer

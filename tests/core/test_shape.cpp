@@ -7,6 +7,8 @@
 #include "ipu/shape.hpp"
 #include "ipu/tensor_info.hpp"
 
+namespace test_shape {
+
 TEST_CASE("shape: rank, elements, dims") {
   const ipu::shape s{4, 3, 224, 224};
   CHECK(s.rank() == 4);
@@ -79,3 +81,5 @@ TEST_CASE("shape and tensor_info: equality and use in constant expressions") {
   CHECK(info == ipu::tensor_info{ipu::data_type::S64, {3}});
   CHECK(info != ipu::tensor_info{ipu::data_type::U64, {3}});
 }
+
+}  // namespace test_shape

@@ -9,6 +9,8 @@
 #include "ipu/error.hpp"
 #include "ipu/tensor.hpp"
 
+namespace test_tensor {
+
 using ipu::data_type;
 
 // Everything tensor-like satisfies the concept; other things do not.
@@ -165,3 +167,5 @@ TEST_CASE("static_tensor: type and shape in the type, usable in constant express
   CHECK(h.info() == ipu::tensor_info{data_type::F32, {2, 3}});
   CHECK(h.as<float>()[5] == 5.0f);
 }
+
+}  // namespace test_tensor

@@ -6,6 +6,8 @@
 
 #include <cstdlib>
 
+namespace test_blas_tuning {
+
 TEST_CASE("tuned for the host device (tests/main.cpp opts in): one thread per call, the best kernels the CPU allows") {
   CHECK(openblas_get_num_threads() == 1);
   CHECK(ipu::openblas_core_rank("SkylakeX") == 3);
@@ -16,3 +18,5 @@ TEST_CASE("tuned for the host device (tests/main.cpp opts in): one thread per ca
     CHECK(ipu::openblas_core_rank(openblas_get_corename()) >= 2);
 #endif
 }
+
+}  // namespace test_blas_tuning

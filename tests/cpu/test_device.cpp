@@ -9,6 +9,8 @@
 
 #include "test_kernels.hpp"
 
+namespace test_device {
+
 using namespace test_kernels;
 
 namespace {
@@ -226,3 +228,5 @@ TEST_SUITE("concurrent") {
     CHECK(mismatches.load() == 0);
   }
 }
+
+}  // namespace test_device

@@ -11,6 +11,8 @@
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
 
+namespace test_models {
+
 namespace {
 
 void check_model(const std::filesystem::path& dir, const std::string& name, std::size_t threads, double tolerance) {
@@ -56,3 +58,5 @@ TEST_CASE("cpu device runs the exported AlexNet, MobileNetV2 and transformer enc
   for (const char* name : {"alexnet", "mobilenet_v2", "transformer_encoder"})
     for (std::size_t threads : {1u, 2u}) check_model(dir, name, threads, 1e-3);
 }
+
+}  // namespace test_models

@@ -7,6 +7,8 @@
 
 #include "test_kernels.hpp"
 
+namespace test_plan {
+
 using namespace test_kernels;
 using ipu::cpu::storage;
 
@@ -232,3 +234,5 @@ TEST_CASE("plan: Dropout in inference is a view (no kernel runs); in training, o
     CHECK(p.tensors[g.tensor_id_of("d")].alias_of == g.tensor_id_of("r"));
   }
 }
+
+}  // namespace test_plan

@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+namespace test_thread_pool {
+
 namespace {
 using chunk_list = std::vector<std::pair<std::size_t, std::size_t>>;
 
@@ -152,3 +154,5 @@ TEST_SUITE("concurrent") {
     }
   }
 }
+
+}  // namespace test_thread_pool

@@ -2,6 +2,8 @@
 
 #include "ipu/device/architecture.hpp"
 
+namespace test_architecture {
+
 namespace {
 
 // A user-defined architecture: a smaller GC200 variant, defined by overriding what differs.
@@ -155,3 +157,5 @@ TEST_CASE("find_architecture accepts names, chips and targets, ignoring case") {
   CHECK_FALSE(ipu::find_architecture("").has_value());
   static_assert(ipu::find_architecture("bow")->clock_hz == 1'850'000'000);
 }
+
+}  // namespace test_architecture

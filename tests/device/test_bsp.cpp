@@ -5,6 +5,8 @@
 
 #include "ipu/device/bsp.hpp"
 
+namespace test_bsp {
+
 namespace {
 constexpr auto mk1 = ipu::describe_architecture<ipu::mk1>();
 constexpr auto mk2 = ipu::describe_architecture<ipu::mk2>();
@@ -56,3 +58,5 @@ TEST_CASE("a BSP superstep: slowest tile's compute + sync + exchange") {
   CHECK(s.exchange_cycles == 100 + 6);
   CHECK(s.total() == 1200 + 80 + 106);
 }
+
+}  // namespace test_bsp

@@ -9,6 +9,8 @@
 #include "ipu/device/bsp.hpp"
 #include "ipu/device/collective_cost.hpp"
 
+namespace test_collective_cost {
+
 namespace {
 constexpr auto mk2 = ipu::describe_architecture<ipu::mk2>();
 constexpr auto mk1 = ipu::describe_architecture<ipu::mk1>();
@@ -78,3 +80,5 @@ TEST_CASE("all-reduce refusals name the fix") {
 }
 
 static_assert(ipu::ring_all_reduce_cost(ipu::describe_architecture<ipu::bow>(), 1, 16, 1 << 20).ring_links == 2);
+
+}  // namespace test_collective_cost

@@ -2,6 +2,8 @@
 
 #include "ipu/device/compute_cost.hpp"
 
+namespace test_compute_cost {
+
 using ipu::amp_partition;
 using ipu::amp_problem;
 using ipu::data_type;
@@ -213,3 +215,5 @@ TEST_CASE("plans reject impossible tile counts and memory proportions") {
   }
   CHECK_THROWS_AS((void)ipu::plan_amp(ipu::cpu_device_description(), p, precision::fp32), ipu::error);
 }
+
+}  // namespace test_compute_cost

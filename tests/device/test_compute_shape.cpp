@@ -4,6 +4,8 @@
 
 #include "ipu/device/compute_shape.hpp"
 
+namespace test_compute_shape {
+
 using ipu::amp_problem;
 using ipu::conv_shape;
 
@@ -63,3 +65,5 @@ TEST_CASE("inconsistent convolutions are shape errors") {
     CHECK(e.message() == "channels 6 -> 8 do not divide into 4 groups");
   }
 }
+
+}  // namespace test_compute_shape

@@ -2,6 +2,8 @@
 
 #include "ipu/device/cost.hpp"
 
+namespace test_cost {
+
 // The umbrella header gives the whole cost model, usable in constant expressions.
 namespace {
 using ipu::precision;
@@ -37,3 +39,5 @@ TEST_CASE("the cost model composes at compile time") {
   CHECK(seconds > 0);
   CHECK(seconds == doctest::Approx(static_cast<double>(cycles) / 1.325e9));
 }
+
+}  // namespace test_cost

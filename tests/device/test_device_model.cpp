@@ -4,6 +4,8 @@
 
 #include "ipu/device/device_model.hpp"
 
+namespace test_device_model {
+
 namespace {
 struct small_ipu : ipu::mk2 {
   static constexpr std::string_view name = "small";
@@ -103,3 +105,5 @@ TEST_CASE("make_device_description validates a run-time architecture") {
   CHECK(d.arch.exchange_bytes_per_cycle == 8);
   CHECK(d.num_ipus == 2);
 }
+
+}  // namespace test_device_model

@@ -5,6 +5,8 @@
 
 #include "ipu/device/ipu_system.hpp"
 
+namespace test_ipu_system {
+
 namespace {
 constexpr ipu::ipu_system pod16{};
 
@@ -122,3 +124,5 @@ TEST_CASE("to_string of a system") {
   CHECK(ipu::to_string(pod16) == "16 x mk2 (GC200) in 4 machines");
   CHECK(ipu::to_string(ipu::make_ipu_system<ipu::mk1>(2)) == "2 x mk1 (GC2) in 1 machine");
 }
+
+}  // namespace test_ipu_system

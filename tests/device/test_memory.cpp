@@ -5,6 +5,8 @@
 
 #include "ipu/device/memory.hpp"
 
+namespace test_memory {
+
 using ipu::data_type;
 using ipu::memory_allocation;
 using ipu::memory_kind;
@@ -210,3 +212,5 @@ TEST_CASE("memory accounting and the out-of-memory message at compile time") {
                 std::string::npos);
   CHECK(tiny_error().starts_with("out of memory: 1 of 4 tiles"));
 }
+
+}  // namespace test_memory

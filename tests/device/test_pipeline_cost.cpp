@@ -2,6 +2,8 @@
 
 #include "ipu/device/pipeline_cost.hpp"
 
+namespace test_pipeline_cost {
+
 TEST_CASE("pipeline bubble = (S - 1) / (M + S - 1)") {
   CHECK(ipu::pipeline_bubble_fraction(1, 1) == 0.0);   // one stage: never idle
   CHECK(ipu::pipeline_bubble_fraction(4, 1) == doctest::Approx(0.75));
@@ -38,3 +40,5 @@ TEST_CASE("an empty pipeline is a usage error") {
   }
   CHECK_THROWS_AS((void)ipu::pipeline_cycles(10, 2, 0), ipu::error);
 }
+
+}  // namespace test_pipeline_cost

@@ -2,6 +2,8 @@
 
 #include "ipu/device/precision.hpp"
 
+namespace test_precision {
+
 using ipu::data_type;
 using ipu::precision;
 
@@ -32,3 +34,5 @@ TEST_CASE("precision_for maps input and partials types to an AMP mode, or none")
   CHECK_FALSE(ipu::precision_for(data_type::S32, data_type::S32).has_value());
   CHECK_FALSE(ipu::precision_for(data_type::F8143, data_type::F16).has_value());
 }
+
+}  // namespace test_precision

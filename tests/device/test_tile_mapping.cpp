@@ -7,6 +7,8 @@
 
 #include "ipu/device/tile_mapping.hpp"
 
+namespace test_tile_mapping {
+
 using ipu::amp_partition;
 using ipu::amp_problem;
 
@@ -139,3 +141,5 @@ TEST_CASE("partition candidates: powers of two, then fill the tiles") {
   CHECK(ipu::partition_candidates(0, 8) == std::vector<std::uint64_t>{1});
   CHECK(ipu::partition_candidates(16, 16) == std::vector<std::uint64_t>{1, 2, 4, 8, 16});
 }
+
+}  // namespace test_tile_mapping

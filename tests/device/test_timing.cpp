@@ -2,6 +2,8 @@
 
 #include "ipu/device/timing.hpp"
 
+namespace test_timing {
+
 using ipu::precision;
 
 namespace {
@@ -63,3 +65,5 @@ TEST_CASE("the host CPU device has no figures to time with") {
   }
   CHECK_THROWS_AS((void)ipu::cycles_to_seconds(cpu, 1), ipu::error);
 }
+
+}  // namespace test_timing

@@ -4,6 +4,8 @@
 
 #include "ipu/device/transfer.hpp"
 
+namespace test_transfer {
+
 namespace {
 constexpr auto mk2 = ipu::describe_architecture<ipu::mk2>();
 constexpr auto m2000 = ipu::ipu_model<ipu::mk2, 4>::description();
@@ -82,3 +84,5 @@ TEST_CASE("host streams and Streaming Memory, per IPU") {
     CHECK(e.hint().find("mk2") != std::string::npos);
   }
 }
+
+}  // namespace test_transfer

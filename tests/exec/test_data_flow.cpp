@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+namespace test_data_flow {
+
 using ipu::anchor_return_type;
 using ipu::anchor_return_type_id;
 using ipu::data_flow;
@@ -147,3 +149,5 @@ TEST_CASE("data flow: host array shapes put batches, accumulation and replicas f
   // A scalar anchor.
   CHECK(anchor_array_shape(ipu::shape{}, anchor_return_type::all(), {5, 1, 1}) == ipu::shape{5});
 }
+
+}  // namespace test_data_flow

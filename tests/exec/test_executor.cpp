@@ -20,6 +20,8 @@
 #include "ipu/sched/replicated_execution.hpp"
 #include "ipu/sched/sharded_execution.hpp"
 
+namespace test_executor {
+
 using harness::hand_split;
 using harness::layout;
 using mk2x4 = ipu::ipu_model<ipu::mk2, 4>;
@@ -632,3 +634,5 @@ TEST_CASE("host_engine: a plan's schedule is picked once from the executable's k
   CHECK_THROWS_AS(ipu::schedule_for(static_cast<ipu::schedule_kind>(3)), ipu::error);
   CHECK(ipu::schedule_for(ipu::schedule_kind::phased).index() == 2);
 }
+
+}  // namespace test_executor

@@ -11,6 +11,8 @@
 #include "ipu/sched/sharded_execution.hpp"
 #include "../sched/plan_test_models.hpp"
 
+namespace test_predicted_timeline {
+
 namespace {
 const auto mk2x4 = ipu::ipu_model<ipu::mk2, 4>::description();
 using plan_test::with_bps;
@@ -101,3 +103,5 @@ TEST_CASE("training: each pipeline cycle's forward then backward per IPU, then a
       CHECK(ev.begin >= base + p.cycles[static_cast<std::size_t>(ev.micro_batch) + 4 - ev.stage].begin);
   }
 }
+
+}  // namespace test_predicted_timeline

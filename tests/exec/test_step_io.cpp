@@ -4,6 +4,8 @@
 
 #include <string>
 
+namespace test_step_io {
+
 namespace {
 // x: F32[2,2] input, t: S32[3] input, y = Relu(x) anchored.
 ipu::graph model() {
@@ -139,3 +141,5 @@ TEST_CASE("step io: setting an array twice replaces it - layouts check their inp
   CHECK(acc.input_info("x") == ipu::tensor_info{ipu::data_type::F32, {4, 3, 2, 2}});
   CHECK(acc.anchor_info("y") == ipu::tensor_info{ipu::data_type::F32, {4, 3, 2, 2}});
 }
+
+}  // namespace test_step_io

@@ -15,6 +15,8 @@
 #include "ipu/ops/all.hpp"
 #include "ipu/train/session.hpp"
 
+namespace test_training_executor {
+
 namespace {
 
 using ipu::train::training_schedule;
@@ -326,3 +328,5 @@ TEST_CASE("PopTorch's execution strategies choose the placement; what the execut
   offchip.tensors_liveness = ipu::liveness::off_chip_after_fwd;
   CHECK_THROWS_WITH_AS(ipu::placed_options_from(offchip), doctest::Contains("AlwaysLive"), ipu::error);
 }
+
+}  // namespace test_training_executor

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+namespace test_captures {
+
 namespace {
 
 ipu::tensor_info f32(std::int64_t n) { return {ipu::data_type::F32, ipu::shape{n}}; }
@@ -65,3 +67,5 @@ TEST_CASE("for_each_subgraph visits every body of an op, and none of an op witho
   ipu::for_each_subgraph(plain, [&](const ipu::graph&) { ++calls; });
   CHECK(calls == 0);
 }
+
+}  // namespace test_captures

@@ -9,6 +9,8 @@
 #include "ipu/graph/topological_order.hpp"
 #include "ipu/graph/validate.hpp"
 
+namespace test_concepts {
+
 namespace user {
 
 /// A user's model description: a list of dense layer widths, each layer on the next IPU.
@@ -52,8 +54,13 @@ struct unconvertible {
 
 }  // namespace user
 
+}  // namespace test_concepts
+
+// An explicit specialization belongs to a namespace that encloses the template's.
 template <>
-inline constexpr bool ipu::enable_dataflow_graph<user::wrapped> = true;
+inline constexpr bool ipu::enable_dataflow_graph<test_concepts::user::wrapped> = true;
+
+namespace test_concepts {
 
 static_assert(ipu::dataflow_graph<ipu::graph>);
 static_assert(ipu::dataflow_graph<const ipu::graph&>);
@@ -110,3 +117,5 @@ TEST_CASE("validation errors come through the user type's graph") {
   w.g.mark_output(t);
   CHECK_THROWS_WITH_AS(ipu::validate(w), doctest::Contains("graph output 't' is never produced"), ipu::error);
 }
+
+}  // namespace test_concepts

@@ -6,6 +6,8 @@
 
 #include "ipu/graph/topological_order.hpp"
 
+namespace test_topological_order {
+
 namespace {
 
 using ipu::data_type;
@@ -102,3 +104,5 @@ TEST_CASE("topological order is computed in constant expressions") {
     return order.size() == 2 && order[0] == 1 && order[1] == 0;
   }());
 }
+
+}  // namespace test_topological_order

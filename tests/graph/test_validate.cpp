@@ -5,6 +5,8 @@
 
 #include "ipu/graph/validate.hpp"
 
+namespace test_validate {
+
 namespace {
 
 using ipu::data_type;
@@ -162,3 +164,5 @@ TEST_CASE("op outputs: produced once, never a graph input") {
   CHECK_THROWS_WITH_AS(g.add_op(relu("into_input", *g.find_tensor("t1"), *g.find_tensor("x"))),
                        doctest::Contains("op output 'x' is a graph input"), ipu::error);
 }
+
+}  // namespace test_validate

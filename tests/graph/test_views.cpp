@@ -10,6 +10,8 @@
 #include "ipu/builder/builder.hpp"
 #include "ipu/graph/views.hpp"
 
+namespace test_views {
+
 namespace {
 
 using ipu::data_type;
@@ -148,3 +150,5 @@ concept can_view = requires(G&& g) { v::ops_on_ipu(std::forward<G>(g), 0); };
 }  // namespace
 static_assert(can_view<const ipu::graph&>);
 static_assert(!can_view<ipu::graph>, "views of a temporary graph must not compile");
+
+}  // namespace test_views

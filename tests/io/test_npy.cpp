@@ -8,6 +8,8 @@
 #include <random>
 #include <string>
 
+namespace test_npy {
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -210,3 +212,5 @@ open(f'{D}/bad_dict.npy', 'wb').write(raw[:10] + raw[10:].replace(b"'shape'", b"
   CHECK_THROWS_WITH_AS((void)ipu::io::to_npy(ipu::host_tensor({ipu::data_type::F8143, {2}})),
                        doctest::Contains("F8143 has no NumPy dtype"), ipu::error);
 }
+
+}  // namespace test_npy

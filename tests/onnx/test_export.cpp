@@ -10,6 +10,8 @@
 #include "ipu/onnx/import.hpp"
 #include "onnx_test_util.hpp"
 
+namespace test_export {
+
 using namespace ipu;
 using test_onnx::attr;
 using test_onnx::model;
@@ -120,3 +122,5 @@ TEST_CASE("a graph built by hand exports in dependency order") {
   // Once in import order, it is stable.
   CHECK(round_trip(back) == back);
 }
+
+}  // namespace test_export

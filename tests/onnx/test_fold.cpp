@@ -10,6 +10,8 @@
 #include "ipu/onnx/import.hpp"
 #include "onnx_test_util.hpp"
 
+namespace test_fold {
+
 using namespace ipu;
 using test_onnx::attr;
 using test_onnx::model;
@@ -176,3 +178,5 @@ TEST_CASE("views keep their input's values: Identity and Flatten fold through th
   CHECK(g.tensor(g.tensor_id_of("flat")).info.shape == shape{2, 3});
   CHECK(g.tensor(g.tensor_id_of("flat0")).info.shape == shape{1, 6});
 }
+
+}  // namespace test_fold

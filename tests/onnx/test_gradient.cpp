@@ -12,6 +12,8 @@
 #include "ipu/onnx/import.hpp"
 #include "onnx_run_util.hpp"
 
+namespace test_gradient {
+
 using namespace ipu;
 using test_onnx::import_error;
 using test_onnx::model;
@@ -143,3 +145,5 @@ TEST_CASE("a model importing only the training domain imports and runs (ONNX's o
   CHECK(values(out[0]) == std::vector<float>{-0.25f, 2.5f});
   CHECK(values(out[1]) == std::vector<float>{2.5f, -1});
 }
+
+}  // namespace test_gradient

@@ -17,6 +17,8 @@
 #include "ipu/train/loss.hpp"
 #include "onnx_run_util.hpp"
 
+namespace test_graphcore_losses {
+
 using namespace ipu;
 using test_onnx::attr;
 using test_onnx::import_error;
@@ -245,3 +247,5 @@ TEST_CASE("ai.graphcore losses that are malformed are refused, saying what and w
     CHECK(import_error(m).find("ai.graphcore opset 2") != std::string::npos);
   }
 }
+
+}  // namespace test_graphcore_losses

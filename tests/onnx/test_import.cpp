@@ -17,6 +17,8 @@
 #include "ipu/onnx/export.hpp"
 #include "onnx_test_util.hpp"
 
+namespace test_import {
+
 using namespace ipu;
 using test_onnx::attr;
 using test_onnx::model;
@@ -498,3 +500,5 @@ TEST_CASE("external data must be a regular file inside the model's folder, whate
   std::filesystem::create_directory(data);
   CHECK(contains(load().what(), "directory, not a regular file"));
 }
+
+}  // namespace test_import

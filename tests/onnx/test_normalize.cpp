@@ -10,6 +10,8 @@
 #include "ipu/onnx/import.hpp"
 #include "onnx_test_util.hpp"
 
+namespace test_normalize {
+
 using namespace ipu;
 using test_onnx::attr;
 using test_onnx::model;
@@ -374,3 +376,5 @@ TEST_CASE("normalize_model rewrites the proto itself to opset 17") {
   // The result is valid opset-17 ONNX.
   CHECK_NOTHROW(ipu::onnx::check_model(proto, {}));
 }
+
+}  // namespace test_normalize

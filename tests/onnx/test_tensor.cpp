@@ -9,6 +9,8 @@
 
 #include "onnx_test_util.hpp"
 
+namespace test_tensor {
+
 using namespace ipu;
 using test_onnx::scratch_dir;
 
@@ -291,3 +293,5 @@ TEST_CASE("load_tensor refuses missing, empty, truncated and foreign files with 
   CHECK(foreign.rfind("ipu ", 0) == 0);
   CHECK(contains(foreign, "model.pb"));
 }
+
+}  // namespace test_tensor

@@ -2,6 +2,8 @@
 
 #include "ipu/onnx/types.hpp"
 
+namespace test_types {
+
 using namespace ipu;
 
 TEST_CASE("every ipu data type maps to an ONNX type and back") {
@@ -47,3 +49,5 @@ TEST_CASE("ONNX types without an ipu equivalent are refused by name") {
     CHECK(std::string(e.what()).find("tensor 'words' has element type STRING") != std::string::npos);
   }
 }
+
+}  // namespace test_types

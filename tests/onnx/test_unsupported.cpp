@@ -8,6 +8,8 @@
 #include "ipu/onnx/import.hpp"
 #include "onnx_test_util.hpp"
 
+namespace test_unsupported {
+
 using namespace ipu;
 using test_onnx::attr;
 using test_onnx::model;
@@ -102,3 +104,5 @@ TEST_CASE("deprecated ops are checked under the name the importer gives them") {
   r.add({"", "Resize", nullptr});
   CHECK(ipu::onnx::find_unsupported_ops(m.proto, r).empty());
 }
+
+}  // namespace test_unsupported

@@ -10,6 +10,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_activation {
+
 using namespace mk;
 
 namespace {
@@ -90,3 +92,5 @@ TEST_CASE("Shrink") {
   CHECK(values<std::int32_t>(run1("Shrink", {i32({3}, {-3, 1, 3})}, {data_type::S32, {3}}, {{"bias", 1.0f}, {"lambd", 1.5f}})) ==
         std::vector<std::int32_t>{-2, 0, 2});
 }
+
+}  // namespace test_activation

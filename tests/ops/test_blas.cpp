@@ -8,6 +8,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_blas {
+
 using namespace ipu::detail::math_ops;
 
 TEST_CASE("gemm: all transpose combinations, leading dimensions and beta") {
@@ -53,3 +55,5 @@ TEST_CASE("gemm on integers wraps and honours transposes") {
   // A^T = [[200, 2], [1, 3]]: row 0 = [400 mod 256, 2] = [144, 2]
   CHECK(c == std::vector<std::uint8_t>{144, 2, 2, 3});
 }
+
+}  // namespace test_blas

@@ -9,6 +9,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_broadcast {
+
 using namespace mk;
 using namespace ipu::detail::math_ops;
 
@@ -71,3 +73,5 @@ TEST_CASE("for_each_run visits every element once from any start") {
     for (std::int64_t e = 0; e < 60; ++e) CHECK(seen[static_cast<std::size_t>(e)] == (e >= begin ? 1 : 0));
   }
 }
+
+}  // namespace test_broadcast

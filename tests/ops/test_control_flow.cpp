@@ -8,6 +8,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_control_flow {
+
 using namespace tk;
 
 namespace {
@@ -150,3 +152,5 @@ TEST_CASE("control flow: Scan accumulates a state and stacks outputs, in either 
             &runner);
   CHECK(values<float>(out[1]) == std::vector<float>{5, 8, 9, 6, 10, 12});
 }
+
+}  // namespace test_control_flow

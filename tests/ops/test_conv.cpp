@@ -12,6 +12,8 @@
 #include "ipu/cpu/thread_pool.hpp"
 #include "math_kernel_harness.hpp"
 
+namespace test_conv {
+
 using namespace mk;
 
 namespace {
@@ -303,3 +305,5 @@ TEST_CASE("ConvTranspose: groups, strides, dilations, pads and bias against the 
                        {{"group", group}, {"strides", s}, {"dilations", d}, {"pads", pads}}),
                   ipu::error);
 }
+
+}  // namespace test_conv

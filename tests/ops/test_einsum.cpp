@@ -4,6 +4,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_einsum {
+
 using namespace tk;
 
 namespace {
@@ -53,3 +55,5 @@ TEST_CASE("einsum: malformed equations and mismatched shapes are errors") {
   CHECK_THROWS_AS(einsum("ij->iz", {a}, {2, 1}), ipu::error);              // z is not an input label
   CHECK_THROWS_AS(einsum("i1->i", {iota_f32({2, 2})}, {2}), ipu::error);   // not a letter
 }
+
+}  // namespace test_einsum

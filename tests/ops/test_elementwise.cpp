@@ -10,6 +10,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_elementwise {
+
 using namespace mk;
 
 namespace {
@@ -202,3 +204,5 @@ TEST_CASE("mismatched types and shapes are errors") {
   CHECK_THROWS_AS(run1("Add", {f32({2}, {1, 2}), f32({3}, {1, 2, 3})}, {data_type::F32, {3}}), ipu::error);
   CHECK_THROWS_AS(run1("And", {i32({1}, {1}), i32({1}, {1})}, {data_type::S32, {1}}), ipu::error);
 }
+
+}  // namespace test_elementwise

@@ -9,6 +9,8 @@
 #include "ipu/cpu/thread_pool.hpp"
 #include "math_kernel_harness.hpp"
 
+namespace test_gemm {
+
 using namespace mk;
 
 namespace {
@@ -121,3 +123,5 @@ TEST_CASE("MatMul on integers wraps") {
   auto b = i32({2, 1}, {2, 2});
   CHECK(values<std::int32_t>(run1("MatMul", {a, b}, {data_type::S32, {1, 1}})) == std::vector<std::int32_t>{0});
 }
+
+}  // namespace test_gemm

@@ -7,6 +7,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_generators {
+
 using namespace tk;
 
 TEST_CASE("generators: Constant from a tensor, value_floats and value_int") {
@@ -150,3 +152,5 @@ TEST_CASE("generators: Cast to and from Graphcore float8") {
   CHECK(back[2] == 240.0f);
   CHECK(std::isnan(back[3]));
 }
+
+}  // namespace test_generators

@@ -4,6 +4,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_indexing {
+
 using namespace tk;
 
 TEST_CASE("indexing: Gather along an inner axis with 2-D and negative indices") {
@@ -77,3 +79,5 @@ TEST_CASE("indexing: Compress with and without an axis, checked against the IR's
         std::vector<float>{2, 4, 6});
   CHECK_THROWS_AS(run1("Compress", {x, boolean({3}, {1, 1, 1})}, f32_info({2, 2}), {attr("axis", 0)}), ipu::error);
 }
+
+}  // namespace test_indexing

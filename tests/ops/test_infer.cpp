@@ -14,6 +14,8 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/infer.hpp"
 
+namespace test_infer {
+
 namespace {
 
 using ipu::data_type;
@@ -519,3 +521,5 @@ TEST_CASE("infer_shapes fills a graph's intermediate infos, reading Constant ops
   CHECK(g.tensor(y).info == ipu::tensor_info{data_type::F32, {6, 5}});
   CHECK(g.tensor(*g.find_tensor("z")).info == ipu::tensor_info{data_type::S8, {9}});  // left alone
 }
+
+}  // namespace test_infer

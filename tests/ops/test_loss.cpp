@@ -6,6 +6,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_loss {
+
 using namespace tk;
 
 TEST_CASE("loss: NegativeLogLikelihoodLoss reductions, weights and ignore_index") {
@@ -50,3 +52,5 @@ TEST_CASE("loss: SoftmaxCrossEntropyLoss and its log_prob output") {
   auto big = run1("SoftmaxCrossEntropyLoss", {f32({1, 2}, {1000, 0}), i64({1}, {0})}, f32_info({}));
   check_close(values<float>(big), {0.0f}, 0, 1e-6f);
 }
+
+}  // namespace test_loss

@@ -18,6 +18,8 @@ const ipu::op_registry& mk::registry() {
   return r;
 }
 
+namespace test_math {
+
 TEST_CASE("register_math_kernels registers every numeric op once") {
   const auto& r = mk::registry();
   for (std::string_view op :
@@ -40,3 +42,5 @@ TEST_CASE("register_math_kernels registers every numeric op once") {
   ipu::register_math_kernels(twice);
   CHECK_THROWS_AS(ipu::register_math_kernels(twice), ipu::error);
 }
+
+}  // namespace test_math

@@ -9,6 +9,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_norm {
+
 using namespace mk;
 
 TEST_CASE("BatchNormalization (inference) uses the given statistics per channel") {
@@ -83,3 +85,5 @@ TEST_CASE("MeanVarianceNormalization over the default and given axes") {
   check_close(floats(run1("MeanVarianceNormalization", {x}, {data_type::F32, {2, 1, 1, 2}}, {{"axes", ints{3}}})),
               {-1, 1, -1, 1});
 }
+
+}  // namespace test_norm

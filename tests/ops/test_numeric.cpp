@@ -11,6 +11,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_numeric {
+
 using namespace ipu::detail::math_ops;
 
 TEST_CASE("visit dispatches on the element type and rejects the rest with the supported list") {
@@ -63,3 +65,5 @@ TEST_CASE("parallel_blocks covers 0 to n in blocks of at least the grain") {
     }
   }
 }
+
+}  // namespace test_numeric

@@ -10,6 +10,8 @@
 #include "ipu/builder/builder.hpp"
 #include "ipu/ops/op_cost.hpp"
 
+namespace test_op_cost {
+
 namespace {
 
 using ipu::data_type;
@@ -275,3 +277,5 @@ static_assert([] {
   const auto c = ipu::estimate_op_cost(g, 0, ipu::ipu_model<ipu::mk2, 1>::description());
   return c.macs == 64 * 64 * 64 && c.cycles() > 64u * 64u * 64u / (16u * 1472u);
 }());
+
+}  // namespace test_op_cost

@@ -21,6 +21,8 @@
 #include "ipu/sched/memory_plan.hpp"
 #include "ipu/ops/op_cost.hpp"
 
+namespace test_op_table {
+
 namespace {
 
 std::string key(std::string_view domain, std::string_view type) {
@@ -197,3 +199,5 @@ TEST_CASE("shape rules agree with ONNX's shape inference on ONNX's node tests") 
   CHECK(compared > 300);
   CHECK(mismatches.empty());
 }
+
+}  // namespace test_op_table

@@ -12,6 +12,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_pool {
+
 using namespace mk;
 
 namespace {
@@ -193,3 +195,5 @@ TEST_CASE("MaxPool: Indices against the definition, with ties, NaN, padding, str
         CHECK(((std::isnan(want) && std::isnan(got_v[o])) || got_v[o] == want));
       }
 }
+
+}  // namespace test_pool

@@ -7,6 +7,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_recurrent {
+
 using namespace tk;
 
 namespace {
@@ -142,3 +144,5 @@ TEST_CASE("recurrent: F16 inputs compute in F32 - bad weight shapes are errors")
                       {hidden1}),
                   ipu::error);
 }
+
+}  // namespace test_recurrent

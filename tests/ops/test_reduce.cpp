@@ -7,6 +7,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_reduce {
+
 using namespace tk;
 
 namespace {
@@ -142,3 +144,5 @@ TEST_CASE("reduce: ReduceSum and ReduceMean over contiguous runs and over rows, 
   CHECK(values<std::int64_t>(run1("ReduceSum", {xi, i64({1}, {0})}, info(data_type::S64, {1, 20}))) ==
         std::vector<std::int64_t>(20, 12));
 }
+
+}  // namespace test_reduce

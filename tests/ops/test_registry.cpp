@@ -5,6 +5,8 @@
 
 #include <string>
 
+namespace test_registry {
+
 namespace {
 void first_kernel(const ipu::kernel_context&) {}
 void second_kernel(const ipu::kernel_context&) {}
@@ -24,3 +26,5 @@ TEST_CASE("op registry: find and kernel agree; a missing op is an ipu::error nam
                        doctest::Contains("no host kernel for op com.example::Tanh"), ipu::error);
   CHECK_THROWS_AS(r.add({"", "Relu", &second_kernel}), ipu::error);
 }
+
+}  // namespace test_registry

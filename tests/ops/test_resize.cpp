@@ -6,6 +6,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_resize {
+
 using namespace tk;
 
 namespace {
@@ -83,3 +85,5 @@ TEST_CASE("resize: the IR's output shape must match the scales or sizes") {
                        modes("bilinear", "half_pixel")),
                   ipu::error);
 }
+
+}  // namespace test_resize

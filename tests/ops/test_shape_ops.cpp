@@ -12,6 +12,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_shape_ops {
+
 using namespace tk;
 
 TEST_CASE("shape ops: Reshape, Flatten, Squeeze, Unsqueeze and Identity keep bytes, for any type") {
@@ -243,3 +245,5 @@ TEST_CASE("DropoutMask drops a ratio of the elements, the same for the same (see
   for (const float bad : {1.0f, -0.25f, 1.5f})
     CHECK_THROWS_WITH_AS(dropout_mask(8, bad, 1, 0, 0), doctest::Contains("outside [0, 1)"), ipu::error);
 }
+
+}  // namespace test_shape_ops

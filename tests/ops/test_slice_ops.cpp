@@ -6,6 +6,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_slice_ops {
+
 using namespace tk;
 
 namespace {
@@ -111,3 +113,5 @@ TEST_CASE("slice ops: Tile repeats every axis") {
   auto none = run1("Tile", {x, i64({2}, {0, 1})}, info(data_type::F16, {0, 3}));
   CHECK(none.info().num_elements() == 0);
 }
+
+}  // namespace test_slice_ops

@@ -9,6 +9,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_softmax {
+
 using namespace mk;
 
 TEST_CASE("Softmax and LogSoftmax along the last axis") {
@@ -53,3 +55,5 @@ TEST_CASE("F16 Softmax sums in F32") {
   for (half h : y.as<half>()) CHECK(h.bits() == half(0.25f).bits());
   CHECK_THROWS_AS(run1("Softmax", {i32({2}, {1, 2})}, {data_type::S32, {2}}), ipu::error);
 }
+
+}  // namespace test_softmax

@@ -12,8 +12,6 @@
 #include "ipu/ops/kernels/tensor.hpp"
 #include "tensor_kernel_harness.hpp"
 
-using namespace ipu::detail::tensor_ops;
-
 const ipu::op_registry& tk::registry() {
   static const ipu::op_registry r = [] {
     ipu::op_registry reg;
@@ -22,6 +20,10 @@ const ipu::op_registry& tk::registry() {
   }();
   return r;
 }
+
+namespace test_tensor_support {
+
+using namespace ipu::detail::tensor_ops;
 
 TEST_CASE("tensor support: register_tensor_kernels registers each op of the group once") {
   const auto& r = tk::registry();
@@ -74,3 +76,5 @@ TEST_CASE("tensor support: gather_axes copies runs, walks tables and fills outsi
   gather_axes(scalar, reinterpret_cast<const std::byte*>(in.data() + 4), reinterpret_cast<std::byte*>(&one), 2);
   CHECK(one == 4);
 }
+
+}  // namespace test_tensor_support

@@ -7,6 +7,8 @@
 
 #include "tensor_kernel_harness.hpp"
 
+namespace test_topk {
+
 using namespace tk;
 
 TEST_CASE("topk: largest and smallest along the last axis, sorted, ties by lower index") {
@@ -32,3 +34,5 @@ TEST_CASE("topk: along axis 0, integer types, NaN counts as largest, K is checke
   CHECK_THROWS_AS(run("TopK", {f32({3}, {1, 2, 3}), i64({1}, {4})}, {f32_info({4}), info(data_type::S64, {4})}),
                   ipu::error);
 }
+
+}  // namespace test_topk

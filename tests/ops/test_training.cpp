@@ -10,6 +10,8 @@
 #include "ipu/ops/infer.hpp"
 #include "tensor_kernel_harness.hpp"
 
+namespace test_training {
+
 using namespace tk;
 
 namespace {
@@ -169,3 +171,5 @@ TEST_CASE("training: the optimizers' shape rule") {
   m.attributes.back() = attr("mode", "fast");
   CHECK_THROWS_AS(ipu::infer_outputs(g, m), ipu::error);
 }
+
+}  // namespace test_training

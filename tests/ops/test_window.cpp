@@ -8,6 +8,8 @@
 
 #include "math_kernel_harness.hpp"
 
+namespace test_window {
+
 using namespace ipu::detail::math_ops;
 
 TEST_CASE("floor_div and ceil_div round toward -inf and +inf") {
@@ -66,3 +68,5 @@ TEST_CASE("valid_range lists the outputs whose tap reads inside the input") {
     }
   }
 }
+
+}  // namespace test_window

@@ -23,6 +23,8 @@
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popart/inference_session.hpp"
 
+namespace test_inference_session {
+
 using namespace ipu;
 namespace fs = std::filesystem;
 
@@ -258,3 +260,5 @@ TEST_SUITE("concurrent") {
 }
 
 }  // namespace inference_session_tests
+
+}  // namespace test_inference_session

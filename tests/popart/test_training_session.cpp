@@ -17,6 +17,8 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/train/loss.hpp"
 
+namespace test_training_session {
+
 namespace {
 
 using ipu::data_type;
@@ -493,3 +495,5 @@ TEST_CASE("a training step with Dropout and automatic loss scaling resumes from 
   CHECK_THROWS_WITH_AS(t.load_executable(file), doctest::Contains("with automatic loss scaling"), ipu::error);
   std::filesystem::remove_all(dir);
 }
+
+}  // namespace test_training_session

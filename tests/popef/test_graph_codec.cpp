@@ -12,6 +12,8 @@
 #include "ipu/popef/graph_codec.hpp"
 #include "ipu/popef/metadata.hpp"
 
+namespace test_graph_codec {
+
 using namespace ipu;
 
 namespace {
@@ -298,3 +300,5 @@ TEST_CASE("an executable without a graph is refused") {
   CHECK_THROWS_WITH_AS(popef::graph_from_executable(e, w.source(), "file 'x.popef'"),
                        doctest::Contains("the executable holds no graph"), error);
 }
+
+}  // namespace test_graph_codec

@@ -8,6 +8,8 @@
 #include "ipu/popef/writer.hpp"
 #include "popef_test_util.hpp"
 
+namespace test_model {
+
 using namespace ipu;
 using namespace ipu::popef;
 using test_popef::pattern;
@@ -179,3 +181,5 @@ TEST_CASE("a model split over several files links across them") {
   REQUIRE(m.find_tensor("w"));
   CHECK(m.find_tensor("w")->blob.source == 1);
 }
+
+}  // namespace test_model

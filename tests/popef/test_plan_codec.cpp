@@ -7,6 +7,8 @@
 #include "ipu/popef/plan_codec.hpp"
 #include "ipu/sched/schedule.hpp"
 
+namespace test_plan_codec {
+
 namespace {
 
 std::string decode_error(const ipu::popef::pb::Plan& p) {
@@ -44,3 +46,5 @@ TEST_CASE("plan codec: a schedule kind this build does not know is an ipu::error
   p.set_schedule(static_cast<ipu::popef::pb::ScheduleKind>(-1));
   CHECK(decode_error(p).find("unknown schedule kind -1") != std::string::npos);
 }
+
+}  // namespace test_plan_codec

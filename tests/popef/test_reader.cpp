@@ -11,6 +11,8 @@
 #include "ipu/popef/writer.hpp"
 #include "popef_test_util.hpp"
 
+namespace test_reader {
+
 using namespace ipu;
 using namespace ipu::popef;
 using test_popef::pattern;
@@ -362,3 +364,5 @@ TEST_CASE("a failed source adds nothing") {
   CHECK(r.blobs().size() == 5);
   CHECK(r.executables().size() == 1);
 }
+
+}  // namespace test_reader

@@ -10,6 +10,8 @@
 
 #include "ipu/builder/builder.hpp"
 
+namespace test_training_state {
+
 namespace {
 
 using ipu::data_type;
@@ -152,3 +154,5 @@ TEST_CASE("a damaged training state is refused, naming what is wrong") {
     refused(p, "holds no model");
   }
 }
+
+}  // namespace test_training_state

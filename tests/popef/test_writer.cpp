@@ -10,6 +10,8 @@
 #include "ipu/popef/writer.hpp"
 #include "popef_test_util.hpp"
 
+namespace test_writer {
+
 using namespace ipu;
 using namespace ipu::popef;
 using test_popef::pattern;
@@ -297,3 +299,5 @@ TEST_CASE("overwriting a file keeps a reader's views of the old one valid") {
   CHECK(same(old.tensors()[0].data, pattern(4096, 1)));  // the old pages, not a truncated file
   CHECK(same(reader(path).tensors()[0].data, pattern(4096, 2)));
 }
+
+}  // namespace test_writer

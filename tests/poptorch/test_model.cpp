@@ -14,6 +14,8 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/ops/all.hpp"
 
+namespace test_model {
+
 namespace {
 
 using ipu::host_tensor;
@@ -291,3 +293,5 @@ TEST_CASE("a training model's replication factor and input grouping: replicas tr
   CHECK(trained(ipu::options().replication_factor(4).input_replica_grouping(2, ipu::comm_group_type::consecutive), x2, t2) ==
         trained(ipu::options().gradient_accumulation(4), xx, t4));
 }
+
+}  // namespace test_model

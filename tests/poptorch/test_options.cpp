@@ -8,6 +8,8 @@
 #include "ipu/error.hpp"
 #include "ipu/poptorch/options.hpp"
 
+namespace test_options {
+
 using ipu::strategy_settings;
 using ipu::options;
 using ipu::phase;
@@ -269,3 +271,5 @@ TEST_CASE("options: bad environment values are options errors naming the variabl
     CHECK(e->message() == "POPTORCH_IPU_MODEL='maybe' is not a boolean");
   }
 }
+
+}  // namespace test_options

@@ -12,6 +12,8 @@
 #include "ipu/poptorch/options.hpp"
 #include "ipu/poptorch/options_file.hpp"
 
+namespace test_options_file {
+
 using ipu::options;
 using ipu::stage;
 
@@ -445,3 +447,5 @@ TEST_CASE("options file: nesting is bounded, so a hostile line is an error and n
   o.load_from_string("deviceIterations(" + std::string(10, '+') + "4)", "my.conf");
   CHECK(o.device_iterations() == 4);
 }
+
+}  // namespace test_options_file

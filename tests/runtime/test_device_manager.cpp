@@ -17,6 +17,8 @@
 
 #include "ipu/runtime/device_manager.hpp"
 
+namespace test_device_manager {
+
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
@@ -582,3 +584,5 @@ TEST_SUITE("concurrent") {
     }
   }
 }
+
+}  // namespace test_device_manager

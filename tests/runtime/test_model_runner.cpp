@@ -18,6 +18,8 @@
 #include "ipu/compile/compile.hpp"
 #include "ipu/runtime/model_runner.hpp"
 
+namespace test_model_runner {
+
 using namespace ipu;
 namespace fs = std::filesystem;
 
@@ -198,3 +200,5 @@ TEST_SUITE("concurrent") {
     CHECK(wrong == 0);
   }
 }
+
+}  // namespace test_model_runner

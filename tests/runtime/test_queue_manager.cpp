@@ -13,6 +13,8 @@
 
 #include "ipu/runtime/queue_manager.hpp"
 
+namespace test_queue_manager {
+
 using namespace ipu;
 using namespace std::chrono_literals;
 using runtime::entry_status;
@@ -179,3 +181,5 @@ TEST_SUITE("concurrent") {
     CHECK(served == clients * per_client);
   }
 }
+
+}  // namespace test_queue_manager

@@ -23,6 +23,8 @@
 #include "ipu/compile/compile.hpp"
 #include "ipu/runtime/session.hpp"
 
+namespace test_session {
+
 using namespace ipu;
 namespace fs = std::filesystem;
 
@@ -444,3 +446,5 @@ TEST_SUITE("concurrent") {
 }
 
 }  // namespace session_tests
+
+}  // namespace test_session

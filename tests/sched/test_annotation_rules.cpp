@@ -11,6 +11,8 @@
 #include "ipu/sched/sharded_execution.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_annotation_rules {
+
 using doctest::Contains;
 using plan_test::blocked_mlp;
 using plan_test::error_of;
@@ -245,3 +247,5 @@ TEST_CASE("plan options: inference with gradient accumulation, group sizes, prec
   check_schedule_error(error_of([&] { (void)ipu::pipelined_execution{}.plan(g, mk2x4, o); }), "precision must be F32 or F16",
                        "S8");
 }
+
+}  // namespace test_annotation_rules

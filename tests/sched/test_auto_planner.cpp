@@ -12,6 +12,8 @@
 #include "ipu/sched/sharded_execution.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_auto_planner {
+
 namespace {
 
 const auto mk2x4 = ipu::ipu_model<ipu::mk2, 4>::description();
@@ -175,3 +177,5 @@ TEST_CASE("training's estimate: extra copies of each variable and the outputs ke
   const auto total = [](const std::vector<std::uint64_t>& v) { return std::accumulate(v.begin(), v.end(), std::uint64_t{0}); };
   CHECK(total(training.stage_bytes) - total(plain.stage_bytes) == 2 * 4 * 16 * 16 * 4 + 8 * 8 * 16 * 4);
 }
+
+}  // namespace test_auto_planner

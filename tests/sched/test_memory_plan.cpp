@@ -8,6 +8,8 @@
 #include "ipu/sched/sharded_execution.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_memory_plan {
+
 namespace {
 const auto mk2 = ipu::ipu_model<ipu::mk2, 1>::description();
 
@@ -83,3 +85,5 @@ TEST_CASE("FP16 halves the weights' memory") {
   CHECK(f32.memory[0].total_bytes - f16.memory[0].total_bytes >= 2 * 256 * 256 * 2);  // the weights alone
   CHECK(f16.precision == ipu::data_type::F16);
 }
+
+}  // namespace test_memory_plan

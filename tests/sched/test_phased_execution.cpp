@@ -10,6 +10,8 @@
 #include "ipu/sched/sharded_execution.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_phased_execution {
+
 using plan_test::layer_annotation;
 
 namespace {
@@ -197,3 +199,5 @@ TEST_CASE("a phase that does not fit names the phase in the out-of-memory error"
   // Sharding the same model on one IPU has nowhere to put the weights.
   CHECK_THROWS_AS((void)ipu::sharded_execution{}.plan(plan_test::mlp(5, 512, 4), small, with_bps(1)), ipu::error);
 }
+
+}  // namespace test_phased_execution

@@ -9,6 +9,8 @@
 #include "ipu/sched/pipelined_execution.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_pipelined_execution {
+
 using plan_test::layer_annotation;
 
 namespace {
@@ -171,3 +173,5 @@ TEST_CASE("on the host CPU device the plan has the schedule but no costs") {
   CHECK(e.memory.empty());
   for (const auto& s : e.programs[5].steps) CHECK(s.cycles == 0);
 }
+
+}  // namespace test_pipelined_execution

@@ -6,6 +6,8 @@
 #include "ipu/sched/sharded_execution.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_replicated_execution {
+
 namespace {
 using plan_test::with_bps;
 }  // namespace
@@ -78,3 +80,5 @@ TEST_CASE("training replicas all-reduce their gradients over the IPU-Links") {
   CHECK(two.predicted.cycles_per_step > one.predicted.cycles_per_step);  // the all-reduce
   CHECK(two.predicted.samples_per_second > one.predicted.samples_per_second);
 }
+
+}  // namespace test_replicated_execution

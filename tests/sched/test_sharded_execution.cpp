@@ -6,6 +6,8 @@
 #include "ipu/sched/sharded_execution.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_sharded_execution {
+
 using plan_test::layer_annotation;
 
 namespace {
@@ -74,3 +76,5 @@ TEST_CASE("without annotations everything runs on IPU 0") {
   CHECK(e.memory.size() == 1);
   for (auto ipu : e.op_ipu) CHECK(ipu == 0);
 }
+
+}  // namespace test_sharded_execution

@@ -14,6 +14,8 @@
 #include "ipu/sched/training_plan.hpp"
 #include "plan_test_models.hpp"
 
+namespace test_training_plan {
+
 namespace {
 
 constexpr ipu::plan_options training_options(std::uint64_t accumulation) {
@@ -168,3 +170,5 @@ TEST_CASE("training plan: accumulation below the 2N - 1 stages is refused with P
   CHECK(m.find("gradient accumulation is 6") != std::string::npos);
   CHECK(m.find("at least 7") != std::string::npos);
 }
+
+}  // namespace test_training_plan

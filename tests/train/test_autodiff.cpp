@@ -16,6 +16,8 @@
 #include "ipu/cpu/device.hpp"
 #include "ipu/ops/all.hpp"
 
+namespace test_autodiff {
+
 namespace {
 
 using ipu::data_type;
@@ -528,3 +530,5 @@ TEST_CASE("losses: SoftmaxCrossEntropyLoss (reductions, ignore_index, weights, l
     return b.add(outs[0], b.reduce_sum(b.mul(outs[1], outs[1]), {1}, false));
   });
 }
+
+}  // namespace test_autodiff

@@ -12,6 +12,8 @@
 #include "ipu/train/session.hpp"
 #include "pytorch_reference.hpp"
 
+namespace test_models {
+
 namespace {
 
 namespace train = ipu::train;
@@ -44,3 +46,5 @@ TEST_CASE("ResNet-18 (batch 4, BatchNorm in train() mode) trains as PyTorch: SGD
 }
 TEST_CASE("a transformer encoder layer trains as PyTorch: SGD, Adam, AdamW, RMSprop") { check_model("transformer"); }
 TEST_CASE("an LSTM tagger trains as PyTorch: SGD, Adam, AdamW, RMSprop") { check_model("lstm_tagger"); }
+
+}  // namespace test_models

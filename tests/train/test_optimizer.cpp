@@ -15,6 +15,8 @@
 #include "ipu/train/session.hpp"
 #include "pytorch_reference.hpp"
 
+namespace test_optimizer {
+
 namespace {
 
 namespace train = ipu::train;
@@ -341,3 +343,5 @@ TEST_CASE("optimizer values PyTorch refuses are refused") {
   a.accum_type = ipu::data_type::S32;
   refused(a, "accumulator type");
 }
+
+}  // namespace test_optimizer

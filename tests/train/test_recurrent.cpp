@@ -19,6 +19,8 @@
 #include "ipu/ops/all.hpp"
 #include "ipu/train/autodiff.hpp"
 
+namespace test_recurrent {
+
 namespace {
 
 using ipu::data_type;
@@ -276,3 +278,5 @@ TEST_CASE("what is not built is refused, naming the op and what to do") {
   l.add_output(l.op("RNN", {xl, wl, rl}, {{"hidden_size", std::int64_t{1}}, {"layout", std::int64_t{1}}})[0]);
   CHECK_THROWS_WITH_AS(written_out(std::move(l).build()), doctest::Contains("RNN with layout 1"), ipu::error);
 }
+
+}  // namespace test_recurrent

@@ -22,6 +22,8 @@
 #include "ipu/ops/all.hpp"
 #include "pytorch_reference.hpp"
 
+namespace test_session {
+
 namespace {
 
 using ipu::train::loss_kind;
@@ -525,3 +527,5 @@ TEST_CASE("replicated training refuses groupings and inputs that do not fit, wit
   const auto wrong = ipu::host_tensor::from<float>({3}, {1, 2, 3});
   CHECK_THROWS_WITH_AS(g.set_weight("w", wrong.view()), doctest::Contains("(one per group)"), ipu::error);
 }
+
+}  // namespace test_session

@@ -22,6 +22,8 @@
 #include "ipu/train/session.hpp"
 #include "pytorch_reference.hpp"
 
+namespace test_training_graph {
+
 namespace {
 
 using ipu::data_type;
@@ -252,3 +254,5 @@ TEST_CASE("a Linear -> Dropout -> Linear PyTorch exported in train() mode: one S
   std::error_code ec;
   fs::remove_all(dir, ec);
 }
+
+}  // namespace test_training_graph
