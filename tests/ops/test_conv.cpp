@@ -6,7 +6,10 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ipu/cpu/thread_pool.hpp"
@@ -304,6 +307,60 @@ TEST_CASE("ConvTranspose: groups, strides, dilations, pads and bias against the 
   CHECK_THROWS_AS(run1("ConvTranspose", {f32(shape(xs), xv), f32({4, 3, 3, 2}, wv)}, {data_type::F32, {2, 6, 9, 9}},
                        {{"group", group}, {"strides", s}, {"dilations", d}, {"pads", pads}}),
                   ipu::error);
+}
+
+TEST_CASE("Conv and ConvTranspose in F32 (oneDNN): the same bits run to run on a pool, near F64 (the library's own kernels)") {
+  ipu::thread_pool pool({.threads = 2});
+  const ipu::parallel_for_fn pf = [&pool](std::size_t count, const std::function<void(std::size_t, std::size_t)>& body) {
+    pool.parallel_for(count, body);
+  };
+  // Batch 5 over 2 threads: slices of 2 and 3 images, two plans.
+  const auto xv = random_floats(5 * 6 * 13 * 11, 40), wv = random_floats(6 * 3 * 3 * 2, 41), bv = random_floats(6, 42);
+  const std::vector<attribute> at{{"group", std::int64_t{2}}, {"strides", ints{2, 1}}, {"dilations", ints{1, 2}},
+                                  {"pads", ints{1, 0, 0, 2}}};
+  for (const char* op : {"Conv", "ConvTranspose"}) {
+    CAPTURE(op);
+    const bool conv = std::string_view(op) == "Conv";
+    const ints ws{6, 3, 3, 2};  // Conv [M, C/g, k] and ConvTranspose [C, M/g, k] alike
+    const ints ys = conv ? ints{5, 6, 6, 11} : ints{5, 6, 26, 11};
+    auto run = [&](data_type type) {
+      auto make = [&](const ints& s, const std::vector<float>& v) -> host_tensor {
+        return type == data_type::F64 ? f64(shape(s), std::vector<double>(v.begin(), v.end())) : f32(shape(s), v);
+      };
+      return run1(op, {make({5, 6, 13, 11}, xv), make(ws, wv), make({6}, bv)}, {type, shape(ys)}, at, pf);
+    };
+    const auto a = run(data_type::F32), b = run(data_type::F32), wide = run(data_type::F64);
+    CHECK(std::memcmp(a.bytes().data(), b.bytes().data(), a.bytes().size()) == 0);
+    const auto d = wide.as<double>();
+    check_close(floats(a), std::vector<float>(d.begin(), d.end()), 1e-5f, 1e-5f);
+  }
+}
+
+TEST_SUITE("concurrent") {
+  TEST_CASE("Conv and ConvTranspose (oneDNN) from two threads at once, each through its own pool: the bits of one thread alone") {
+    // Two executor stages running convolutions at the same time, as the pipelined executor does;
+    // under ThreadSanitizer this also checks that oneDNN's OpenMP and primitive cache stay hidden.
+    const auto xv = random_floats(3 * 8 * 10 * 10, 50), wv = random_floats(8 * 4 * 3 * 3, 51);
+    const std::vector<attribute> at{{"group", std::int64_t{2}}, {"pads", ints{1, 1, 1, 1}}};
+    auto stage = [&](const char* op, std::vector<host_tensor>& results) {
+      ipu::thread_pool pool({.threads = 2});
+      const ipu::parallel_for_fn pf = [&pool](std::size_t count, const std::function<void(std::size_t, std::size_t)>& body) {
+        pool.parallel_for(count, body);
+      };
+      for (int i = 0; i < 3; ++i)
+        results.push_back(run1(op, {f32({3, 8, 10, 10}, xv), f32({8, 4, 3, 3}, wv)}, {data_type::F32, {3, 8, 10, 10}}, at, pf));
+    };
+    std::vector<host_tensor> alone_conv, alone_transpose, conv, transpose;
+    stage("Conv", alone_conv);
+    stage("ConvTranspose", alone_transpose);
+    std::thread a([&] { stage("Conv", conv); }), b([&] { stage("ConvTranspose", transpose); });
+    a.join();
+    b.join();
+    for (std::size_t i = 0; i < 3; ++i) {
+      CHECK(std::memcmp(conv[i].bytes().data(), alone_conv[0].bytes().data(), alone_conv[0].bytes().size()) == 0);
+      CHECK(std::memcmp(transpose[i].bytes().data(), alone_transpose[0].bytes().data(), alone_transpose[0].bytes().size()) == 0);
+    }
+  }
 }
 
 }  // namespace test_conv
