@@ -109,6 +109,8 @@ class http_server {
       std::string what = "HTTP status " + std::to_string(res.status);
       if (res.status == 413) what = "the request body exceeds the server's size limit";
       if (res.status == 404) what = "no such endpoint";
+      // httplib answers 400 itself for a request it cannot read: say the likely causes.
+      if (res.status == 400) what = "unreadable HTTP request: a malformed request line or header, or a POST with no Content-Length (send a body, even empty)";
       fail(res, res.status, what);
       return httplib::Server::HandlerResponse::Handled;
     }));
