@@ -1,6 +1,5 @@
 #pragma once
-// `ipu serve --model-repository DIR [--http-port N] [--bind ADDR] [--max-request-bytes N]
-//  [--http-threads N]`
+// `ipu serve --model-repository DIR [--http-port N] [--bind ADDR] [--max-request-bytes N]`
 //
 // Serves the PopEF models of a Triton-style repository (DIR/<model>/<version>/model.popef, plus an
 // optional DIR/<model>/config.json) over KServe v2's HTTP/REST protocol (ipu::serve). Prints one
@@ -29,7 +28,6 @@ struct serve_args {
   int http_port = 8000;
   std::string bind = "127.0.0.1";
   std::size_t max_request_bytes = std::size_t{64} << 20;
-  std::size_t http_threads = 16;
   bool grpc = false;  // --grpc-port given: refused
   std::string grpc_port;
 };
@@ -56,7 +54,6 @@ inline void run_serve(const serve_args& a) {
   o.bind = a.bind;
   o.port = a.http_port;
   o.max_body_bytes = a.max_request_bytes;
-  o.threads = a.http_threads;
   ipu::serve::http_server server(repo, o);
   server.start();
   std::printf("serving %zu models on http://%s:%d\n", loaded, a.bind.c_str(), server.port());
@@ -76,8 +73,6 @@ inline void add_serve_command(CLI::App& app) {
   cmd->add_option("--bind", a->bind, "the address to listen on")->capture_default_str();
   cmd->add_option("--max-request-bytes", a->max_request_bytes, "larger request bodies are answered 413")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))->capture_default_str();
-  cmd->add_option("--http-threads", a->http_threads, "HTTP connections served at once")
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1024}))->capture_default_str();
   auto* grpc = cmd->add_option("--grpc-port", a->grpc_port, "not implemented yet: refused");
   cmd->callback([a, grpc] {
     a->grpc = grpc->count() > 0;
