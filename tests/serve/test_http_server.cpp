@@ -194,6 +194,13 @@ TEST_CASE("serve: JSON inference against hand-computed values and the Model Runt
   const auto z = out.at("z").as<float>();
   CHECK(test_serve_http::floats(j["outputs"][1]["data"]) == std::vector<float>(z.begin(), z.begin() + 6));
 
+  // A large body sent as a form (curl -d's default) is refused by httplib; the error says why.
+  std::vector<float> many(3000, 0.125f);
+  auto [status, e] = test_serve_http::failure(s.client.Post("/v2/models/rows/infer", test_serve_http::infer_body(many, 1000).dump(),
+                                                            "application/x-www-form-urlencoded"));
+  CHECK(status == 413);
+  CHECK(e.find("Content-Type: application/json") != std::string::npos);
+
   // Outputs asked for by name: only those come back, nested data is accepted.
   nlohmann::json nested = test_serve_http::infer_body({}, 1, {"z"});
   nested["inputs"][0]["data"] = nlohmann::json::parse("[[0.5, -2, 8]]");

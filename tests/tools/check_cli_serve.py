@@ -29,7 +29,8 @@ def request(port, path, body=None, timeout=30):
     """(status, parsed JSON) of a GET (no body) or POST."""
     data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
     req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
-                                 method="GET" if body is None else "POST")
+                                 method="GET" if body is None else "POST",
+                                 headers={"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as r:
             return r.status, json.loads(r.read() or b"{}")

@@ -104,10 +104,13 @@ class http_server {
     svr_.new_task_queue = [n = options_.threads] { return new httplib::ThreadPool(n); };
     svr_.set_payload_max_length(options_.max_body_bytes);
     // Answers httplib gives itself (413, 404 for no route, 400 for a bad request line) get a body too.
-    svr_.set_error_handler(httplib::Server::HandlerWithResponse([](const request&, response& res) {
+    svr_.set_error_handler(httplib::Server::HandlerWithResponse([](const request& req, response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
       std::string what = "HTTP status " + std::to_string(res.status);
       if (res.status == 413) what = "the request body exceeds the server's size limit";
+      // curl -d and urllib send form-urlencoded by default, which httplib caps at 8 KiB.
+      if (res.status == 413 && req.get_header_value("Content-Type") == "application/x-www-form-urlencoded")
+        what = "a form-urlencoded body over 8 KiB is refused: send the request with Content-Type: application/json";
       if (res.status == 404) what = "no such endpoint";
       // httplib answers 400 itself for a request it cannot read: say the likely causes.
       if (res.status == 400) what = "unreadable HTTP request: a malformed request line or header, or a POST with no Content-Length (send a body, even empty)";
