@@ -35,6 +35,11 @@ COMPONENTS = {
         "exclude": [],
         "forbidden": ["/onnx/"],
     },
+    "serve": {
+        "headers": ["serve"],
+        "exclude": [],
+        "forbidden": ["/onnx/"],
+    },
 }
 
 

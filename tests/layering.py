@@ -15,7 +15,7 @@ import re
 import sys
 
 LAYERS = ["", "io", "graph", "device", "ops", "builder", "cpu", "train", "onnx", "poptorch", "sched", "exec",
-          "popef", "compile", "runtime", "popart"]
+          "popef", "compile", "runtime", "popart", "serve"]
 UMBRELLA = "ipu.hpp"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]ipu/([^">]+)[">]')

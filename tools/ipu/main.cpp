@@ -14,6 +14,9 @@
 #include "ipu/cpu/blas_tuning.hpp"
 #include "plan.hpp"
 #include "run.hpp"
+#ifdef IPU_HAVE_SERVE
+#include "serve.hpp"
+#endif
 #include "train.hpp"
 #include "version.hpp"
 
@@ -39,6 +42,9 @@ int main(int argc, char** argv) {
   ipu_cli::add_compile_command(app);
   ipu_cli::add_train_command(app);
   ipu_cli::add_inspect_command(app);
+#ifdef IPU_HAVE_SERVE
+  ipu_cli::add_serve_command(app);
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,118 @@
+#pragma once
+// A served model's configuration: DIR/<model>/config.json in the model repository (optional).
+//
+//   {"max_batch_size": 16,
+//    "dynamic_batching": {"preferred_batch_size": [4, 8], "max_queue_delay_microseconds": 500},
+//    "instance_count": 2}
+//
+// max_batch_size: the most rows one request may carry along the batch (leading) dimension; 0 turns
+// the batch dimension off (requests give the compiled shapes exactly). Absent: the compiled batch
+// when every input and output leads with it, else 0. A request larger than the compiled batch is
+// run as several steps. dynamic_batching present: requests from many clients are stacked into one
+// run, which starts once the rows waiting reach the largest preferred size (else the compiled
+// batch) or the oldest has waited max_queue_delay_microseconds. instance_count: threads running
+// batches on the model at once (they share one model runner, so several batches can fill a step of
+// several batches per step). Unknown keys are refused: a misspelt setting is never ignored.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ipu/error.hpp"
+
+namespace ipu::serve {
+
+struct dynamic_batching_config {
+  std::vector<std::uint64_t> preferred_batch_size;
+  std::uint64_t max_queue_delay_microseconds = 0;
+};
+
+struct model_config {
+  std::optional<std::uint64_t> max_batch_size;  // absent: from the compiled model
+  std::optional<dynamic_batching_config> dynamic_batching;
+  std::uint64_t instance_count = 1;
+};
+
+namespace detail::config {
+
+inline std::uint64_t count(const nlohmann::json& v, const std::string& key, const std::string& where,
+                           std::uint64_t lo, std::uint64_t hi) {
+  if (!v.is_number_integer() || (v.is_number_integer() && !v.is_number_unsigned() && v.get<std::int64_t>() < 0))
+    throw error(error_category::options, "'" + key + "' is " + v.dump() + ", not a non-negative integer", where,
+                "give a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  const auto n = v.get<std::uint64_t>();
+  if (n < lo || n > hi)
+    throw error(error_category::options, "'" + key + "' is " + std::to_string(n) + ", out of range", where,
+                "give a whole number from " + std::to_string(lo) + " to " + std::to_string(hi));
+  return n;
+}
+
+inline void refuse_unknown(const nlohmann::json& o, std::initializer_list<std::string_view> known, const std::string& where) {
+  for (const auto& [k, v] : o.items()) {
+    bool ok = false;
+    for (auto n : known) ok = ok || k == n;
+    if (!ok) {
+      std::string names;
+      for (auto n : known) names += (names.empty() ? "" : ", ") + std::string(n);
+      throw error(error_category::options, "unknown key '" + k + "'", where, "the keys are " + names);
+    }
+  }
+}
+
+}  // namespace detail::config
+
+/// Limits on the numbers a config may hold (a bad config is an error, never a huge allocation).
+inline constexpr std::uint64_t max_config_batch = std::uint64_t{1} << 20;
+inline constexpr std::uint64_t max_instances = 64;
+inline constexpr std::uint64_t max_queue_delay_us = 10'000'000;  // 10 s
+
+/// Parses a config's text; `where` names it in errors.
+inline model_config parse_model_config(std::string_view text, const std::string& where) {
+  namespace dc = detail::config;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw error(error_category::options, std::string("not valid JSON: ") + e.what(), where, "write the config as a JSON object");
+  }
+  if (!j.is_object()) throw error(error_category::options, "the config is not a JSON object", where, "write {\"max_batch_size\": 8, ...}");
+  dc::refuse_unknown(j, {"max_batch_size", "dynamic_batching", "instance_count"}, where);
+  model_config c;
+  if (j.contains("max_batch_size")) c.max_batch_size = dc::count(j["max_batch_size"], "max_batch_size", where, 0, max_config_batch);
+  if (j.contains("instance_count")) c.instance_count = dc::count(j["instance_count"], "instance_count", where, 1, max_instances);
+  if (j.contains("dynamic_batching")) {
+    const auto& d = j["dynamic_batching"];
+    const auto w = where + ": dynamic_batching";
+    if (!d.is_object()) throw error(error_category::options, "dynamic_batching is not an object", where, "write {} for the defaults");
+    dc::refuse_unknown(d, {"preferred_batch_size", "max_queue_delay_microseconds"}, w);
+    dynamic_batching_config b;
+    if (d.contains("max_queue_delay_microseconds"))
+      b.max_queue_delay_microseconds = dc::count(d["max_queue_delay_microseconds"], "max_queue_delay_microseconds", w, 0, max_queue_delay_us);
+    if (d.contains("preferred_batch_size")) {
+      const auto& p = d["preferred_batch_size"];
+      if (!p.is_array()) throw error(error_category::options, "preferred_batch_size is not an array", w, "e.g. [4, 8]");
+      for (const auto& v : p) b.preferred_batch_size.push_back(dc::count(v, "preferred_batch_size", w, 1, max_config_batch));
+    }
+    c.dynamic_batching = std::move(b);
+  }
+  return c;
+}
+
+/// Reads DIR/<model>/config.json; the defaults when there is none.
+inline model_config read_model_config(const std::filesystem::path& model_dir) {
+  const auto file = model_dir / "config.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(file, ec)) return {};
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw error(error_category::io, "cannot read the model config", file.string(), "check its permissions");
+  std::ostringstream s;
+  s << in.rdbuf();
+  return parse_model_config(s.str(), file.string());
+}
+
+}  // namespace ipu::serve

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""`ipu serve` end to end: compile an ONNX model with `ipu compile`, serve it from a repository on
+an ephemeral port, query it with urllib and compare with numpy; then SIGTERM and a clean exit.
+
+check_cli_serve.py IPU WORKDIR
+"""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+W = np.array([2.0, -1.0, 0.5], dtype=np.float32)
+B = np.array([1.0, 1.0, -4.0], dtype=np.float32)
+
+
+def fail(msg):
+    sys.exit(f"check_cli_serve: {msg}")
+
+
+def request(port, path, body=None, timeout=30):
+    """(status, parsed JSON) of a GET (no body) or POST."""
+    data = None if body is None else (body if isinstance(body, bytes) else json.dumps(body).encode())
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data,
+                                 method="GET" if body is None else "POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def main():
+    ipu, work = sys.argv[1], sys.argv[2]
+    shutil.rmtree(work, ignore_errors=True)
+    os.makedirs(os.path.join(work, "repo", "affine", "1"))
+    # y = relu(x * W + B) over rows of 3, batch dynamic.
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["s"]),
+         helper.make_node("Relu", ["s"], ["y"])], "affine",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b")])
+    onnx_file = os.path.join(work, "affine.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), onnx_file)
+    popef = os.path.join(work, "repo", "affine", "1", "model.popef")
+    subprocess.run([ipu, "compile", onnx_file, "-o", popef, "--device", "cpu", "--batch", "4"], check=True,
+                   capture_output=True, timeout=300)
+    with open(os.path.join(work, "repo", "affine", "config.json"), "w") as f:
+        json.dump({"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 1000}}, f)
+
+    p = subprocess.Popen([ipu, "serve", "--model-repository", os.path.join(work, "repo"), "--http-port", "0",
+                          "--max-request-bytes", "4096"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()  # printed once the server accepts connections
+        if not line.startswith("serving 1 models on http://127.0.0.1:"):
+            fail(f"unexpected first line {line!r}; stderr: {p.stderr.read() if p.poll() is not None else ''}")
+        port = int(line.rsplit(":", 1)[1])
+
+        status, _ = request(port, "/v2/health/ready")
+        if status != 200:
+            fail(f"ready: status {status}")
+        status, meta = request(port, "/v2/models/affine")
+        if status != 200 or meta["inputs"] != [{"name": "x", "datatype": "FP32", "shape": [-1, 3]}]:
+            fail(f"metadata: {status} {meta}")
+        x = np.array([[1, 2, 3], [-1, 0, 4], [0.5, 8, 9], [3, 3, 3], [-2, -2, 20], [1, 1, 1]], dtype=np.float32)
+        status, out = request(port, "/v2/models/affine/infer",
+                              {"inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape),
+                                           "data": x.flatten().tolist()}]})
+        if status != 200:
+            fail(f"infer: {status} {out}")
+        y = np.array(out["outputs"][0]["data"], dtype=np.float32).reshape(out["outputs"][0]["shape"])
+        want = np.maximum(x * W + B, 0)
+        if y.shape != want.shape or not np.array_equal(y, want):
+            fail(f"infer: got {y.tolist()}, numpy says {want.tolist()}")
+        status, out = request(port, "/v2/models/affine/infer", b" " * 5000)
+        if status != 413 or "size limit" not in out.get("error", ""):
+            fail(f"--max-request-bytes: {status} {out}")
+        status, out = request(port, "/v2/models/affine/infer", b"{not json")
+        if status != 400 or "malformed JSON" not in out.get("error", ""):
+            fail(f"bad JSON: {status} {out}")
+    finally:
+        p.send_signal(signal.SIGTERM)
+        try:
+            rc = p.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            fail("no exit within 60 s of SIGTERM")
+    err = p.stderr.read()
+    if rc != 0 or "stopped (SIGTERM)" not in err:
+        fail(f"exit status {rc}, stderr {err!r}")
+    shutil.rmtree(work, ignore_errors=True)
+    print("ipu serve: metadata, inference equal to numpy, 413 and 400 answers, clean SIGTERM exit")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+#pragma once
+// `ipu serve --model-repository DIR [--http-port N] [--bind ADDR] [--max-request-bytes N]`
+//
+// Serves the PopEF models of a Triton-style repository (DIR/<model>/<version>/model.popef, plus an
+// optional DIR/<model>/config.json) over KServe v2's HTTP/REST protocol (ipu::serve). Prints one
+// line "serving N models on http://ADDR:PORT" once it accepts connections (--http-port 0: the port
+// the system chose), a stderr line for each model that failed to load (it stays unavailable, with
+// the reason, in the repository index), and runs until SIGINT or SIGTERM, when it stops accepting,
+// finishes the requests under way and exits 0. gRPC is not implemented: --grpc-port is refused.
+#include <CLI/CLI.hpp>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <pthread.h>
+#include <signal.h>
+
+#include "ipu/error.hpp"
+#include "ipu/serve/http_server.hpp"
+#include "ipu/serve/model_repository.hpp"
+
+namespace ipu_cli {
+
+struct serve_args {
+  std::string repository;
+  int http_port = 8000;
+  std::string bind = "127.0.0.1";
+  std::size_t max_request_bytes = std::size_t{64} << 20;
+  bool grpc = false;  // --grpc-port given: refused
+  std::string grpc_port;
+};
+
+inline void run_serve(const serve_args& a) {
+  if (a.grpc)
+    throw ipu::error(ipu::error_category::usage, "gRPC is not implemented yet", "--grpc-port",
+                     "serve over HTTP (--http-port); KServe v2 clients speak both");
+  // SIGINT and SIGTERM are taken by this thread alone (sigwait below): every thread started from
+  // here on inherits the blocked mask, so no handler runs on a worker.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  ipu::serve::model_repository repo(a.repository);
+  std::size_t loaded = 0;
+  for (const auto& name : repo.scan()) {
+    if (repo.load(name)) ++loaded;
+    else std::fprintf(stderr, "ipu serve: model '%s' is unavailable: %s\n", name.c_str(), repo.index().at(name).reason.c_str());
+  }
+  ipu::serve::server_options o;
+  o.bind = a.bind;
+  o.port = a.http_port;
+  o.max_body_bytes = a.max_request_bytes;
+  ipu::serve::http_server server(repo, o);
+  server.start();
+  std::printf("serving %zu models on http://%s:%d\n", loaded, a.bind.c_str(), server.port());
+  std::fflush(stdout);
+  int sig = 0;
+  sigwait(&signals, &sig);
+  server.stop();
+  std::fprintf(stderr, "ipu serve: stopped (%s)\n", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+/// Adds the `serve` subcommand to the tool.
+inline void add_serve_command(CLI::App& app) {
+  auto a = std::make_shared<serve_args>();
+  auto* cmd = app.add_subcommand("serve", "serve a model repository of PopEF files over KServe v2 (HTTP)");
+  cmd->add_option("--model-repository", a->repository, "DIR/<model>/<version>/model.popef [+ DIR/<model>/config.json]")->required();
+  cmd->add_option("--http-port", a->http_port, "HTTP port (0: an ephemeral port, printed)")->check(CLI::Range(0, 65535))->capture_default_str();
+  cmd->add_option("--bind", a->bind, "the address to listen on")->capture_default_str();
+  cmd->add_option("--max-request-bytes", a->max_request_bytes, "larger request bodies are answered 413")
+      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))->capture_default_str();
+  auto* grpc = cmd->add_option("--grpc-port", a->grpc_port, "not implemented yet: refused");
+  cmd->callback([a, grpc] {
+    a->grpc = grpc->count() > 0;
+    run_serve(*a);
+  });
+}
+
+}  // namespace ipu_cli
