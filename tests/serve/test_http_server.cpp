@@ -31,6 +31,8 @@
 #include "ipu/serve/model_config.hpp"
 #include "ipu/serve/model_repository.hpp"
 
+namespace test_http_server {
+
 namespace test_serve_http {
 
 namespace fs = std::filesystem;
@@ -526,3 +528,5 @@ TEST_SUITE("concurrent") {
     CHECK(st.requests == clients * requests);
   }
 }
+
+}  // namespace test_http_server
