@@ -452,6 +452,111 @@ TEST_CASE("external data is mapped, shared and found next to the model file") {
                  "weights.bin"));
 }
 
+TEST_CASE("a declared shape that disagrees with what the ops compute is an error naming the tensor and both shapes") {
+  // value_info: t = Relu(x) is [2,3], declared [4,5] (kernels must never size a buffer from it).
+  model m(13);
+  m.input("x", {2, 3}).output("y", {2, 3});
+  m.add(node("Relu", {"x"}, {"t"}));
+  m.add(node("Neg", {"t"}, {"y"}));
+  *m.graph().add_value_info() = test_onnx::value("t", f32, {4, 5});
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "tensor 't' is declared [4,5] in the model's value_info but its producer computes [2,3]"));
+  CHECK(contains(e.what(), "correct it or delete it"));
+  // A graph output declared with another shape.
+  model o(13);
+  o.input("x", {2, 3}).output("y", {7});
+  o.add(node("Relu", {"x"}, {"y"}));
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(o.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "tensor 'y' is declared [7] in the model's graph outputs but its producer computes [2,3]"));
+}
+
+TEST_CASE("subgraphs nested past protobuf's depth limit are reported as such, not as corrupt bytes") {
+  // 40 levels of If, each then-branch the next level; the innermost returns a constant.
+  ::onnx::GraphProto g;
+  g.set_name("level40");
+  auto* c = g.add_node();
+  c->set_op_type("Constant");
+  c->add_output("c40");
+  auto* v = c->add_attribute();
+  v->set_name("value_float");
+  v->set_type(::onnx::AttributeProto_AttributeType_FLOAT);
+  v->set_f(1.0f);
+  *g.add_output() = test_onnx::value("c40", f32, {});
+  for (int level = 39; level >= 0; --level) {
+    ::onnx::GraphProto outer;
+    outer.set_name("level" + std::to_string(level));
+    auto* n = outer.add_node();
+    n->set_op_type("If");
+    n->add_input("b");
+    n->add_output("c" + std::to_string(level));
+    auto* then_a = n->add_attribute();
+    then_a->set_name("then_branch");
+    then_a->set_type(::onnx::AttributeProto_AttributeType_GRAPH);
+    auto* else_a = n->add_attribute();  // shallow (the parse fails before it is checked): a copy of the deep one doubles it
+    else_a->set_name("else_branch");
+    else_a->set_type(::onnx::AttributeProto_AttributeType_GRAPH);
+    else_a->mutable_g()->set_name("shallow" + std::to_string(level));
+    *then_a->mutable_g() = std::move(g);
+    *outer.add_output() = test_onnx::value("c" + std::to_string(level), f32, {});
+    g = std::move(outer);
+  }
+  model m(13);
+  *m.graph().mutable_node() = g.node();
+  m.input("b", {}, ::onnx::TensorProto_DataType_BOOL).output("c0", {});
+  const auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "nests messages deeper than protobuf's limit of 100"));
+  CHECK_FALSE(contains(e.what(), "truncated or corrupt"));
+}
+
+TEST_CASE("import_options::max_model_bytes caps the model and its external data before either is read") {
+  scratch_dir dir("model_cap");
+  model m(13);
+  m.input("x", {1024}).output("y", {1024});
+  m.initializer(test_onnx::float_tensor("w", {1024}, std::vector<float>(1024, 2.0f)));
+  m.add(node("Add", {"x", "w"}, {"y"}));
+  const auto bytes = m.bytes();
+  auto o = unchecked();
+  o.max_model_bytes = bytes.size();
+  const auto g = ipu::onnx::load_model_from_bytes(bytes, o);  // exactly at the cap: read
+  o.max_model_bytes = bytes.size() - 1;
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(bytes, o); });
+  CHECK(contains(e.what(), "the model holds " + std::to_string(bytes.size()) + " bytes"));
+  CHECK(contains(e.what(), "over the cap of " + std::to_string(bytes.size() - 1) + " bytes"));
+  CHECK(contains(e.what(), "raise import_options::max_model_bytes"));
+
+  // From a file: refused on its size, before parsing.
+  {
+    std::ofstream(dir.path / "m.onnx", std::ios::binary) << bytes;
+  }
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model(dir.path / "m.onnx", o); }).what(), "over the cap"));
+
+  // External data counts as its declared size, before the file is opened: here it does not even exist.
+  ipu::onnx::save_options so;
+  so.external_data = "weights.bin";
+  ipu::onnx::save_model(g, dir.path / "ext.onnx", so);
+  std::filesystem::remove(dir.path / "weights.bin");
+  o.max_model_bytes = 4096;  // the model file is small, its 4096 bytes of data take it over
+  e = error_of([&] { (void)ipu::onnx::load_model(dir.path / "ext.onnx", o); });
+  CHECK(contains(e.what(), "4096 of external data"));
+  CHECK_FALSE(contains(e.what(), "weights.bin"));
+  // A declared 2^40-byte external tensor is refused by the default cap.
+  ::onnx::ModelProto big;
+  REQUIRE(big.ParseFromString(bytes));
+  auto* w = big.mutable_graph()->mutable_initializer(0);
+  w->clear_float_data();
+  w->clear_raw_data();
+  w->clear_dims();
+  w->add_dims(std::int64_t{1} << 38);
+  w->set_data_location(::onnx::TensorProto_DataLocation_EXTERNAL);
+  auto* kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value("huge.bin");
+  o = unchecked();
+  o.base_dir = dir.path;
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(big.SerializeAsString(), o); }).what(),
+                 std::to_string(std::uint64_t{1} << 40) + " of external data"));
+}
+
 TEST_CASE("external data must be a regular file inside the model's folder, whatever its links say") {
   scratch_dir dir("external_links");
   scratch_dir outside("external_outside");

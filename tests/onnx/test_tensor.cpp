@@ -216,6 +216,11 @@ TEST_CASE("external data is mapped from a file next to the model and shared") {
                  "is not a relative path"));
   // No resolver: the caller could not say where the model lives.
   CHECK(contains(message_of([&] { (void)ipu::onnx::to_constant_tensor(*t); }), "cannot be read here"));
+  // Each file was opened once for all the tensors above; another spelling of a file is the same file.
+  CHECK(resolver.files_opened() == 2);
+  auto spelled = make("./weights.bin", "8", "16");
+  CHECK(ipu::onnx::to_constant_tensor(*spelled, {spelled, &resolver}) == c);
+  CHECK(resolver.files_opened() == 2);
 }
 
 TEST_CASE("save_tensor and load_tensor round-trip") {

@@ -126,6 +126,28 @@ TEST_CASE("control flow: Loop with a trip count, loop-carried values and a scan 
   // The scan output's length must match the IR.
   CHECK_THROWS_AS(run("Loop", {i64({}, {2}), boolean({}, {1}), x0}, {f32_info({3}), f32_info({5})}, a, &runner),
                   ipu::error);
+  // A loop that would run past the IR's scan length stops before the iteration that overflows it.
+  runner.calls = 0;
+  CHECK_THROWS_WITH_AS(run("Loop", {std::nullopt, boolean({}, {1}), x0}, {f32_info({3}), f32_info({1})}, a, &runner),
+                       doctest::Contains("more than the 1 iterations its scan outputs hold"), ipu::error);
+  CHECK(runner.calls == 1);
+}
+
+TEST_CASE("control flow: a Loop whose condition never ends stops at the context's trip limit") {
+  ipu::graph g("forever");
+  g.add_tensor("i", info(data_type::S64, {}), ipu::tensor_kind::input);
+  const auto c = g.add_tensor("cond", info(data_type::BOOL, {}), ipu::tensor_kind::input);
+  g.mark_output(add(g, "Identity", {c}, "cond_out", info(data_type::BOOL, {})));
+  ipu::op_node op;
+  op.type = "Loop";
+  op.attributes = {body("body", std::move(g))};
+  const auto go = boolean({}, {1});
+  const std::vector<ipu::const_tensor_view> in{ipu::const_tensor_view{}, go.view()};
+  mini_runner runner;
+  ipu::kernel_context ctx{op, in, {}, chunked_for, &runner};
+  ctx.max_loop_trips = 50;
+  CHECK_THROWS_WITH_AS(registry().find("", "Loop")->kernel(ctx), doctest::Contains("more than 50 iterations"), ipu::error);
+  CHECK(runner.calls == 50);
 }
 
 TEST_CASE("control flow: Scan accumulates a state and stacks outputs, in either direction") {

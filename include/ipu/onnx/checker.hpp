@@ -58,6 +58,58 @@ inline void check_model(const ::onnx::ModelProto& model, const std::filesystem::
   }
 }
 
+namespace detail {
+
+inline std::string declared_dims(const ::onnx::TypeProto& t) {
+  std::string s = "[";
+  for (int i = 0; i < t.tensor_type().shape().dim_size(); ++i) {
+    const auto& d = t.tensor_type().shape().dim(i);
+    s += (i ? "," : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?"));
+  }
+  return s + "]";
+}
+
+/// When inference finds a declared shape (value_info or a graph output) that disagrees with what
+/// the ops compute, ONNX names neither the tensor nor both shapes: infer again without the main
+/// graph's declarations and say which declaration is wrong. Empty if none is found.
+inline std::string declared_shape_disagreement(const ::onnx::ModelProto& model) {
+  ::onnx::ModelProto bare = model;
+  auto* g = bare.mutable_graph();
+  g->clear_value_info();
+  for (auto& o : *g->mutable_output())
+    if (o.type().has_tensor_type()) o.mutable_type()->mutable_tensor_type()->clear_shape();
+  try {
+    const ::onnx::ShapeInferenceOptions options(/*check_type=*/false, /*strict_mode=*/0, /*data_prop=*/true);
+    ::onnx::shape_inference::InferShapes(bare, ::onnx::OpSchemaRegistry::Instance(), options);
+  } catch (const std::exception&) {
+    return {};
+  }
+  std::unordered_map<std::string, const ::onnx::TypeProto*> inferred;
+  for (const auto& v : bare.graph().value_info()) inferred.emplace(v.name(), &v.type());
+  for (const auto& v : bare.graph().output()) inferred.emplace(v.name(), &v.type());
+  auto disagree = [&](const ::onnx::ValueInfoProto& v, const char* where) -> std::string {
+    auto it = inferred.find(v.name());
+    if (it == inferred.end() || !v.type().has_tensor_type() || !v.type().tensor_type().has_shape() ||
+        !it->second->has_tensor_type() || !it->second->tensor_type().has_shape())
+      return {};
+    const auto& a = v.type().tensor_type().shape();
+    const auto& b = it->second->tensor_type().shape();
+    bool differ = a.dim_size() != b.dim_size();
+    for (int i = 0; !differ && i < a.dim_size(); ++i)
+      differ = a.dim(i).has_dim_value() && b.dim(i).has_dim_value() && a.dim(i).dim_value() != b.dim(i).dim_value();
+    if (!differ) return {};
+    return "tensor '" + single_line(v.name()) + "' is declared " + declared_dims(v.type()) + " in the model's " + where +
+           " but its producer computes " + declared_dims(*it->second);
+  };
+  for (const auto& v : model.graph().value_info())
+    if (auto d = disagree(v, "value_info"); !d.empty()) return d;
+  for (const auto& v : model.graph().output())
+    if (auto d = disagree(v, "graph outputs"); !d.empty()) return d;
+  return {};
+}
+
+}  // namespace detail
+
 /// Runs ONNX shape inference in its strictest mode: node-level inference errors are errors, input
 /// and output types are checked, and shape data is propagated through Shape-like ops. Inferred
 /// types land in the graphs' value_info.
@@ -71,7 +123,13 @@ inline void infer_shapes(::onnx::ModelProto& model, std::string_view stage = {})
   } catch (const error&) {
     throw;
   } catch (const std::exception& e) {
-    throw error(error_category::shape, "shape inference failed: " + detail::single_line(e.what()), where,
+    const std::string what = e.what();
+    if (what.find("existing shape differ") != std::string::npos)
+      if (auto d = detail::declared_shape_disagreement(model); !d.empty())
+        throw error(error_category::shape, d, where,
+                    "the declaration is wrong: correct it or delete it (onnx.shape_inference.infer_shapes writes the "
+                    "shapes the ops compute), or check the input shapes you gave");
+    throw error(error_category::shape, "shape inference failed: " + detail::single_line(what), where,
                 "the model's shapes or types are inconsistent; check the input shapes you gave");
   }
 }

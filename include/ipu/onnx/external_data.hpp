@@ -57,9 +57,36 @@ class external_data_resolver {
   external_data_resolver() = default;
   explicit external_data_resolver(std::filesystem::path base_dir) : base_(std::move(base_dir)), has_base_(true) {}
 
-  /// Checks a location before anything reads it; returns the file it names, its symbolic links resolved
-  /// by the file system. That must lie inside the base directory; if not (or if nothing is there)
-  /// the error says only that, so a model learns nothing about files outside its folder.
+  /// Checks a location before anything reads it and maps the file it names, its symbolic links
+  /// resolved by the file system. That must lie inside the base directory; if not (or if nothing is
+  /// there) the error says only that, so a model learns nothing about files outside its folder.
+  /// Each location is resolved once and each file opened once, however many tensors name it.
+  [[nodiscard]] std::shared_ptr<const mapped_file> open(const std::string& location, const std::string& tensor) {
+    if (auto it = by_location_.find(location); it != by_location_.end()) return it->second;
+    auto path = resolve(location, tensor);
+    auto& f = files_[path.string()];  // another spelling of a location already mapped
+    if (!f) {
+      f = std::make_shared<const mapped_file>(path);  // refuses a FIFO, a device or a directory
+      ++files_opened_;
+    }
+    by_location_.emplace(location, f);
+    return f;
+  }
+
+  /// How many files open() has opened: one per distinct file, however many tensors use it.
+  [[nodiscard]] std::size_t files_opened() const noexcept { return files_opened_; }
+
+  [[nodiscard]] const std::filesystem::path& base_dir() const noexcept { return base_; }
+  [[nodiscard]] bool has_base_dir() const noexcept { return has_base_; }
+
+ private:
+  std::filesystem::path base_;
+  bool has_base_ = false;
+  std::map<std::string, std::shared_ptr<const mapped_file>> files_;        // canonical path -> mapping
+  std::map<std::string, std::shared_ptr<const mapped_file>> by_location_;  // location as written -> mapping
+  std::size_t files_opened_ = 0;
+
+  /// The file a location names, checked to lie inside the base directory (see open()).
   [[nodiscard]] std::filesystem::path resolve(const std::string& location, const std::string& tensor) const {
     const std::string where = "tensor '" + tensor + "'";
     if (!has_base_)
@@ -85,28 +112,8 @@ class external_data_resolver {
       throw error(error_category::onnx,
                   "external data location '" + location + "' does not name a file inside the model's directory", where,
                   "keep the data file in the model's directory (a symbolic link may only point to a file inside it)");
-    (void)open_regular_file(target, "external data file", {.no_follow = true});  // a FIFO or a directory: refused now
     return target;
   }
-
-  /// The mapping of `location` (opened on first use).
-  [[nodiscard]] std::shared_ptr<const mapped_file> open(const std::string& location, const std::string& tensor) {
-    auto path = resolve(location, tensor);
-    auto key = path.string();
-    auto it = files_.find(key);
-    if (it != files_.end()) return it->second;
-    auto f = std::make_shared<const mapped_file>(path);
-    files_.emplace(key, f);
-    return f;
-  }
-
-  [[nodiscard]] const std::filesystem::path& base_dir() const noexcept { return base_; }
-  [[nodiscard]] bool has_base_dir() const noexcept { return has_base_; }
-
- private:
-  std::filesystem::path base_;
-  bool has_base_ = false;
-  std::map<std::string, std::shared_ptr<const mapped_file>> files_;
 };
 
 }  // namespace ipu::onnx

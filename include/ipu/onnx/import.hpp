@@ -66,6 +66,10 @@ struct import_options {
   bool check_supported = true;
   /// The ops that count as implemented; nullptr means ipu::default_op_registry().
   const op_registry* registry = nullptr;
+  /// The most bytes a model may hold, its serialized form and its external data together. Checked
+  /// before the model is parsed (from a file or bytes) and before external data is mapped, so a
+  /// hostile model cannot make the importer allocate or map more. Raise it for bigger models.
+  std::uint64_t max_model_bytes = std::uint64_t{8} << 30;
 };
 
 /// Attribute names carrying annotations and subgraph captures (see the file comment).
@@ -110,7 +114,9 @@ inline void apply_input_shapes(::onnx::GraphProto& g, const import_options& opt)
     if (!initializers.count(in.name())) names.push_back(in.name());
 
   std::map<std::string, std::int64_t> params;  // symbolic dimension -> value
-  for (const auto& [name, dims] : opt.input_shapes) {
+  for (const auto& entry : opt.input_shapes) {
+    const auto& name = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& dims = entry.second;
     auto it = std::find_if(g.mutable_input()->begin(), g.mutable_input()->end(),
                            [&](const ::onnx::ValueInfoProto& v) { return v.name() == name; });
     if (it == g.mutable_input()->end() || initializers.count(name)) {
@@ -186,12 +192,48 @@ inline void apply_input_shapes(::onnx::GraphProto& g, const import_options& opt)
   }
 }
 
-/// Checks external-data locations before ONNX's checker touches the file system.
-inline void check_external_locations(const ::onnx::GraphProto& g, const external_data_resolver& resolver) {
+/// The bytes of `g`'s tensors stored as external data, as their types and shapes declare them.
+inline std::uint64_t external_data_bytes(const ::onnx::GraphProto& g) {
+  std::uint64_t total = 0;
+  auto add = [&](const ::onnx::TensorProto& t) {
+    if (!t.has_data_location() || t.data_location() != ::onnx::TensorProto_DataLocation_EXTERNAL) return;
+    const auto n = tensor_proto_info(t, tensor_label(t, "external tensor")).num_bytes();  // each bounded by 2^50
+    total = n > UINT64_MAX - total ? UINT64_MAX : total + n;
+  };
+  for (const auto& t : g.initializer()) add(t);
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) add(a.t());
+      for (const auto& t : a.tensors()) add(t);
+      auto sub = [&](const ::onnx::GraphProto& body) {
+        const auto b = external_data_bytes(body);
+        total = b > UINT64_MAX - total ? UINT64_MAX : total + b;
+      };
+      if (a.has_g()) sub(a.g());
+      for (const auto& body : a.graphs()) sub(body);
+    }
+  return total;
+}
+
+/// Refuses a model of more than import_options::max_model_bytes (`serialized` bytes plus `external`).
+inline void check_model_bytes(std::uint64_t serialized, std::uint64_t external, const import_options& opt,
+                              const std::string& where) {
+  const auto total = external > UINT64_MAX - serialized ? UINT64_MAX : serialized + external;
+  if (total > opt.max_model_bytes)
+    throw error(error_category::onnx,
+                "the model holds " + detail::size_text(total) + " (" + std::to_string(serialized) + " serialized, " +
+                    std::to_string(external) + " of external data), over the cap of " +
+                    detail::size_text(opt.max_model_bytes),
+                where, "if the model is trusted and fits in memory, raise import_options::max_model_bytes");
+}
+
+/// Checks (and maps, once per file) external-data locations before ONNX's checker touches the file
+/// system: a FIFO, a device or a file outside the model's folder is refused here.
+inline void check_external_locations(const ::onnx::GraphProto& g, external_data_resolver& resolver) {
   auto check = [&](const ::onnx::TensorProto& t) {
     if (t.has_data_location() && t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL)
       for (const auto& kv : t.external_data())
-        if (kv.key() == "location") (void)resolver.resolve(kv.value(), t.name());
+        if (kv.key() == "location") (void)resolver.open(kv.value(), t.name());
   };
   for (const auto& t : g.initializer()) check(t);
   for (const auto& n : g.node())
@@ -501,6 +543,8 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
                                    std::to_string(oldest_opset) + " to " + std::to_string(canonical_opset) + " are supported",
                 "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 7 to 17");
   detail::apply_input_shapes(*m.mutable_graph(), options);
+  detail::check_model_bytes(m.ByteSizeLong(), detail::external_data_bytes(m.graph()), options,
+                            "model graph '" + m.graph().name() + "'");
 
   external_data_resolver resolver = options.base_dir.empty() ? external_data_resolver()
                                                              : external_data_resolver(options.base_dir);
@@ -523,6 +567,7 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
 
 /// Imports a model from serialized bytes. External data needs import_options::base_dir.
 inline graph load_model_from_bytes(std::string_view bytes, const import_options& options = {}) {
+  detail::check_model_bytes(bytes.size(), 0, options, "model bytes");
   auto model = std::make_shared<::onnx::ModelProto>();
   parse_proto(*model, bytes, "ONNX model", "model bytes");
   return import_model(std::move(model), options);
@@ -531,6 +576,8 @@ inline graph load_model_from_bytes(std::string_view bytes, const import_options&
 /// Imports a model file; external data is looked up next to it unless options.base_dir says else.
 inline graph load_model(const std::filesystem::path& path, const import_options& options = {}) {
   try {
+    std::error_code ec;
+    if (const auto size = std::filesystem::file_size(path, ec); !ec) detail::check_model_bytes(size, 0, options, path.string());
     auto model = std::make_shared<::onnx::ModelProto>();
     read_proto_file(*model, path, "ONNX model");
     import_options opt = options;

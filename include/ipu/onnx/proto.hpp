@@ -59,6 +59,23 @@ inline error too_big(std::uint64_t bytes, std::string_view where) {
 }
 
 
+/// Protobuf stops parsing messages nested deeper than this (its default); an ONNX subgraph costs
+/// three levels (node, attribute, graph), so about 30 levels of If / Loop / Scan bodies.
+inline constexpr int protobuf_depth_limit = 100;
+
+/// Why a parse failed: bytes that parse with a deeper limit were refused for their nesting alone.
+/// (The retry's limit stays small: the parser recurses once per level.)
+inline std::string parse_failure(google::protobuf::Message& msg, google::protobuf::io::CodedInputStream& retry,
+                                 std::string_view what) {
+  retry.SetRecursionLimit(protobuf_depth_limit * 10);
+  msg.Clear();
+  if (msg.ParseFromCodedStream(&retry) && retry.ConsumedEntireMessage())
+    return "the " + std::string(what) + " nests messages deeper than protobuf's limit of " +
+           std::to_string(protobuf_depth_limit) + " (subgraphs inside subgraphs, about " +
+           std::to_string(protobuf_depth_limit / 3) + " levels)";
+  return "the bytes are not a serialized " + std::string(what) + " (truncated or corrupt)";
+}
+
 }  // namespace detail
 
 /// Parses `bytes` into `msg`. `what` names the message kind in errors ("ONNX model"), `where` says
@@ -71,9 +88,14 @@ inline void parse_proto(google::protobuf::Message& msg, std::string_view bytes, 
   if (bytes.size() > max_protobuf_bytes) throw detail::too_big(bytes.size(), where);
   google::protobuf::io::CodedInputStream in(reinterpret_cast<const std::uint8_t*>(bytes.data()),
                                             static_cast<int>(bytes.size()));
-  if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-    throw error(error_category::onnx, "the bytes are not a serialized " + std::string(what) + " (truncated or corrupt)",
-                std::string(where), "check that this is a complete " + std::string(what) + " file");
+  if (!msg.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
+    google::protobuf::io::CodedInputStream retry(reinterpret_cast<const std::uint8_t*>(bytes.data()),
+                                                 static_cast<int>(bytes.size()));
+    const auto why = detail::parse_failure(msg, retry, what);
+    msg.Clear();
+    throw error(error_category::onnx, why, std::string(where),
+                "check that this is a complete " + std::string(what) + " file, with subgraphs nested less deeply");
+  }
 }
 
 /// Reads a file into `msg`, streaming (the file is never held twice in memory).
@@ -89,9 +111,16 @@ inline void read_proto_file(google::protobuf::Message& msg, const std::filesyste
     google::protobuf::io::CodedInputStream in(&stream);
     ok = msg.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
   }
-  if (!ok)
-    throw error(error_category::onnx, "the file is not a serialized " + std::string(what) + " (truncated or corrupt)",
-                path.string(), "check that the file is complete; export it again if in doubt");
+  if (!ok) {
+    std::string why = "the file is not a serialized " + std::string(what) + " (truncated or corrupt)";
+    if (::lseek(file.fd(), 0, SEEK_SET) == 0) {
+      google::protobuf::io::FileInputStream stream(file.fd());
+      google::protobuf::io::CodedInputStream retry(&stream);
+      if (const auto w = detail::parse_failure(msg, retry, what); w.find("deeper") != std::string::npos) why = w;
+    }
+    msg.Clear();
+    throw error(error_category::onnx, why, path.string(), "check that the file is complete; export it again if in doubt");
+  }
 }
 
 /// Serializes `msg` (refusing messages over 2 GB, which protobuf cannot write).

@@ -39,6 +39,9 @@ struct kernel_context {
   std::span<const tensor_view> outputs;       // allocated with the shapes in the IR
   parallel_for_fn parallel_for = serial_for;
   subgraph_runner* subgraphs = nullptr;
+  /// The most iterations a Loop without scan outputs may run (its trip count M and its condition
+  /// come from the model, so a hostile one could run for ever): past it the Loop is an error.
+  std::int64_t max_loop_trips = std::int64_t{1} << 24;
 
   [[nodiscard]] bool has_input(std::size_t i) const noexcept { return i < inputs.size() && !inputs[i].empty(); }
   [[nodiscard]] const_tensor_view input(std::size_t i) const {

@@ -2,6 +2,7 @@
 // Control flow: If and Loop run their bodies through the context's subgraph runner (the device
 // that runs the calling kernel). Outputs are preallocated with the IR's shapes, so a branch or a
 // loop whose results have other shapes is an error rather than a reshape.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -68,7 +69,21 @@ inline void loop_kernel(const kernel_context& ctx) {
   for (std::size_t i = 0; i < n_carried; ++i) carried.push_back(host_tensor::copy_of(ctx.input(2 + i)));
   std::vector<std::vector<host_tensor>> scans(n_scan);
   auto& run = runner(ctx);
+  // Scan outputs have static shapes, so their first dimension bounds the iterations; a loop without
+  // them is bounded by the context's max_loop_trips. Either way the bound is checked before the
+  // iteration past it runs (a hostile M or condition neither hangs nor fills memory).
+  std::int64_t bound = ctx.max_loop_trips;
+  for (std::size_t k = 0; k < n_scan; ++k) {
+    const auto& s = ctx.outputs[n_carried + k].info().shape;
+    if (s.rank() == 0) throw ctx.fail("scan output #" + std::to_string(k) + " is a scalar in the IR", "fix the model");
+    bound = std::min(bound, s[0]);
+  }
   for (std::int64_t i = 0; (!has_m || i < max_trips) && cond; ++i) {
+    if (i >= bound)
+      throw ctx.fail(n_scan ? "the loop runs more than the " + std::to_string(bound) +
+                                  " iterations its scan outputs hold in the IR"
+                            : "the loop runs more than " + std::to_string(bound) + " iterations (the trip limit)",
+                     n_scan ? "fix the scan outputs' shapes or the trip count" : "check the model's trip count and condition");
     auto iter = host_tensor::from<std::int64_t>(shape{}, {i});
     auto c = host_tensor::from<bool>(shape{}, {cond});
     std::vector<const_tensor_view> args{iter.view(), c.view()};

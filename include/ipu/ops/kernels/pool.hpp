@@ -278,10 +278,9 @@ void pool_kernel(const kernel_context& ctx) {
   }
   if (sy.num_elements() == 0) return;
   const std::int64_t planes = sx[0] * sx[1];
-  constexpr auto max_types = float_types + type_list<std::int8_t, std::uint8_t>{};
   constexpr auto types = [] {
     if constexpr (Kind == pool_kind::max)
-      return max_types;
+      return float_types + type_list<std::int8_t, std::uint8_t>{};  // inside: clang 14 will not capture a local
     else
       return float_types;
   }();
