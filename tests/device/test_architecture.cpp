@@ -106,11 +106,19 @@ TEST_CASE("SRAM per IPU: 304 MiB on Mk1, ~897 MiB (\"900 MB\") on Mk2 and Bow") 
 }
 
 TEST_CASE("host link and Streaming Memory rates are derived from the link standards") {
-  // PCIe Gen3 x8: 8 GT/s x 8 lanes x 128/130 / 8 bits = 7.877 GB/s ("~7.9 GB/s raw").
-  CHECK(ipu::mk1::host_bytes_per_second == doctest::Approx(7.8769e9).epsilon(1e-4));
-  // IPU-M2000: 2 x 100 GbE shared by 4 IPUs = 6.25 GB/s each, below PCIe Gen4 x8 (15.75 GB/s).
+  // PCIe Gen3 x8: 8 GT/s x 8 lanes x 128/130 / 8 bits = 7.877 GB/s ("~7.9 GB/s raw"); TLPs of 256 B
+  // payload carry 16 B header + 4 B LCRC + 4 B STP token: x 256 / 280 = 7.2017 GB/s.
+  static_assert(ipu::detail::device::pcie_tlp_overhead_bytes == 24);
+  static_assert(ipu::detail::device::pcie_tlp_efficiency(256) == 256.0 / 280.0);
+  static_assert(ipu::detail::device::pcie_tlp_efficiency(128) == 128.0 / 152.0);
+  CHECK(ipu::detail::device::pcie_bytes_per_second(8.0, 8) == doctest::Approx(7.8769e9).epsilon(1e-4));
+  CHECK(ipu::mk1::host_bytes_per_second == doctest::Approx(7.2016e9).epsilon(1e-4));
+  // IPU-M2000: 2 x 100 GbE at RoCEv2 efficiency 4096 / (4096 + 82) shared by 4 IPUs = 6.127 GB/s
+  // each, below PCIe Gen4 x8 (15.75 GB/s raw, 14.40 after TLP overheads).
+  static_assert(ipu::detail::device::roce_overhead_bytes == 82);
   CHECK(ipu::detail::device::m2000_machine::gateway_pcie_bytes_per_second == doctest::Approx(15.7538e9).epsilon(1e-4));
-  CHECK(ipu::mk2::host_bytes_per_second == doctest::Approx(6.25e9));
+  CHECK(ipu::detail::device::pcie_effective_bytes_per_second(16.0, 8) == doctest::Approx(14.4034e9).epsilon(1e-4));
+  CHECK(ipu::mk2::host_bytes_per_second == doctest::Approx(25e9 * 4096 / 4178 / 4));
   CHECK(ipu::bow::host_bytes_per_second == ipu::mk2::host_bytes_per_second);
   // 2 x DDR4-2400 (19.2 GB/s each) per machine, shared by 4 IPUs = 9.6 GB/s each.
   CHECK(ipu::detail::device::ddr4_dimm_bytes_per_second(2400) == doctest::Approx(19.2e9));

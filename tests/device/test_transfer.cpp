@@ -72,8 +72,10 @@ TEST_CASE("copies name the IPU that does not exist, or the device without links"
 
 TEST_CASE("host streams and Streaming Memory, per IPU") {
   const auto mk1 = ipu::describe_architecture<ipu::mk1>();
-  CHECK(ipu::host_transfer_seconds(mk2, 6'250'000'000) == doctest::Approx(1.0));
-  CHECK(ipu::host_transfer_seconds(mk1, 1'000'000) == doctest::Approx(1e6 / (8e9 * 128 / 130)));
+  CHECK(ipu::host_transfer_seconds(mk2, 6'127'333'652) == doctest::Approx(1.0));
+  CHECK(ipu::host_transfer_seconds(mk1, 1'000'000) == doctest::Approx(1e6 / (8e9 * 128 / 130 * 256 / 280)));
+  // Minimum: one sync (Mk1 48 cycles at 1.6 GHz = 30 ns) + 256 B at 7.2017 GB/s (35.5 ns).
+  CHECK(ipu::host_transfer_min_seconds(mk1) == doctest::Approx(30e-9 + 256 / (8e9 * 128 / 130 * 256 / 280)));
   CHECK(ipu::streaming_memory_seconds(mk2, 9'600'000'000) == doctest::Approx(1.0));
   try {
     (void)ipu::streaming_memory_seconds(mk1, 1);

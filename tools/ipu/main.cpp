@@ -12,6 +12,7 @@
 #include "inspect.hpp"
 #include "ipu/error.hpp"
 #include "ipu/cpu/blas_tuning.hpp"
+#include "model.hpp"
 #include "plan.hpp"
 #include "run.hpp"
 #ifdef IPU_HAVE_SERVE
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   ipu_cli::add_info_command(app);
   ipu_cli::add_run_command(app);
   ipu_cli::add_plan_command(app);
+  ipu_cli::add_model_command(app);
   ipu_cli::add_compile_command(app);
   ipu_cli::add_train_command(app);
   ipu_cli::add_inspect_command(app);

@@ -133,6 +133,27 @@ inline constexpr double pcie_128b130b = 128.0 / 130.0;
 constexpr double pcie_bytes_per_second(double gt_per_s, unsigned lanes) noexcept {
   return gt_per_s * gbit * lanes * pcie_128b130b / 8.0;
 }
+/// PCIe transaction-layer efficiency (PCI Express Base Specification 3.0: TLP format 2.2, LCRC 3.5,
+/// Gen3 framing tokens 4.2.2): a stream is a run of posted memory-write TLPs, each carrying at most
+/// the Max_Payload_Size and adding a 4-DW header (64-bit addresses, 16 B), a 4-B LCRC and a 4-B STP
+/// token (which from Gen3 also holds the sequence number). ACK and flow-control DLLPs travel the
+/// other way, so they do not share the data direction's bandwidth.
+inline constexpr unsigned pcie_max_payload_bytes = 256;  // the usual server root-port MPS
+inline constexpr unsigned pcie_tlp_overhead_bytes = 16 + 4 + 4;
+constexpr double pcie_tlp_efficiency(unsigned payload = pcie_max_payload_bytes) noexcept {
+  return payload == 0 ? 0.0 : static_cast<double>(payload) / static_cast<double>(payload + pcie_tlp_overhead_bytes);
+}
+/// PCIe payload rate after line coding and TLP overhead.
+constexpr double pcie_effective_bytes_per_second(double gt_per_s, unsigned lanes) noexcept {
+  return pcie_bytes_per_second(gt_per_s, lanes) * pcie_tlp_efficiency();
+}
+/// RoCEv2 over Ethernet (IEEE 802.3 framing; InfiniBand Architecture Spec. annex A17): a 4096-byte
+/// path-MTU payload per packet plus preamble/SFD 8, MAC header 14, FCS 4, inter-packet gap 12,
+/// IPv4 20, UDP 8, InfiniBand BTH 12 and ICRC 4 bytes.
+inline constexpr unsigned roce_payload_bytes = 4096;
+inline constexpr unsigned roce_overhead_bytes = 8 + 14 + 4 + 12 + 20 + 8 + 12 + 4;
+inline constexpr double roce_efficiency =
+    static_cast<double>(roce_payload_bytes) / (roce_payload_bytes + roce_overhead_bytes);
 /// DDR4 DIMMs have a 64-bit (8-byte) data bus: bytes/s = transfers/s x 8.
 constexpr double ddr4_dimm_bytes_per_second(double mega_transfers_per_s) noexcept {
   return mega_transfers_per_s * 1e6 * 8.0;
@@ -147,8 +168,9 @@ struct m2000_machine {
   // the Ethernet rate (6.25 GB/s) and its PCIe link (15.75 GB/s).
   static constexpr double ethernet_bytes_per_second = 2 * 100 * gbit / 8.0;
   static constexpr double gateway_pcie_bytes_per_second = pcie_bytes_per_second(16.0, 8);  // Gen4: 16 GT/s
+  // Both after their protocol overheads (RoCEv2 framing, PCIe TLPs).
   static constexpr double host_bytes_per_second_per_ipu =
-      min(ethernet_bytes_per_second / ipus, gateway_pcie_bytes_per_second);
+      min(ethernet_bytes_per_second * roce_efficiency / ipus, pcie_effective_bytes_per_second(16.0, 8));
   // Streaming Memory: 2 x DDR4-2400 DIMMs per machine = 2 x 19.2 GB/s = 38.4 GB/s, shared by four
   // IPUs -> 9.6 GB/s each when all stream at once (phased execution moves weights on every IPU
   // together), below the 15.75 GB/s PCIe Gen4 x8 path from the gateway to each IPU.
@@ -195,8 +217,9 @@ struct mk1 : detail::device::graphcore_common {
   // The spec lists no 16-bit-partials rate for GC2 ("—"). FP16.16 cannot be slower than FP16.32
   // (the same products, rounded to 16 bits), so the model runs it at the FP16.32 rate.
   static constexpr std::uint32_t macs_per_cycle_fp16_16 = macs_per_cycle_fp16_32;
-  // One PCIe Gen3 x8 link per IPU: 8 GT/s x 8 lanes x 128/130 / 8 = 7.88 GB/s ("~7.9 GB/s raw").
-  static constexpr double host_bytes_per_second = detail::device::pcie_bytes_per_second(8.0, 8);
+  // One PCIe Gen3 x8 link per IPU: 8 GT/s x 8 lanes x 128/130 / 8 = 7.88 GB/s ("~7.9 GB/s raw"),
+  // x 256 / 280 for the TLP overheads = 7.20 GB/s.
+  static constexpr double host_bytes_per_second = detail::device::pcie_effective_bytes_per_second(8.0, 8);
   static constexpr std::uint64_t streaming_memory_bytes = 0;  // none
   static constexpr double streaming_memory_bytes_per_second = 0;
 };

@@ -17,9 +17,12 @@
 //
 // Tile cycles for a piece with g groups, r rows, k input channels, n output channels, p kernel
 // positions, on W worker threads (each issues every W-th cycle, so a tile reaches its peak only with
-// all W busy), with memory latency L:
-//   blocks = g * p * ceil(k / kb) * ceil(n / nb)
-//   cycles = blocks * (w + L + W * ceil(r / W) * c)
+// all W busy): one AMP vertex (vertex_cost.hpp) whose K = p * ceil(k / kb) input blocks and
+// N = ceil(n / nb) output blocks each load w weight cycles and stream W * ceil(r / W) * c cycles,
+// plus PopLibs' supervisor and per-worker fixed costs:
+//   cycles = 50 + g * (13 + K * (15 + N * (19 + 7 + w + W * (worker_setup + ceil(r / W) * c))))
+// When input channels are split over s tiles, the partials are reduced by PopLibs' reduce vertex
+// (reduce_vertex_cycles) after an exchange of s - 1 partials per output.
 //
 // Element-wise (vector) ops: one 64-bit result vector per cycle (the write port), vw = write bytes /
 // element bytes elements; a vector needs max(ops, ceil(inputs * vw * bytes / read bytes), 1) cycles:
@@ -39,6 +42,7 @@
 #include "ipu/device/precision.hpp"
 #include "ipu/device/tile_mapping.hpp"
 #include "ipu/device/timing.hpp"
+#include "ipu/device/vertex_cost.hpp"
 #include "ipu/error.hpp"
 
 namespace ipu {
@@ -77,19 +81,18 @@ constexpr amp_geometry amp_geometry_for(const architecture_description& a, preci
   return g;
 }
 
-/// Cycles one tile spends on its piece `work` of a matmul / convolution (file comment).
+/// Cycles one tile spends on its piece `work` of a matmul / convolution: one AMP vertex, its inner
+/// loops as the file comment derives them and its fixed costs as PopLibs estimates them
+/// (vertex_cost.hpp).
 constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work) {
   using ipu::ceil_div;
   using ipu::mul_sat;
   if (work.empty()) return 0;
   const auto g = amp_geometry_for(a, p);
-  const std::uint64_t w = a.worker_threads_per_tile;
-  const std::uint64_t blocks = mul_sat(mul_sat(mul_sat(work.groups, work.kernel_positions),
-                                               ceil_div(work.in_channels, g.in_channels_per_block)),
-                                       ceil_div(work.out_channels, g.out_channels_per_block));
-  const std::uint64_t per_block =
-      g.weight_load_cycles + a.memory_latency_cycles + mul_sat(w * ceil_div(work.rows, w), g.cycles_per_row);
-  return mul_sat(blocks, per_block);
+  return amp_vertex_cycles(a, p, work.groups,
+                           mul_sat(work.kernel_positions, ceil_div(work.in_channels, g.in_channels_per_block)),
+                           ceil_div(work.out_channels, g.out_channels_per_block), work.rows, g.cycles_per_row,
+                           g.weight_load_cycles);
 }
 
 /// Elements of `t` in one vector result: the write port's bytes per cycle / element size.
@@ -238,8 +241,7 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
     const std::uint64_t reduced = ceil_div(partials, s);
     plan.reduction_bytes_per_tile = mul_sat(mul_sat(s - 1, reduced), part_b);
     plan.reduction = superstep{
-        vector_tile_cycles(a, partials_type(prec), reduced, static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(s - 1)),
-        sync, exchange_cycles(a, plan.reduction_bytes_per_tile)};
+        reduce_vertex_cycles(a, prec, reduced, s), sync, exchange_cycles(a, plan.reduction_bytes_per_tile)};
     partial_temps = mul_sat(partials, part_b) + plan.reduction_bytes_per_tile;
   }
   plan.temporary_bytes_per_tile = needed + partial_temps;

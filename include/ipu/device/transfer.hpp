@@ -3,7 +3,8 @@
 //
 //   link bytes/s       = link_bits_per_second / 8 * link_efficiency      (per link, per direction)
 //   IPU-Link copy time = bytes / (links used between the two IPUs * link bytes/s)
-//   host stream time   = bytes / host_bytes_per_second                   (per IPU)
+//   host stream time   = bytes / host_bytes_per_second                   (per IPU, after protocol overheads)
+//   host minimum time  = one sync + one max-payload PCIe TLP
 //   Streaming Memory   = bytes / streaming_memory_bytes_per_second       (per IPU)
 //
 // Parameters (ipu-spec): 128 Gibit/s per link per direction at 85% efficiency, 10 links in a ladder
@@ -14,6 +15,7 @@
 #include <string>
 
 #include "ipu/device/architecture.hpp"
+#include "ipu/device/bsp.hpp"
 #include "ipu/format.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/timing.hpp"
@@ -87,6 +89,13 @@ constexpr std::uint64_t ipu_link_copy_cycles(const device_description& d, std::u
 constexpr double host_transfer_seconds(const architecture_description& a, std::uint64_t bytes) {
   ipu::require_ipu_figures(a, "host_transfer_seconds");
   return static_cast<double>(bytes) / a.host_bytes_per_second;
+}
+
+/// The least time a host transfer can take: the global sync that starts every host exchange (one
+/// IPU, bsp.hpp) and one maximum-size PCIe payload at the host rate. A lower bound: host-side
+/// software and DMA set-up are not in any public figure and are not modelled.
+constexpr double host_transfer_min_seconds(const architecture_description& a) {
+  return cycles_to_seconds(a, sync_cycles(a, 1)) + host_transfer_seconds(a, detail::device::pcie_max_payload_bytes);
 }
 
 /// Seconds to move `bytes` between one IPU and its share of Streaming Memory. Throws ipu::error
