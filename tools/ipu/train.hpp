@@ -2,7 +2,8 @@
 // `ipu train MODEL.onnx --output NAME --loss mse|l1|nll|cross-entropy|bce --input NAME=FILE [--input ...]
 //  --labels FILE [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--lr X] [--momentum X] [--nesterov]
 //  [--weight-decay X] [--loss-scaling X] [--gradient-accumulation N] [--steps N] [--batch N]
-//  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--replicas N] -o TRAINED.onnx|TRAINED.popef`
+//  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--replicas N] [--mpi-timeout S]
+//  -o TRAINED.onnx|TRAINED.popef`
 //
 // Trains the model's weights with the loss applied to output NAME (mean reduction). A step is one
 // weight update on `gradient accumulation` times --replicas micro-batches of --batch rows each
@@ -606,7 +607,8 @@ inline void add_train_command(CLI::App& app) {
                   "replicas running each step's micro-batches at once (default: the options file's, else 1)")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--mpi-timeout", a->mpi_timeout,
-                  "under mpirun: the longest a step waits for the other processes, in seconds (default 60)");
+                  "under mpirun: the longest a step waits for the other processes, in seconds (default 60)")
+      ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
   cmd->callback([a] { run_train(*a); });
 }
