@@ -3,7 +3,8 @@
 
 Folders follow the data path, and a header may include only its own folder and the folders before
 it: core (include/ipu/*.hpp) < io < graph < device < ops < builder < cpu < train < onnx < poptorch < sched
-< exec < popef < compile < runtime < popart. ipu/ipu.hpp, the umbrella, includes everything.
+< exec < popef < compile < runtime < popart < dist. ipu/ipu.hpp, the umbrella, includes
+everything but dist (MPI, an optional component).
 
 No folder uses another folder's details: a `detail::NAME` namespace belongs to the folder that
 opens it, and `NAME::detail` to folder NAME; a header elsewhere that names it is an error.
@@ -15,7 +16,7 @@ import re
 import sys
 
 LAYERS = ["", "io", "graph", "device", "ops", "builder", "cpu", "train", "onnx", "poptorch", "sched", "exec",
-          "popef", "compile", "runtime", "popart", "serve"]
+          "popef", "compile", "runtime", "popart", "serve", "dist"]
 UMBRELLA = "ipu.hpp"
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]ipu/([^">]+)[">]')

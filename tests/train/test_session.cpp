@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <barrier>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include <span>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ipu/builder/builder.hpp"
@@ -526,6 +528,62 @@ TEST_CASE("replicated training refuses groupings and inputs that do not fit, wit
                                  {.replicas = 2, .weights = {{"w", {comm_group_type::none}}}});
   const auto wrong = ipu::host_tensor::from<float>({3}, {1, 2, 3});
   CHECK_THROWS_WITH_AS(g.set_weight("w", wrong.view()), doctest::Contains("(one per group)"), ipu::error);
+}
+
+TEST_CASE("replicas spread over processes (replica_instance): two sessions of one replica each, gathering, train as one") {
+  // Two "processes" on two threads, each running one of 2 replicas and exchanging its replica's
+  // step outputs through shared memory (ipu/dist/ does it over MPI): both hold the weights of one
+  // session running the 2 replicas, bit for bit, and the same losses.
+  const auto model = square_model(ipu::data_type::F32);
+  ipu::train::training_options o;
+  o.opt = ipu::train::adam{.lr = 0.05};
+  o.gradient_accumulation = 2;
+  std::vector<std::byte> shared;
+  std::barrier<> meet(2);
+  auto instance = [&](std::int64_t first) {
+    return ipu::train::replica_instance{
+        first, 1, [&, first](std::uint64_t, std::int64_t, std::span<const std::byte> mine, std::span<std::byte> all) {
+          if (first == 0) shared.assign(all.size(), std::byte{0});
+          meet.arrive_and_wait();
+          std::memcpy(shared.data() + static_cast<std::size_t>(first) * mine.size(), mine.data(), mine.size());
+          meet.arrive_and_wait();
+          std::memcpy(all.data(), shared.data(), all.size());
+          meet.arrive_and_wait();  // both read before the next exchange writes
+        }};
+  };
+  ipu::train::training_session one(model, o, {}, ipu::train::output_mode::all, {.replicas = 2});
+  ipu::train::training_session a(model, o, {}, ipu::train::output_mode::all, {.replicas = 2, .instance = instance(0)});
+  ipu::train::training_session b(model, o, {}, ipu::train::output_mode::all, {.replicas = 2, .instance = instance(1)});
+  std::mt19937 gen(3);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int k = 0; k < 3; ++k) {
+    std::vector<float> xs(4 * 2 * 2), ys(4 * 2 * 2);
+    for (auto& v : xs) v = normal(gen);
+    for (auto& v : ys) v = normal(gen);
+    const auto x = ipu::host_tensor::from<float>({8, 2}, xs), y = ipu::host_tensor::from<float>({8, 2}, ys);
+    ipu::train::step_result ra;
+    {
+      std::jthread other([&] { ra = a.run({{"x", x.view()}}, y.view()); });
+      const auto rb = b.run({{"x", x.view()}}, y.view());
+      other.join();
+      const auto r1 = one.run({{"x", x.view()}}, y.view());
+      CHECK(ra.micro_batch_losses == r1.micro_batch_losses);
+      CHECK(rb.micro_batch_losses == r1.micro_batch_losses);
+      CHECK(bytes_of(rb.outputs[0]) == bytes_of(r1.outputs[0]));
+    }
+  }
+  CHECK(bytes_of(a.weight("w")) == bytes_of(one.weight("w")));
+  CHECK(bytes_of(b.weight("w")) == bytes_of(one.weight("w")));
+  CHECK(a.weight("w").as<float>()[0] != 1.0f);  // trained
+  // Refused: replicas outside the factor, or no gather.
+  auto refuse = [&](ipu::train::replica_instance i, const char* needle) {
+    CHECK_THROWS_WITH_AS(ipu::train::training_session(model, o, {}, ipu::train::output_mode::final,
+                                                      {.replicas = 2, .instance = std::move(i)}),
+                         doctest::Contains(needle), ipu::error);
+  };
+  refuse(instance(2), "[2, 2 + 1) are not among the 2 replicas");
+  refuse({0, 3, instance(0).gather}, "[0, 0 + 3) are not among the 2 replicas");
+  refuse({0, 1, {}}, "no gather function");
 }
 
 }  // namespace test_session

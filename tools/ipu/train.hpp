@@ -2,7 +2,8 @@
 // `ipu train MODEL.onnx --output NAME --loss mse|l1|nll|cross-entropy|bce --input NAME=FILE [--input ...]
 //  --labels FILE [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--lr X] [--momentum X] [--nesterov]
 //  [--weight-decay X] [--loss-scaling X] [--gradient-accumulation N] [--steps N] [--batch N]
-//  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--replicas N] -o TRAINED.onnx|TRAINED.popef`
+//  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--replicas N] [--mpi-timeout S]
+//  -o TRAINED.onnx|TRAINED.popef`
 //
 // Trains the model's weights with the loss applied to output NAME (mean reduction). A step is one
 // weight update on `gradient accumulation` times --replicas micro-batches of --batch rows each
@@ -28,6 +29,14 @@
 // stages, and micro-batches overlap; the trained weights are bit for bit those of a plain run.
 // --replicas R runs each step's micro-batches on R replicas at once (planning a replicated step is
 // not built yet, so it does not combine with --device/--ipus/--strategy).
+//
+// Under `mpirun -np P` (OpenMPI's OMPI_COMM_WORLD_SIZE set; the tool built with the ipu::mpi
+// component) the P processes share the R replicas, R / P each, as PopRun's instances do
+// (ipu/dist/session.hpp): every process reads the same files, the weights are those of one process
+// running the R replicas, bit for bit, and only rank 0 prints the steps and writes -o. Each step's
+// exchange waits at most --mpi-timeout seconds (default 60) for the other ranks, then fails naming
+// the step and the ranks that did not arrive; a rank that fails ends the job (MPI_Abort) so that no
+// other waits for it.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -35,6 +44,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -54,6 +64,9 @@
 #include "ipu/sched/auto_planner.hpp"
 #include "ipu/exec/training_executor.hpp"
 #include "ipu/train/session.hpp"
+#ifdef IPU_WITH_MPI
+#include "ipu/dist/session.hpp"
+#endif
 #include "compile.hpp"
 #include "run.hpp"
 
@@ -80,6 +93,7 @@ struct train_args {
   std::optional<std::uint32_t> ipus;
   std::optional<std::string> strategy;
   std::optional<std::int64_t> replicas;  // unset: the options file's, else 1
+  std::optional<double> mpi_timeout;     // seconds; only under mpirun
   std::string trained;  // -o
 };
 
@@ -309,9 +323,22 @@ inline void plan_step(const ipu::train::training_graph& tg, const ipu::device_de
 
 }  // namespace train_detail
 
-inline void run_train(const train_args& a) {
+namespace train_detail {
+#ifdef IPU_WITH_MPI
+using communicator = ipu::dist::communicator;
+#else
+struct communicator {  // one process: MPI is not built in
+  [[nodiscard]] int rank() const noexcept { return 0; }
+  [[nodiscard]] int size() const noexcept { return 1; }
+};
+#endif
+}  // namespace train_detail
+
+/// Trains, alone (`comm` null) or as one of the ranks of `comm`.
+inline void run_train_on(const train_args& a, train_detail::communicator* comm) {
   namespace fs = std::filesystem;
   using train_detail::usage;
+  const bool leader = comm == nullptr || comm->rank() == 0;  // prints and writes
   if (a.replicas && *a.replicas < 1) throw usage("--replicas must be at least 1", "--replicas");
   if (a.steps < 1) throw usage("--steps must be at least 1", "--steps");
   if (!(a.lr >= 0) || !std::isfinite(a.lr)) throw usage("--lr must be a finite value >= 0", "--lr");
@@ -379,7 +406,28 @@ inline void run_train(const train_args& a) {
     data.emplace_back(name, train_detail::as_type(read_input_file(spec.substr(eq + 1)), model.tensor(*t).info.type,
                                                   "--input " + name));
   }
-  ipu::train::training_session s(model, o, {}, ipu::train::output_mode::final, {.replicas = replicas});
+  if (comm != nullptr && planned)
+    throw usage("--device, --ipus or --strategy under mpirun: planning a step spread over processes is not built",
+                "mpirun", "plan with one process, or train under mpirun without the plan flags");
+  std::optional<ipu::train::training_session> alone;
+#ifdef IPU_WITH_MPI
+  std::optional<ipu::dist::distributed_training_session> spread;
+  if (comm != nullptr) {
+    spread.emplace(*comm, model, o, ipu::cpu::device_options{}, ipu::train::output_mode::final,
+                   ipu::train::replication_options{.replicas = replicas},
+                   ipu::dist::distributed_options{.steps = static_cast<std::uint64_t>(a.steps)});
+    if (leader)
+      std::printf("mpi: %d processes share %lld replicas, %lld each\n", comm->size(), static_cast<long long>(replicas),
+                  static_cast<long long>(spread->local_replicas()));
+  }
+#endif
+  if (comm == nullptr) alone.emplace(model, o, ipu::cpu::device_options{}, ipu::train::output_mode::final,
+                                     ipu::train::replication_options{.replicas = replicas});
+#ifdef IPU_WITH_MPI
+  ipu::train::training_session& s = spread ? spread->session() : *alone;
+#else
+  ipu::train::training_session& s = *alone;
+#endif
   const auto& tg = s.graph_of_step();
   // The PopEF file runs the trained model for inference on the device; a pipeline streams as many
   // batches per step as it has stages (at most one per IPU). Planned before training (the plan does
@@ -405,7 +453,7 @@ inline void run_train(const train_args& a) {
   std::optional<ipu::placed_training_session> placed;
   if (planned && mode != ipu::execution_mode::sharded) {
     placed.emplace(train_detail::placed_model(model, device, mode), o, train_detail::placed_options(mode));
-    std::printf("run: the training step %s over %zu stages on host threads\n",
+    if (leader) std::printf("run: the training step %s over %zu stages on host threads\n",
                 std::string(ipu::train::to_string(train_detail::placed_options(mode).placement.schedule)).c_str(),
                 placed->stages());
   }
@@ -463,7 +511,7 @@ inline void run_train(const train_args& a) {
     if (!std::isfinite(r.loss))
       throw ipu::error(ipu::error_category::runtime, "the loss is " + std::to_string(r.loss) + " at step " + std::to_string(k + 1),
                        "ipu train", "lower --lr");
-    if ((k + 1) % every == 0 || k + 1 == a.steps) {
+    if (leader && ((k + 1) % every == 0 || k + 1 == a.steps)) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("step %lld/%lld  loss %.6g  %.1f samples/s\n", static_cast<long long>(k + 1),
                   static_cast<long long>(a.steps), r.loss, static_cast<double>(k + 1) * static_cast<double>(rows_per_step) / std::max(secs, 1e-9));
@@ -471,6 +519,7 @@ inline void run_train(const train_args& a) {
     }
   }
 
+  if (!leader) return;  // the same weights as rank 0's: one file, one report
   if (o.auto_loss_scaling.enabled)
     std::printf("automatic loss scaling: loss scale %.6g -> %.6g\n", initial_loss_scale, s.loss_scaling());
   if (placed) {  // the session writes the model out
@@ -485,6 +534,40 @@ inline void run_train(const train_args& a) {
   }
   std::printf("wrote %s\n", a.trained.c_str());
   std::printf("loss %.6g -> %.6g\n", first, last);
+}
+
+/// Trains, alone or, under mpirun, as one of its processes.
+inline void run_train(const train_args& a) {
+  using train_detail::usage;
+  const char* world = std::getenv("OMPI_COMM_WORLD_SIZE");  // set by OpenMPI's mpirun
+  if (a.mpi_timeout && world == nullptr)
+    throw usage("--mpi-timeout without mpirun: it bounds the wait for the other processes", "--mpi-timeout",
+                "run under mpirun -np P, or leave --mpi-timeout out");
+#ifdef IPU_WITH_MPI
+  if (world != nullptr) {
+    const double seconds = a.mpi_timeout.value_or(60.0);
+    if (!(seconds > 0) || !(seconds <= 1e6))
+      throw usage("--mpi-timeout " + std::to_string(seconds) + " is not in (0, 1e6] seconds", "--mpi-timeout");
+    ipu::dist::mpi_environment env(nullptr, nullptr);
+    train_detail::communicator comm(std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5)));
+    try {
+      run_train_on(a, &comm);
+    } catch (const std::exception& e) {
+      if (comm.size() > 1) {  // the others would wait for this rank: end the job
+        std::fprintf(stderr, "%s (rank %d of %d)\n", e.what(), comm.rank(), comm.size());
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+      }
+      throw;
+    }
+    return;
+  }
+#else
+  if (world != nullptr && std::strcmp(world, "1") != 0)
+    throw usage(std::string("under mpirun with ") + world + " processes, but this ipu was built without MPI: each would train alone",
+                "mpirun", "build with libopenmpi-dev installed (the ipu::mpi component), or run one process");
+#endif
+  run_train_on(a, nullptr);
 }
 
 /// Adds the `train` subcommand to the tool.
@@ -523,6 +606,9 @@ inline void add_train_command(CLI::App& app) {
   cmd->add_option("--replicas", a->replicas,
                   "replicas running each step's micro-batches at once (default: the options file's, else 1)")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--mpi-timeout", a->mpi_timeout,
+                  "under mpirun: the longest a step waits for the other processes, in seconds (default 60)")
+      ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
   cmd->callback([a] { run_train(*a); });
 }

@@ -19,8 +19,11 @@
 // Inputs grouped likewise (inputReplicaGrouping): the replicas of one input group take the same
 // data, so a step's inputs hold G * (number of input groups) micro-batches, the input group's
 // micro-batch of accumulation index a being a * groups + group.
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -94,13 +97,30 @@ constexpr replica_groups groups_of(const replica_grouping& g, std::int64_t repli
   return {};
 }
 
+/// Replicas spread over processes (PopRun's instances; ipu/dist/ does it over MPI): this process
+/// runs replicas [first, first + count) of the R, and `gather` brings every replica's outputs of
+/// each micro-batch, in replica order, so that every process reduces all R replicas' gradients in
+/// the order one process would and holds the same weights. count 0: every replica, here.
+struct replica_instance {
+  std::int64_t first = 0;
+  std::int64_t count = 0;
+  /// Called once per accumulation index of step `step`: `mine` holds this process's replicas'
+  /// outputs (count of them, each the same number of bytes), `all` receives every replica's.
+  std::function<void(std::uint64_t step, std::int64_t accumulation, std::span<const std::byte> mine,
+                     std::span<std::byte> all)>
+      gather{};
+};
+
 /// Replicated training: the replication factor, the weights grouped across replicas (by name; a
 /// weight not named is shared by all) and the inputs' grouping (unset: each replica its own data).
 struct replication_options {
   std::int64_t replicas = 1;
   std::vector<std::pair<std::string, replica_grouping>> weights{};
   std::optional<replica_grouping> inputs{};
-  [[nodiscard]] bool replicated() const noexcept { return replicas > 1 || !weights.empty() || inputs.has_value(); }
+  replica_instance instance{};  // unset: this process runs every replica
+  [[nodiscard]] bool replicated() const noexcept {
+    return replicas > 1 || !weights.empty() || inputs.has_value() || instance.count != 0;
+  }
 };
 
 }  // namespace ipu::train

@@ -637,8 +637,35 @@ class training_session {
         for (std::int64_t g = 0; g < weight_groups_[i].count; ++g) write_group(t, weights_[i], g);
         weights_[i] = std::move(t);
       }
+    const auto& inst = replication_.instance;
+    if (inst.count != 0) {
+      if (inst.count < 0 || inst.first < 0 || inst.first >= replicas_ || inst.count > replicas_ - inst.first)
+        throw error(error_category::usage,
+                    "this process's replicas [" + std::to_string(inst.first) + ", " + std::to_string(inst.first) + " + " +
+                        std::to_string(inst.count) + ") are not among the " + std::to_string(replicas_) + " replicas",
+                    where(), "give a first replica and a count within the replication factor");
+      if (!inst.gather)
+        throw error(error_category::usage, "replicas spread over processes, but no gather function", where(),
+                    "give replica_instance::gather (ipu/dist/ gives one over MPI)");
+      local_first_ = inst.first;
+      local_count_ = inst.count;
+      distributed_ = true;
+    } else {
+      local_first_ = 0;
+      local_count_ = replicas_;
+    }
+    for (const auto t : step_.model().outputs()) {
+      const auto n = step_.model().tensor(t).info.num_bytes();
+      constexpr auto most = std::numeric_limits<std::size_t>::max() / 2;
+      if (n > most || replica_bytes_ > most - n || replica_bytes_ + n > most / static_cast<std::size_t>(replicas_))
+        throw error(error_category::usage, "the replicas' step outputs are too large to exchange", where());
+      replica_bytes_ += n;
+    }
+    // Devices only for the replicas this process runs (replica 0's is step_).
     for (std::int64_t r = 1; r < replicas_; ++r)
-      replica_steps_.push_back(std::make_unique<cpu::device>(tg_.step, per_replica(device, replicas_)));
+      replica_steps_.push_back(r >= local_first_ && r < local_first_ + local_count_
+                                   ? std::make_unique<cpu::device>(tg_.step, per_replica(device, replicas_))
+                                   : nullptr);
     replica_buffers_.assign(static_cast<std::size_t>(replicas_ - 1), buffers_);
     // The reduction adds each micro-batch's gradients with the step's own Add kernel: the same
     // arithmetic as the single replica's accumulation.
@@ -703,6 +730,7 @@ class training_session {
             tg_.labels.empty() ? const_tensor_view{} : micro_batch(labels, tg_.labels, m), j, r, &zero_accumulators_);
         auto& dev = r == 0 ? step_ : *replica_steps_[ri - 1];
         outs[ri] = dev.run(std::span<const const_tensor_view>(views));
+        if (distributed_) return;  // the statistics are taken from the gathered outputs
         for (std::size_t k = 0; k < step_out_.size(); ++k)  // this replica's statistics, for its next micro-batch
           if (step_out_[k].kind == slot::buffer) buffers[ri][step_out_[k].index] = std::move(outs[ri][k]);
       } catch (...) {
@@ -713,11 +741,12 @@ class training_session {
     for (std::int64_t a = 0; a < G; ++a) {
       {
         std::vector<std::jthread> workers;
-        for (std::int64_t r = 1; r < R; ++r) workers.emplace_back(run_one, r, a);
-        run_one(0, a);
+        for (std::int64_t r = local_first_ + 1; r < local_first_ + local_count_; ++r) workers.emplace_back(run_one, r, a);
+        run_one(local_first_, a);
       }
       for (const auto& f : failed)
         if (f) std::rethrow_exception(f);
+      if (distributed_) gather_replicas(outs, buffers, a);
       for (std::int64_t r = 0; r < R; ++r) {  // in the order of j = a * R + r
         auto& out = outs[static_cast<std::size_t>(r)];
         for (std::size_t k = 0; k < step_out_.size(); ++k) {
@@ -784,6 +813,38 @@ class training_session {
     update_loss_scale(next);
     refresh_readout();
     return res;
+  }
+  /// Replicas spread over processes: sends this process's replicas' outputs of accumulation index
+  /// `a`, receives every replica's (replica order), and takes each replica's running statistics.
+  void gather_replicas(std::vector<std::vector<host_tensor>>& outs, std::vector<std::vector<host_tensor>>& buffers,
+                       std::int64_t a) {
+    const auto& g = step_.model();
+    std::vector<std::byte> mine(static_cast<std::size_t>(local_count_) * replica_bytes_);
+    std::vector<std::byte> all(static_cast<std::size_t>(replicas_) * replica_bytes_);
+    for (std::int64_t r = local_first_; r < local_first_ + local_count_; ++r) {
+      auto* p = mine.data() + static_cast<std::size_t>(r - local_first_) * replica_bytes_;
+      const auto& out = outs[static_cast<std::size_t>(r)];
+      for (std::size_t k = 0; k < out.size(); ++k) {
+        const auto n = g.tensor(g.outputs()[k]).info.num_bytes();
+        if (out[k].bytes().size() != n)
+          throw error(error_category::internal, "step output " + std::to_string(k) + " is not the size its graph gives", where());
+        std::memcpy(p, out[k].bytes().data(), n);
+        p += n;
+      }
+    }
+    replication_.instance.gather(steps_, a, mine, all);
+    for (std::int64_t r = 0; r < replicas_; ++r) {
+      const auto ri = static_cast<std::size_t>(r);
+      const auto* p = all.data() + ri * replica_bytes_;
+      outs[ri].clear();
+      for (std::size_t k = 0; k < g.outputs().size(); ++k) {
+        host_tensor t(g.tensor(g.outputs()[k]).info);
+        std::memcpy(t.bytes().data(), p, t.bytes().size());
+        p += t.bytes().size();
+        if (step_out_[k].kind == slot::buffer) buffers[ri][step_out_[k].index] = t;  // for its next micro-batch
+        outs[ri].push_back(std::move(t));
+      }
+    }
   }
   static double scalar_value(const host_tensor& l) {
     return l.info().type == data_type::F64   ? l.as<double>()[0]
@@ -939,7 +1000,12 @@ class training_session {
   std::vector<replica_groups> weight_groups_;
   std::vector<bool> stacked_, all_replicas_;
   std::vector<std::size_t> state_weight_, accumulator_weight_;
-  std::vector<std::unique_ptr<cpu::device>> replica_steps_;
+  std::vector<std::unique_ptr<cpu::device>> replica_steps_;  // null for the replicas of other processes
+  // Replicas spread over processes (replication_options::instance): this process's, and the bytes
+  // of one replica's step outputs, as gathered.
+  bool distributed_ = false;
+  std::int64_t local_first_ = 0, local_count_ = 1;
+  std::size_t replica_bytes_ = 0;
   std::vector<std::vector<host_tensor>> replica_buffers_;
   std::optional<cpu::device> reduce_;
   std::vector<host_tensor> zero_accumulators_, readout_;
