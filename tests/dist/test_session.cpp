@@ -17,6 +17,8 @@
 #include "ipu/builder/builder.hpp"
 #include "ipu/train/session.hpp"
 
+namespace test_session {
+
 namespace test_dist_session {
 
 using ipu::train::comm_group_type;
@@ -202,3 +204,5 @@ TEST_CASE("a rank that never arrives (stuck): the others fail within the timeout
 TEST_CASE("a rank that never arrives (exits early, MPI_Finalize): the others fail within the timeout" * doctest::skip()) {
   test_dist_session::check_missing_rank([] {});  // rank 1 returns, and its main finalizes MPI
 }
+
+}  // namespace test_session
