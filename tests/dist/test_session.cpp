@@ -163,6 +163,20 @@ TEST_CASE("MPI ranks that disagree are refused before the first step, naming wha
   CHECK(refused(test_dist_session::mlp(), 3, 5).find("2 MPI ranks do not divide 3 replicas") != std::string::npos);
   CHECK_THROWS_WITH_AS(ipu::dist::communicator(std::chrono::milliseconds(0)), doctest::Contains("MPI timeout of 0 ms"),
                        ipu::error);
+  SUBCASE("ranks out of step (two sessions on one communicator, each rank running another) are an error") {
+    distributed_training_session a(comm, test_dist_session::mlp(), o, {.threads = 1}, ipu::train::output_mode::final,
+                                   {.replicas = 2});
+    distributed_training_session b(comm, test_dist_session::mlp(), o, {.threads = 1}, ipu::train::output_mode::final,
+                                   {.replicas = 2});
+    const auto x = test_dist_session::random_tensor({8, 8}, 1, 1.0f), y = test_dist_session::random_tensor({8, 4}, 2, 1.0f);
+    (void)a.run({{"x", x.view()}}, y.view());
+    auto& mine = rank == 0 ? a : b;  // rank 0 at step 1, rank 1 at step 0
+    CHECK_THROWS_WITH_AS((void)mine.run({{"x", x.view()}}, y.view()),
+                         doctest::Contains(rank == 0 ? "step 1 (accumulation index 0): rank 1 sent step 0"
+                                                     : "step 0 (accumulation index 0): rank 0 sent step 1"),
+                         ipu::error);
+    CHECK(mine.session().steps() == (rank == 0 ? 1u : 0u));  // the failed step changed nothing
+  }
 }
 
 namespace test_dist_session {

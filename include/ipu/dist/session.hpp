@@ -20,6 +20,7 @@
 //   for (int k = 0; k < 10; ++k) s.run({{"x", x.view()}}, labels.view());
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <string_view>
@@ -152,7 +153,26 @@ class distributed_training_session {
     r.instance.count = s.count;
     r.instance.gather = [c = &comm](std::uint64_t step, std::int64_t a, std::span<const std::byte> mine,
                                     std::span<std::byte> all) {
-      c->all_gather("step " + std::to_string(step) + " (accumulation index " + std::to_string(a) + ")", mine, all);
+      // Each message leads with its step and accumulation index: ranks out of step (one skipped a
+      // run) are an error, not one step's gradients added to another's.
+      const auto what = "step " + std::to_string(step) + " (accumulation index " + std::to_string(a) + ")";
+      const std::uint64_t header[2] = {step, static_cast<std::uint64_t>(a)};
+      const auto n = sizeof header + mine.size();
+      std::vector<std::byte> out(n), in(n * static_cast<std::size_t>(c->size()));
+      std::memcpy(out.data(), header, sizeof header);
+      if (!mine.empty()) std::memcpy(out.data() + sizeof header, mine.data(), mine.size());
+      c->all_gather(what, out, in);
+      for (int q = 0; q < c->size(); ++q) {
+        const auto* p = in.data() + static_cast<std::size_t>(q) * n;
+        std::uint64_t theirs[2];
+        std::memcpy(theirs, p, sizeof theirs);
+        if (theirs[0] != header[0] || theirs[1] != header[1])
+          throw error(error_category::runtime,
+                      what + ": rank " + std::to_string(q) + " sent step " + std::to_string(theirs[0]) +
+                          " (accumulation index " + std::to_string(theirs[1]) + ")",
+                      "distributed training", "run every step on every rank, in the same order");
+        std::memcpy(all.data() + static_cast<std::size_t>(q) * mine.size(), p + sizeof header, mine.size());
+      }
     };
     return r;
   }
