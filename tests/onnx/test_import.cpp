@@ -470,6 +470,42 @@ TEST_CASE("a declared shape that disagrees with what the ops compute is an error
   CHECK(contains(e.what(), "tensor 'y' is declared [7] in the model's graph outputs but its producer computes [2,3]"));
 }
 
+TEST_CASE("convolution ranks and attribute lengths are checked before ONNX's shape inference reads them") {
+  // The fuzzer's find: ONNX 1.13's Conv inference takes the kernel's rank from the weights and reads
+  // the input's dimensions past its rank (a crash inside libonnx).
+  const std::vector<float> ones(9, 1.0f);
+  model rank(17);
+  rank.input("i", {1, 4, 4}).output("c", {1, 1, 2, 2});
+  rank.initializer(test_onnx::float_tensor("k", {1, 1, 3, 3}, ones));
+  rank.add(node("Conv", {"i", "k"}, {"c"}, {}, "conv"));
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(rank.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "Conv node 'conv': its input has rank 3 but its weights rank 4"));
+  // pads with one value per spatial dimension instead of two.
+  model pads(17);
+  pads.input("i", {1, 1, 4, 4}).output("c", {1, 1, 4, 4});
+  pads.initializer(test_onnx::float_tensor("k", {1, 1, 3, 3}, ones));
+  pads.add(node("Conv", {"i", "k"}, {"c"}, {attr("pads", {1, 1})}, "conv"));
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(pads.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "attribute 'pads' has 2 values; the input has 2 spatial dimensions, so it needs 4"));
+  // A stride of 0 and a pooling input without spatial dimensions.
+  model stride(17);
+  stride.input("i", {1, 1, 4, 4}).output("y", {1, 1, 4, 4});
+  stride.add(node("MaxPool", {"i"}, {"y"}, {attr("kernel_shape", {2, 2}), attr("strides", {0, 1})}, "pool"));
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(stride.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "MaxPool node 'pool': attribute 'strides' holds 0, out of range"));
+  model flat(17);
+  flat.input("i", {1, 4}).output("y", {1, 4});
+  flat.add(node("MaxPool", {"i"}, {"y"}, {attr("kernel_shape", {2})}, "pool"));
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(flat.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "its input has rank 2"));
+  // The same Conv with its pads right imports.
+  model good(17);
+  good.input("i", {1, 1, 4, 4}).output("c", {1, 1, 4, 4});
+  good.initializer(test_onnx::float_tensor("k", {1, 1, 3, 3}, ones));
+  good.add(node("Conv", {"i", "k"}, {"c"}, {attr("pads", {1, 1, 1, 1})}, "conv"));
+  CHECK_NOTHROW((void)ipu::onnx::load_model_from_bytes(good.bytes(), unchecked()));
+}
+
 TEST_CASE("subgraphs nested past protobuf's depth limit are reported as such, not as corrupt bytes") {
   // 40 levels of If, each then-branch the next level; the innermost returns a constant.
   ::onnx::GraphProto g;

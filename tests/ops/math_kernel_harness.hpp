@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ipu/ops/kernel.hpp"
+#include "ipu/ops/kernels/math.hpp"
 #include "ipu/ops/registry.hpp"
 #include "ipu/tensor.hpp"
 
@@ -27,9 +28,17 @@ using ipu::shape;
 using ipu::tensor_info;
 using ints = std::vector<std::int64_t>;
 
-/// register_math_kernels' registry; defined once, in test_math.cpp, so that only one translation
-/// unit instantiates every kernel.
-const ipu::op_registry& registry();
+/// register_math_kernels' registry. Defined here, not in test_math.cpp: the ThreadSanitizer build
+/// compiles only the files with concurrent suites (test_conv.cpp), and the sanitizer builds compile
+/// the area as one translation unit anyway.
+inline const ipu::op_registry& registry() {
+  static const ipu::op_registry r = [] {
+    ipu::op_registry reg;
+    ipu::register_math_kernels(reg);
+    return reg;
+  }();
+  return r;
+}
 
 /// Splits [0, n) into three uneven chunks, run in reverse order.
 inline void chunked_for(std::size_t n, const std::function<void(std::size_t, std::size_t)>& body) {

@@ -9,15 +9,6 @@
 
 #include "math_kernel_harness.hpp"
 
-const ipu::op_registry& mk::registry() {
-  static const ipu::op_registry r = [] {
-    ipu::op_registry reg;
-    ipu::register_math_kernels(reg);
-    return reg;
-  }();
-  return r;
-}
-
 namespace test_math {
 
 TEST_CASE("register_math_kernels registers every numeric op once") {

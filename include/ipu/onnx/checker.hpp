@@ -9,6 +9,7 @@
 #include <onnx/shape_inference/implementation.h>
 #pragma pop_macro("MAP_TYPE")
 
+#include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <string>
@@ -108,6 +109,64 @@ inline std::string declared_shape_disagreement(const ::onnx::ModelProto& model) 
   return {};
 }
 
+/// ONNX's own shape inference for convolutions and pooling (1.13) trusts that the weights have the
+/// input's rank and that the attribute lists have one entry per spatial dimension; a hostile model
+/// that breaks either makes it read past its vectors. So these are checked first, wherever the
+/// ranks are known before inference (graph inputs, initializers, declared value_info).
+inline void check_convolution_ranks(const ::onnx::GraphProto& graph, std::unordered_map<std::string, int> ranks,
+                                    const std::string& where) {
+  const auto note = [&](const ::onnx::ValueInfoProto& v) {
+    if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+      ranks[v.name()] = v.type().tensor_type().shape().dim_size();
+  };
+  for (const auto& v : graph.input()) note(v);
+  for (const auto& v : graph.value_info()) note(v);
+  for (const auto& i : graph.initializer()) ranks[i.name()] = i.dims_size();
+  const auto rank_of = [&](const ::onnx::NodeProto& n, int index) {
+    if (index >= n.input_size() || n.input(index).empty()) return -1;
+    const auto it = ranks.find(n.input(index));
+    return it == ranks.end() ? -1 : it->second;
+  };
+  for (const auto& n : graph.node()) {
+    const std::string& op = n.op_type();
+    const bool conv = op == "Conv" || op == "ConvTranspose" || op == "ConvInteger" || op == "QLinearConv";
+    const bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
+    const std::string node = op + " node '" + single_line(n.name()) + "'";
+    if ((conv || pool) && (n.domain().empty() || n.domain() == "ai.onnx")) {
+      const int x = rank_of(n, 0);
+      const int w = conv ? rank_of(n, op == "QLinearConv" ? 3 : 1) : -1;
+      if (x >= 0 && x < 3)
+        throw error(error_category::onnx, node + ": its input has rank " + std::to_string(x) +
+                    "; convolution and pooling take [N, C, spatial...], rank 3 or more", where,
+                    "give the input its batch and channel dimensions");
+      if (x >= 0 && w >= 0 && x != w)
+        throw error(error_category::onnx, node + ": its input has rank " + std::to_string(x) + " but its weights rank " +
+                    std::to_string(w) + "; they must have the same rank", where,
+                    "reshape the input or the weights so that both are [N or M, C, spatial...]");
+      const int spatial = x >= 0 ? x - 2 : w >= 2 ? w - 2 : -1;
+      for (const auto& a : n.attribute()) {
+        const bool per_dim = a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations" ||
+                             a.name() == "output_padding";
+        if (!per_dim && a.name() != "pads") continue;
+        const int want = a.name() == "pads" ? 2 * spatial : spatial;
+        if (spatial >= 0 && a.ints_size() != want)
+          throw error(error_category::onnx, node + ": attribute '" + a.name() + "' has " + std::to_string(a.ints_size()) +
+                      " values; the input has " + std::to_string(spatial) + " spatial dimensions, so it needs " +
+                      std::to_string(want), where, "give one value per spatial dimension (pads: a begin and an end each)");
+        for (const auto v : a.ints())
+          if (v < (a.name() == "pads" || a.name() == "output_padding" ? 0 : 1) || v > (std::int64_t{1} << 31))
+            throw error(error_category::onnx, node + ": attribute '" + a.name() + "' holds " + std::to_string(v) +
+                        ", out of range", where, "pads are at least 0, kernel sizes, strides and dilations at least 1, "
+                        "and none above 2^31");
+      }
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_convolution_ranks(a.g(), ranks, where + ", a subgraph of " + node);
+      for (const auto& g : a.graphs()) check_convolution_ranks(g, ranks, where + ", a subgraph of " + node);
+    }
+  }
+}
+
 }  // namespace detail
 
 /// Runs ONNX shape inference in its strictest mode: node-level inference errors are errors, input
@@ -116,6 +175,7 @@ inline std::string declared_shape_disagreement(const ::onnx::ModelProto& model) 
 inline void infer_shapes(::onnx::ModelProto& model, std::string_view stage = {}) {
   const std::string where =
       stage.empty() ? std::string("ONNX shape inference") : "ONNX shape inference, " + std::string(stage);
+  detail::check_convolution_ranks(model.graph(), {}, where);
   try {
     const ::onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
     std::unordered_map<std::string, ::onnx::TensorShapeProto> generated;
