@@ -506,6 +506,59 @@ TEST_CASE("convolution ranks and attribute lengths are checked before ONNX's sha
   CHECK_NOTHROW((void)ipu::onnx::load_model_from_bytes(good.bytes(), unchecked()));
 }
 
+TEST_CASE("stored tensors whose data disagrees with their dims are refused before ONNX's shape inference reads them") {
+  // The fuzzer's second find: Range's inference reads its scalar bounds with ONNX's ParseData, which
+  // copies 8 bytes from a raw_data of 3 (a crash inside libonnx).
+  const auto range = [](::onnx::TensorProto limit) {
+    model m(17);
+    m.output("y", {5}, i64);
+    m.initializer(test_onnx::int64_tensor("start", {}, {0}));
+    m.initializer(std::move(limit));
+    m.initializer(test_onnx::int64_tensor("delta", {}, {1}));
+    m.add(node("Range", {"start", "limit", "delta"}, {"y"}, {}, "range"));
+    return m;
+  };
+  auto short_raw = test_onnx::int64_tensor("limit", {}, {5});
+  short_raw.clear_int64_data();
+  short_raw.set_raw_data(std::string(3, '\0'));
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(range(short_raw).bytes(), unchecked()); });
+  CHECK(contains(e.what(), "initializer 'limit' has 3 bytes of raw_data but its dims and type need 8"));
+  // The same in a typed field: two values for a scalar.
+  e = error_of([&] {
+    (void)ipu::onnx::load_model_from_bytes(range(test_onnx::int64_tensor("limit", {}, {5, 6})).bytes(), unchecked());
+  });
+  CHECK(contains(e.what(), "initializer 'limit' has 2 int64_data values but its dims and type need 1"));
+  // A Constant node's value inside an If branch is checked as well.
+  auto value = test_onnx::float_tensor("v", {2, 2}, {1, 2, 3, 4});
+  value.clear_raw_data();
+  value.add_float_data(1);
+  ::onnx::GraphProto branch;
+  branch.set_name("then");
+  *branch.add_node() = node("Constant", {}, {"c"}, {}, "const");
+  auto* a = branch.mutable_node(0)->add_attribute();
+  a->set_name("value");
+  a->set_type(::onnx::AttributeProto::TENSOR);
+  *a->mutable_t() = value;
+  auto* out = branch.add_output();
+  out->set_name("c");
+  out->mutable_type()->mutable_tensor_type()->set_elem_type(::onnx::TensorProto::FLOAT);
+  model nested(17);
+  nested.input("cond", {}, ::onnx::TensorProto::BOOL).output("y", {2, 2});
+  auto iff = node("If", {"cond"}, {"y"}, {}, "if");
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* g = iff.add_attribute();
+    g->set_name(name);
+    g->set_type(::onnx::AttributeProto::GRAPH);
+    *g->mutable_g() = branch;
+  }
+  nested.add(iff);
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(nested.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "attribute 'value' of Constant node 'const', tensor 'v' has 1 float_data values but its dims "
+                           "and type need 4"));
+  // Correct data imports.
+  CHECK_NOTHROW((void)ipu::onnx::load_model_from_bytes(range(test_onnx::int64_tensor("limit", {}, {5})).bytes(), unchecked()));
+}
+
 TEST_CASE("subgraphs nested past protobuf's depth limit are reported as such, not as corrupt bytes") {
   // 40 levels of If, each then-branch the next level; the innermost returns a constant.
   ::onnx::GraphProto g;

@@ -17,6 +17,7 @@
 
 #include "ipu/error.hpp"
 #include "ipu/onnx/proto.hpp"
+#include "ipu/shape.hpp"
 
 namespace ipu::onnx {
 
@@ -167,6 +168,85 @@ inline void check_convolution_ranks(const ::onnx::GraphProto& graph, std::unorde
   }
 }
 
+/// How many values of a TensorProto's typed field, and how many bytes of raw_data, hold one
+/// element of `type`: {field values, raw bytes}; {0, 0} for types without a fixed size.
+inline std::pair<int, int> tensor_element_layout(int type) {
+  using T = ::onnx::TensorProto;
+  switch (type) {
+    case T::COMPLEX64: return {2, 8};
+    case T::COMPLEX128: return {2, 16};
+    case T::DOUBLE: case T::INT64: case T::UINT64: return {1, 8};
+    case T::FLOAT: case T::INT32: case T::UINT32: return {1, 4};
+    case T::INT16: case T::UINT16: case T::FLOAT16: case T::BFLOAT16: return {1, 2};
+    case T::INT8: case T::UINT8: case T::BOOL: return {1, 1};
+    default: return {0, 0};
+  }
+}
+
+/// ONNX's shape inference reads constant tensors (initializers, Constant values) with ParseData,
+/// which copies as many bytes as the dims say from raw_data whatever its length, and indexes the
+/// typed fields without bounds: a hostile model crashes it. So every stored tensor's data is
+/// checked against its dims and type first, in every graph and subgraph.
+inline void check_tensor_data(const ::onnx::TensorProto& t, const std::string& label, const std::string& where) {
+  const std::string name = label + " '" + single_line(t.name()) + "'";
+  for (const auto d : t.dims())
+    if (d < 0)
+      throw error(error_category::onnx, name + " has the negative dimension " + std::to_string(d), where,
+                  "stored tensors have known, non-negative dimensions");
+  const auto elements = shape(std::vector<std::int64_t>(t.dims().begin(), t.dims().end())).num_elements();
+  if (t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) return;  // sized when it is read
+  const auto [per_value, bytes] = tensor_element_layout(t.data_type());
+  const auto mismatch = [&](std::uint64_t have, std::string_view field, std::uint64_t want) {
+    throw error(error_category::onnx, name + " has " + std::to_string(have) + " " + std::string(field) + " but its dims " +
+                "and type need " + std::to_string(want), where, "the tensor is truncated or its dims are wrong");
+  };
+  const auto n = static_cast<std::uint64_t>(elements);
+  if (t.has_raw_data()) {
+    if (bytes > 0 && t.raw_data().size() != n * static_cast<std::uint64_t>(bytes))
+      mismatch(t.raw_data().size(), "bytes of raw_data", n * static_cast<std::uint64_t>(bytes));
+    return;
+  }
+  using T = ::onnx::TensorProto;
+  std::uint64_t values = 0;
+  std::string_view field;
+  switch (t.data_type()) {
+    case T::FLOAT: case T::COMPLEX64: values = static_cast<std::uint64_t>(t.float_data_size()); field = "float_data"; break;
+    case T::DOUBLE: case T::COMPLEX128: values = static_cast<std::uint64_t>(t.double_data_size()); field = "double_data"; break;
+    case T::INT64: values = static_cast<std::uint64_t>(t.int64_data_size()); field = "int64_data"; break;
+    case T::UINT32: case T::UINT64: values = static_cast<std::uint64_t>(t.uint64_data_size()); field = "uint64_data"; break;
+    case T::STRING: values = static_cast<std::uint64_t>(t.string_data_size()); field = "string_data"; break;
+    default: values = static_cast<std::uint64_t>(t.int32_data_size()); field = "int32_data"; break;
+  }
+  const std::uint64_t want = n * static_cast<std::uint64_t>(std::max(per_value, 1));
+  if (values != want) mismatch(values, std::string(field) + " values", want);
+}
+
+inline void check_graph_tensors(const ::onnx::GraphProto& graph, const std::string& where);
+
+inline void check_node_tensors(const ::onnx::NodeProto& n, const std::string& where) {
+  const std::string node = n.op_type() + " node '" + single_line(n.name()) + "'";
+  for (const auto& a : n.attribute()) {
+    const std::string attr = "attribute '" + single_line(a.name()) + "' of " + node + ", tensor";
+    if (a.has_t()) check_tensor_data(a.t(), attr, where);
+    for (const auto& t : a.tensors()) check_tensor_data(t, attr, where);
+    if (a.has_sparse_tensor()) {
+      check_tensor_data(a.sparse_tensor().values(), attr, where);
+      check_tensor_data(a.sparse_tensor().indices(), attr, where);
+    }
+    if (a.has_g()) check_graph_tensors(a.g(), where + ", a subgraph of " + node);
+    for (const auto& g : a.graphs()) check_graph_tensors(g, where + ", a subgraph of " + node);
+  }
+}
+
+inline void check_graph_tensors(const ::onnx::GraphProto& graph, const std::string& where) {
+  for (const auto& t : graph.initializer()) check_tensor_data(t, "initializer", where);
+  for (const auto& s : graph.sparse_initializer()) {
+    check_tensor_data(s.values(), "sparse initializer values", where);
+    check_tensor_data(s.indices(), "sparse initializer indices", where);
+  }
+  for (const auto& n : graph.node()) check_node_tensors(n, where);
+}
+
 }  // namespace detail
 
 /// Runs ONNX shape inference in its strictest mode: node-level inference errors are errors, input
@@ -175,6 +255,9 @@ inline void check_convolution_ranks(const ::onnx::GraphProto& graph, std::unorde
 inline void infer_shapes(::onnx::ModelProto& model, std::string_view stage = {}) {
   const std::string where =
       stage.empty() ? std::string("ONNX shape inference") : "ONNX shape inference, " + std::string(stage);
+  detail::check_graph_tensors(model.graph(), where);
+  for (const auto& f : model.functions())
+    for (const auto& n : f.node()) detail::check_node_tensors(n, where + ", function '" + detail::single_line(f.name()) + "'");
   detail::check_convolution_ranks(model.graph(), {}, where);
   try {
     const ::onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
