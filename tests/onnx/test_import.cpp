@@ -597,6 +597,49 @@ TEST_CASE("subgraphs nested past protobuf's depth limit are reported as such, no
   CHECK_FALSE(contains(e.what(), "truncated or corrupt"));
 }
 
+TEST_CASE("import_options::max_tensor_bytes caps every tensor the model would make, subgraphs included") {
+  // A 60-byte model asking for a 16 GiB tensor: refused at import, before any allocation.
+  const auto expand = [](std::vector<std::int64_t> to) {
+    model m(17);
+    m.input("x", {1}).output("y", {to[0], to[1]});
+    m.initializer(test_onnx::int64_tensor("to", {2}, to));
+    m.add(node("Expand", {"x", "to"}, {"y"}, {}, "expand"));
+    return m;
+  };
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(expand({1 << 20, 1 << 12}).bytes(), unchecked()); });
+  CHECK(contains(e.what(), "tensor 'y' is F32[1048576,4096], 17179869184 bytes (16384 MiB), more than the 4294967296 bytes (4096 MiB) any one tensor may hold"));
+  auto o = unchecked();
+  o.max_tensor_bytes = 1000;
+  CHECK_NOTHROW((void)ipu::onnx::load_model_from_bytes(expand({10, 25}).bytes(), o));
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(expand({10, 26}).bytes(), o); });
+  CHECK(contains(e.what(), "tensor 'y' is F32[10,26], 1040 bytes (0 MiB), more than the 1000 bytes (0 MiB)"));
+  // Inside an If branch: the branch expands the outer x and sums it to a scalar.
+  ::onnx::GraphProto then_branch, else_branch;
+  then_branch.set_name("then");
+  *then_branch.add_initializer() = test_onnx::int64_tensor("to", {2}, {10, 26});
+  *then_branch.add_node() = node("Expand", {"x", "to"}, {"big"}, {}, "inner_expand");
+  *then_branch.add_node() = node("ReduceSum", {"big"}, {"s"}, {attr("keepdims", 0)}, "sum");
+  *then_branch.add_output() = test_onnx::value("s", f32, {});
+  else_branch.set_name("else");
+  *else_branch.add_node() = node("ReduceSum", {"x"}, {"t"}, {attr("keepdims", 0)}, "sum_x");
+  *else_branch.add_output() = test_onnx::value("t", f32, {});
+  model nested(17);
+  nested.input("cond", {}, boolean).input("x", {1}).output("y", {});
+  auto iff = node("If", {"cond"}, {"y"}, {}, "if");
+  for (auto* branch : {&then_branch, &else_branch}) {
+    auto* g = iff.add_attribute();
+    g->set_name(branch == &then_branch ? "then_branch" : "else_branch");
+    g->set_type(::onnx::AttributeProto::GRAPH);
+    *g->mutable_g() = *branch;
+  }
+  nested.add(iff);
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(nested.bytes(), o); });
+  CHECK(contains(e.what(), "tensor 'big' is F32[10,26], 1040 bytes"));
+  CHECK(contains(e.what(), "a subgraph of If node 'if'"));
+  o.max_tensor_bytes = 1040;
+  CHECK_NOTHROW((void)ipu::onnx::load_model_from_bytes(nested.bytes(), o));
+}
+
 TEST_CASE("import_options::max_model_bytes caps the model and its external data before either is read") {
   scratch_dir dir("model_cap");
   model m(13);

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/graph/captures.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/validate.hpp"
 #include "ipu/onnx/attributes.hpp"
@@ -70,6 +71,11 @@ struct import_options {
   /// before the model is parsed (from a file or bytes) and before external data is mapped, so a
   /// hostile model cannot make the importer allocate or map more. Raise it for bigger models.
   std::uint64_t max_model_bytes = std::uint64_t{8} << 30;
+  /// The most bytes any one tensor of the imported graph (or of its If/Loop bodies) may hold, from
+  /// the shapes the library inferred. Checked before anything is allocated for the tensor, so a
+  /// small model declaring a huge tensor (ConstantOfShape, Expand, Tile, Range...) is an error
+  /// naming it instead of an out-of-memory kill at run time. Raise it for bigger models.
+  std::uint64_t max_tensor_bytes = std::uint64_t{4} << 30;
 };
 
 /// Attribute names carrying annotations and subgraph captures (see the file comment).
@@ -213,6 +219,21 @@ inline std::uint64_t external_data_bytes(const ::onnx::GraphProto& g) {
       for (const auto& body : a.graphs()) sub(body);
     }
   return total;
+}
+
+/// Refuses a graph (or If/Loop body) with a tensor of more than import_options::max_tensor_bytes.
+inline void check_tensor_bytes(const graph& g, const import_options& opt, const std::string& where) {
+  for (const auto& t : g.tensors())
+    if (t.info.num_bytes() > opt.max_tensor_bytes)
+      throw error(error_category::shape,
+                  "tensor '" + single_line(t.name) + "' is " + to_string(t.info) + ", " + size_text(t.info.num_bytes()) +
+                      ", more than the " + size_text(opt.max_tensor_bytes) + " any one tensor may hold",
+                  where, "if the model is trusted and the machine has the memory, raise import_options::max_tensor_bytes "
+                  "(ipu: --max-tensor-bytes); otherwise fix the input shapes");
+  for (const auto& op : g.ops())
+    for_each_subgraph(op, [&](const graph& body) {
+      check_tensor_bytes(body, opt, where + ", a subgraph of " + op.type + " node '" + single_line(op.name) + "'");
+    });
 }
 
 /// Refuses a model of more than import_options::max_model_bytes (`serialized` bytes plus `external`).
@@ -562,7 +583,9 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
     infer_shapes(m, round == 0 ? "opset 17" : "after constant folding");
     if (fold_constants(m) == 0) break;
   }
-  return detail::graph_builder(std::move(model), resolver).build();
+  auto g = detail::graph_builder(std::move(model), resolver).build();
+  detail::check_tensor_bytes(g, options, "model graph '" + detail::single_line(g.name()) + "'");
+  return g;
 }
 
 /// Imports a model from serialized bytes. External data needs import_options::base_dir.
