@@ -228,8 +228,8 @@ inline void check_tensor_bytes(const graph& g, const import_options& opt, const 
       throw error(error_category::shape,
                   "tensor '" + single_line(t.name) + "' is " + to_string(t.info) + ", " + size_text(t.info.num_bytes()) +
                       ", more than the " + size_text(opt.max_tensor_bytes) + " any one tensor may hold",
-                  where, "if the model is trusted and the machine has the memory, raise import_options::max_tensor_bytes "
-                  "(ipu: --max-tensor-bytes); otherwise fix the input shapes");
+                  where, "if the model is trusted and the machine has the memory, raise import_options::max_tensor_bytes; "
+                  "otherwise fix the input shapes");
   for (const auto& op : g.ops())
     for_each_subgraph(op, [&](const graph& body) {
       check_tensor_bytes(body, opt, where + ", a subgraph of " + op.type + " node '" + single_line(op.name) + "'");
