@@ -49,8 +49,11 @@ void run_once(ipu::graph g, const std::uint8_t* data, std::size_t size) {
     ipu::host_tensor t(g.tensor(id).info);
     // Fill with the fuzzer's own bytes: NaNs, infinities, huge indices and negative sizes reach
     // the kernels as a stranger's inputs would.
+    // (BOOL elements hold 0 or 1, as every reader of inputs makes them.)
     auto bytes = std::span(reinterpret_cast<std::uint8_t*>(t.data()), t.info().num_bytes());
-    for (std::size_t i = 0; i < bytes.size() && size > 0; ++i) bytes[i] = data[i % size];
+    const bool truth = t.info().type == ipu::data_type::BOOL;
+    for (std::size_t i = 0; i < bytes.size() && size > 0; ++i)
+      bytes[i] = truth ? static_cast<std::uint8_t>(data[i % size] & 1) : data[i % size];
     inputs.push_back(std::move(t));
   }
   ipu::cpu::device dev(std::move(g), {.threads = 1});

@@ -47,6 +47,35 @@ TEST_CASE("raw_data is shared with the message, not copied, when an owner is giv
   CHECK(copied == c);
 }
 
+TEST_CASE("BOOL tensors hold 0 or 1 whatever byte or integer a file stores for true") {
+  // Kernels read BOOL elements as C++ bool, for which any byte but 0 and 1 is undefined (the ONNX
+  // fuzzer's find: a byte of 8 reached And). Non-zero means true, as in numpy.
+  ::onnx::TensorProto raw;
+  raw.set_name("mask");
+  raw.set_data_type(::onnx::TensorProto_DataType_BOOL);
+  raw.add_dims(4);
+  raw.set_raw_data(std::string("\x00\x08\x01\xff", 4));
+  auto owner = std::make_shared<::onnx::TensorProto>(raw);
+  const auto from_raw = ipu::onnx::to_constant_tensor(*owner, {owner, nullptr});
+  REQUIRE(from_raw.data.size() == 4);
+  CHECK(from_raw.data.load<std::uint8_t>(0) == 0);
+  CHECK(from_raw.data.load<std::uint8_t>(1) == 1);
+  CHECK(from_raw.data.load<std::uint8_t>(2) == 1);
+  CHECK(from_raw.data.load<std::uint8_t>(3) == 1);
+  ::onnx::TensorProto typed = raw;
+  typed.clear_raw_data();
+  for (const int v : {0, 256, 2, -1}) typed.add_int32_data(v);
+  const auto from_typed = ipu::onnx::to_constant_tensor(typed);
+  REQUIRE(from_typed.data.size() == 4);
+  CHECK(from_typed.data.load<std::uint8_t>(0) == 0);
+  CHECK(from_typed.data.load<std::uint8_t>(1) == 1);  // 256's low byte is 0: still true
+  CHECK(from_typed.data.load<std::uint8_t>(2) == 1);
+  CHECK(from_typed.data.load<std::uint8_t>(3) == 1);
+  // Well-formed bytes are still shared, not copied.
+  owner->set_raw_data(std::string("\x00\x01\x01\x00", 4));
+  CHECK(ipu::onnx::to_constant_tensor(*owner, {owner, nullptr}).data.is_shared());
+}
+
 TEST_CASE("typed fields are read for every element type") {
   SUBCASE("float_data and int64_data are shared in place") {
     auto t = std::make_shared<::onnx::TensorProto>();

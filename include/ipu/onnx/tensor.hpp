@@ -84,10 +84,21 @@ byte_buffer narrow(const google::protobuf::RepeatedField<Wide>& values, data_typ
   const std::size_t w = size_of(type);
   std::vector<std::byte> out(static_cast<std::size_t>(values.size()) * w);
   for (int i = 0; i < values.size(); ++i) {
-    const auto v = static_cast<std::uint64_t>(values.Get(i));
+    // A BOOL is true for any non-zero value; its low byte alone could be 0 (256) or 2.
+    const auto v = type == data_type::BOOL ? std::uint64_t{values.Get(i) != 0} : static_cast<std::uint64_t>(values.Get(i));
     for (std::size_t j = 0; j < w; ++j)
       out[static_cast<std::size_t>(i) * w + j] = static_cast<std::byte>((v >> (8 * j)) & 0xFF);
   }
+  return byte_buffer(std::move(out));
+}
+
+/// BOOL bytes hold 0 or 1 in the library (kernels read them as C++ bool); a stored byte of any
+/// other value means true, as in numpy and ONNX Runtime. Copies only when some byte needs it.
+inline byte_buffer as_truth_values(byte_buffer data) {
+  const auto b = data.bytes();
+  if (std::all_of(b.begin(), b.end(), [](std::byte x) { return x <= std::byte{1}; })) return data;
+  std::vector<std::byte> out(b.size());
+  std::transform(b.begin(), b.end(), out.begin(), [](std::byte x) { return x != std::byte{0} ? std::byte{1} : std::byte{0}; });
   return byte_buffer(std::move(out));
 }
 
@@ -147,6 +158,7 @@ inline constant_tensor to_constant_tensor(const ::onnx::TensorProto& t, const te
 
   if (t.has_data_location() && t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
     out.data = detail::external_bytes(t, info, src, label);
+    if (info.type == data_type::BOOL) out.data = detail::as_truth_values(std::move(out.data));
     return out;
   }
   if (t.has_raw_data()) {
@@ -156,6 +168,7 @@ inline constant_tensor to_constant_tensor(const ::onnx::TensorProto& t, const te
                       " needs " + std::to_string(nbytes),
                   {}, "the tensor is truncated or its dims are wrong");
     out.data = detail::borrow(src.owner, t.raw_data().data(), nbytes, info.type);
+    if (info.type == data_type::BOOL) out.data = detail::as_truth_values(std::move(out.data));
     return out;
   }
   auto check_count = [&](int have, const char* field) {
