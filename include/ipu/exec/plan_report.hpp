@@ -134,10 +134,10 @@ inline std::string bytes_text(std::uint64_t b) {
   return std::to_string(b) + " B";
 }
 
-/// White (empty) through yellow to red (full); beyond full: purple.
-inline std::string heat(double f) {
-  if (f > 1.0) return "#7b1fa2";
-  f = std::clamp(f, 0.0, 1.0);
+/// White (empty) through yellow to red (`scale` bytes); purple beyond the tile's `capacity`.
+inline std::string heat(std::uint64_t bytes, std::uint64_t scale, std::uint64_t capacity) {
+  if (bytes > capacity) return "#7b1fa2";
+  const double f = std::clamp(static_cast<double>(bytes) / static_cast<double>(std::max<std::uint64_t>(scale, 1)), 0.0, 1.0);
   int r = 255, g = 255, b = 255;
   if (f < 0.5) {
     b = static_cast<int>(255 * (1 - 2 * f));
@@ -418,42 +418,6 @@ inline std::string plan_report_html(const executable& e) {
   }
   h << "</svg>\n";
 
-  // (b) Tile-memory maps.
-  const std::uint32_t cols = 64, cell = 8;
-  const std::uint32_t grid_rows = (a.tiles_per_ipu + cols - 1) / cols;
-  const auto cap = a.sram_bytes_per_tile;
-  h << "<h2>Tile memory</h2>\n<p>Each square is a tile (" << a.tiles_per_ipu << " per IPU, " << bytes_text(cap)
-    << " each), coloured by the bytes of the tensors placed on it over the whole step: white empty, yellow half, "
-       "red full, purple over. Activations are counted for the whole step and op temporaries and vertex state "
-       "are not placed per tile, so the plan's own figures (peak liveness, temporaries, code) are given beside "
-       "each map.</p>\n";
-  for (const auto& map : pic.tiles) {
-    std::uint64_t placed = 0;
-    for (auto b : map.bytes) placed += b;
-    h << "<h3>IPU " << map.ipu << "</h3>\n<p>placed tensors " << bytes_text(placed);
-    for (const auto& m : e.memory)
-      if (m.ipu == map.ipu)
-        h << "; plan: " << bytes_text(m.total_bytes) << " in all, worst tile " << m.worst_tile << " with "
-          << bytes_text(m.worst_tile_bytes);
-    h << "</p>\n<svg class=\"tiles\" data-ipu=\"" << map.ipu << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << cols * cell
-      << "\" height=\"" << grid_rows * cell << "\">\n";
-    for (std::uint32_t t = 0; t < map.bytes.size(); ++t)
-      h << "<rect class=\"tile\" data-tile=\"" << t << "\" data-bytes=\"" << map.bytes[t] << "\" x=\"" << (t % cols) * cell
-        << "\" y=\"" << (t / cols) * cell << "\" width=\"" << cell - 1 << "\" height=\"" << cell - 1 << "\" fill=\""
-        << detail::report::heat(static_cast<double>(map.bytes[t]) / static_cast<double>(std::max<std::uint64_t>(cap, 1)))
-        << "\"/>\n";
-    h << "</svg>\n<table class=\"worst\"><tr><th>tile</th><th>bytes</th><th>of the tile</th><th class=\"n\">largest tensors</th></tr>\n";
-    for (const auto& wt : map.worst) {
-      h << "<tr><td>" << wt.tile << "</td><td>" << bytes_text(wt.bytes) << "</td><td>"
-        << fixed(100.0 * static_cast<double>(wt.bytes) / static_cast<double>(std::max<std::uint64_t>(cap, 1)), 1)
-        << "%</td><td class=\"n\">";
-      for (std::size_t k = 0; k < wt.tensors.size(); ++k)
-        h << (k ? ", " : "") << "<code>" << html_escape(wt.tensors[k].first) << "</code> " << bytes_text(wt.tensors[k].second);
-      h << "</td></tr>\n";
-    }
-    h << "</table>\n";
-  }
-
   // (c) Per-stage cycles.
   std::uint64_t most = 1;
   for (const auto& s : pic.stages) most = std::max(most, s.compute + s.exchange + s.sync + s.host);
@@ -485,7 +449,52 @@ inline std::string plan_report_html(const executable& e) {
   for (const auto& s : pic.stages)
     h << "<tr><td>" << s.stage << "</td><td>" << s.ipu << "</td><td>" << s.compute << "</td><td>" << s.exchange << "</td><td>"
       << s.sync << "</td><td>" << s.host << "</td><td>" << s.compute + s.exchange + s.sync + s.host << "</td></tr>\n";
-  h << "</table>\n<div id=\"tip\"></div>\n"
+  h << "</table>\n";
+
+  // (b) Tile-memory maps.
+  const std::uint32_t cols = 64, cell = 8;
+  const std::uint32_t grid_rows = (a.tiles_per_ipu + cols - 1) / cols;
+  const auto cap = a.sram_bytes_per_tile;
+  // One colour scale for all IPUs: red is the fullest tile of the device (a tile a few percent full
+  // would be white on a scale of the whole tile).
+  std::uint64_t fullest = 1;
+  for (const auto& map : pic.tiles)
+    for (auto b : map.bytes) fullest = std::max(fullest, b);
+  h << "<h2>Tile memory</h2>\n<p>Each square is a tile (" << a.tiles_per_ipu << " per IPU, " << bytes_text(cap)
+    << " each), coloured by the bytes of the tensors placed on it over the whole step: white empty, yellow half "
+       "and red all of the fullest tile's " << bytes_text(fullest) << " ("
+    << fixed(100.0 * static_cast<double>(fullest) / static_cast<double>(std::max<std::uint64_t>(cap, 1)), 1)
+    << "% of a tile), purple over a tile's memory; hover for a tile's bytes. Activations are counted for the whole step and op temporaries and vertex state "
+       "are not placed per tile, so the plan's own figures (peak liveness, temporaries, code) are given beside "
+       "each map.</p>\n";
+  for (const auto& map : pic.tiles) {
+    std::uint64_t placed = 0;
+    for (auto b : map.bytes) placed += b;
+    h << "<h3>IPU " << map.ipu << "</h3>\n<p>placed tensors " << bytes_text(placed);
+    for (const auto& m : e.memory)
+      if (m.ipu == map.ipu)
+        h << "; plan: " << bytes_text(m.total_bytes) << " in all, worst tile " << m.worst_tile << " with "
+          << bytes_text(m.worst_tile_bytes);
+    h << "</p>\n<svg class=\"tiles\" data-ipu=\"" << map.ipu << "\" xmlns=\"http://www.w3.org/2000/svg\" width=\"" << cols * cell
+      << "\" height=\"" << grid_rows * cell << "\">\n";
+    for (std::uint32_t t = 0; t < map.bytes.size(); ++t)
+      h << "<rect class=\"tile\" data-tile=\"" << t << "\" data-bytes=\"" << map.bytes[t] << "\" x=\"" << (t % cols) * cell
+        << "\" y=\"" << (t / cols) * cell << "\" width=\"" << cell - 1 << "\" height=\"" << cell - 1 << "\" fill=\""
+        << detail::report::heat(map.bytes[t], fullest, cap)
+        << "\"/>\n";
+    h << "</svg>\n<table class=\"worst\"><tr><th>tile</th><th>bytes</th><th>of the tile</th><th class=\"n\">largest tensors</th></tr>\n";
+    for (const auto& wt : map.worst) {
+      h << "<tr><td>" << wt.tile << "</td><td>" << bytes_text(wt.bytes) << "</td><td>"
+        << fixed(100.0 * static_cast<double>(wt.bytes) / static_cast<double>(std::max<std::uint64_t>(cap, 1)), 1)
+        << "%</td><td class=\"n\">";
+      for (std::size_t k = 0; k < wt.tensors.size(); ++k)
+        h << (k ? ", " : "") << "<code>" << html_escape(wt.tensors[k].first) << "</code> " << bytes_text(wt.tensors[k].second);
+      h << "</td></tr>\n";
+    }
+    h << "</table>\n";
+  }
+
+  h << "<div id=\"tip\"></div>\n"
     // Hovering a tile shows its number and bytes (read from its data attributes: numbers only).
     << "<script>(function(){var tip=document.getElementById('tip');document.querySelectorAll('svg.tiles').forEach("
        "function(s){s.addEventListener('mousemove',function(ev){var t=ev.target;if(!t.classList.contains('tile')){"

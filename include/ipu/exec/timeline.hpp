@@ -133,13 +133,19 @@ inline std::string event_name(const timeline_event& e, const graph& g) {
   return s;
 }
 
-/// Microseconds with nanosecond resolution, as Chrome's trace format wants.
-inline void write_us(std::ostream& os, double us) {
-  const auto ns = static_cast<std::int64_t>(us * 1000.0 + (us >= 0 ? 0.5 : -0.5));
-  os << ns / 1000 << '.';
-  const auto frac = (ns < 0 ? -ns : ns) % 1000;
+/// Microseconds rounded to whole nanoseconds.
+inline std::int64_t round_ns(double us) { return static_cast<std::int64_t>(us * 1000.0 + (us >= 0 ? 0.5 : -0.5)); }
+
+/// `ns` nanoseconds written as microseconds with nanosecond resolution, as Chrome's trace format wants.
+inline void write_ns_as_us(std::ostream& os, std::int64_t ns) {
+  if (ns < 0) os << '-';
+  const auto a = ns < 0 ? -ns : ns;
+  os << a / 1000 << '.';
+  const auto frac = a % 1000;
   os << static_cast<char>('0' + frac / 100) << static_cast<char>('0' + frac / 10 % 10) << static_cast<char>('0' + frac % 10);
 }
+
+inline void write_us(std::ostream& os, double us) { write_ns_as_us(os, round_ns(us)); }
 }  // namespace detail::trace
 
 /// The one Chrome-trace JSON writer of the library (chrome://tracing, Perfetto): the executor's
@@ -170,8 +176,12 @@ class chrome_trace_writer {
     *os_ << ",\"cat\":";
     detail::trace::write_json_string(*os_, cat);
     *os_ << ",\"tid\":" << tid;
-    time("ts", ts_us);
-    time("dur", dur_us);
+    // The end rounded as the start is, so a slice starting where another ends never overlaps it.
+    const auto begin_ns = detail::trace::round_ns(ts_us), end_ns = detail::trace::round_ns(ts_us + dur_us);
+    *os_ << ",\"ts\":";
+    detail::trace::write_ns_as_us(*os_, begin_ns);
+    *os_ << ",\"dur\":";
+    detail::trace::write_ns_as_us(*os_, end_ns - begin_ns);
     *os_ << ",\"args\":{" << args << "}}";
   }
   /// A flow arrow `id` from the slice enclosing `from_us` on (pid, from_tid) to the slice enclosing
