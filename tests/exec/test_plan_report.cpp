@@ -84,6 +84,7 @@ TEST_CASE("the tile map adds up the placed tensors and names each worst tile's l
     for (std::size_t k = 1; k < map.worst.size(); ++k) CHECK(map.worst[k - 1].bytes >= map.worst[k].bytes);
     for (const auto& wt : map.worst) {
       CHECK(wt.bytes == map.bytes[wt.tile]);
+      CHECK(wt.by_kind.total() == wt.bytes);
       CHECK(!wt.tensors.empty());
       CHECK(wt.tensors.size() <= 2);
     }
@@ -91,7 +92,11 @@ TEST_CASE("the tile map adds up the placed tensors and names each worst tile's l
   // A 64 x 64 FP32 weight (16 KiB) is on IPU 0 with the hostile name.
   bool named = false;
   for (const auto& wt : p.tiles[0].worst)
-    for (const auto& [n, b] : wt.tensors) named = named || n == hostile;
+    for (const auto& [n, b] : wt.tensors)
+      if (n == hostile) {
+        named = true;
+        CHECK(wt.by_kind.bytes(ipu::memory_kind::variable) >= b);
+      }
   CHECK(named);
   // Per-stage cycles add up to the stage's predicted cycles.
   REQUIRE(p.stages.size() == 4);

@@ -9,8 +9,9 @@
 // `write_predicted_chrome_trace` draws the same step with the library's one trace writer, flow
 // arrows for the same copies and counters for the same memory figures.
 //
-// The tile map counts the tensors the plan places (exec::placement, laid out as memory_plan.hpp
-// maps them, views sharing their input's storage) over the whole step: activations are not
+// The tile map counts the tensors the plan places (executable::placement, laid out as
+// memory_plan.hpp maps them, views sharing their input's storage; summed per tile and kind by the
+// device memory model, device/memory.hpp) over the whole step: activations are not
 // retired at their last use, and op temporaries and vertex state (in the plan's per-IPU totals)
 // have no per-tile placement, so the map and the plan's worst tile are shown side by side.
 //
@@ -27,6 +28,7 @@
 #include <vector>
 
 #include "ipu/device/compute_cost.hpp"
+#include "ipu/device/memory.hpp"
 #include "ipu/device/tile_mapping.hpp"
 #include "ipu/ops/op_table.hpp"
 #include "ipu/sched/executable.hpp"
@@ -86,6 +88,7 @@ struct stage_breakdown {
 struct report_tile {
   std::uint32_t tile = 0;
   std::uint64_t bytes = 0;
+  tile_memory by_kind;  // variables, constants, activations
   std::vector<std::pair<std::string, std::uint64_t>> tensors;
 };
 
@@ -228,27 +231,26 @@ inline plan_pictures describe_plan(const executable& e, std::size_t worst_tiles 
       }
     }
 
-  // Tile maps: the placed tensors' bytes per tile; a view's output shares its input's storage.
+  // Tile maps: the placed tensors as the device memory model's allocations (a view's output shares
+  // its input's storage), summed per tile by its tile_usage.
   const auto tiles = e.device.arch.tiles_per_ipu;
-  for (std::uint32_t i = 0; i < e.ipus_per_replica; ++i) out.tiles.push_back(report_tile_map{i, std::vector<std::uint64_t>(tiles, 0), {}});
-  struct on_tile {
-    std::uint32_t ipu, tile;
-    std::uint64_t bytes;
-    tensor_id tensor;
-  };
-  std::vector<std::pair<const tensor_placement*, linear_tile_mapping>> placed;
-  std::vector<data_type> types;
+  std::vector<memory_allocation> allocs;
   for (const auto& p : e.placement) {
     if (p.in_streaming_memory || p.ipu >= e.ipus_per_replica || p.tensor >= g.num_tensors()) continue;
-    const auto producer = g.tensor(p.tensor).producer;
-    if (producer != no_op && producer < g.num_ops() && is_view(g, g.op(producer))) continue;
+    const auto& t = g.tensor(p.tensor);
+    if (t.producer != no_op && t.producer < g.num_ops() && is_view(g, g.op(t.producer))) continue;
     data_type type{};
     const auto m = detail::report::placed_mapping(e, p, type);
-    placed.emplace_back(&p, m);
-    types.push_back(type);
-    for (auto t = m.first_tile; t < m.end_tile(); ++t) out.tiles[p.ipu].bytes[t] += m.elements_on_tile(t) * size_of(type);
+    const auto kind = t.kind == tensor_kind::variable ? memory_kind::variable
+                      : t.kind == tensor_kind::constant ? memory_kind::constant : memory_kind::activation;
+    allocs.push_back(tensor_allocation(t.name, kind, type, p.ipu, m));
   }
-  for (auto& map : out.tiles) {
+  for (std::uint32_t i = 0; i < e.ipus_per_replica; ++i) {
+    report_tile_map map{i, {}, {}};
+    const auto usage = e.device.has_tile_limits() ? tile_usage(e.device, allocs, i) : std::vector<tile_memory>{};
+    map.bytes.resize(tiles, 0);
+    for (const auto& u : usage)
+      if (u.tile < tiles) map.bytes[u.tile] = u.total();
     std::vector<std::uint32_t> order(tiles);
     for (std::uint32_t t = 0; t < tiles; ++t) order[t] = t;
     const auto n = std::min<std::size_t>(worst_tiles, tiles);
@@ -258,17 +260,16 @@ inline plan_pictures describe_plan(const executable& e, std::size_t worst_tiles 
                       });
     for (std::size_t k = 0; k < n; ++k) {
       const auto t = order[k];
-      if (map.bytes[t] == 0) break;
-      report_tile rt{t, map.bytes[t], {}};
-      for (std::size_t j = 0; j < placed.size(); ++j) {
-        const auto& [p, m] = placed[j];
-        if (p->ipu != map.ipu) continue;
-        if (const auto b = m.elements_on_tile(t) * size_of(types[j]); b > 0) rt.tensors.emplace_back(g.tensor(p->tensor).name, b);
-      }
-      std::stable_sort(rt.tensors.begin(), rt.tensors.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+      if (map.bytes[t] == 0 || t >= usage.size()) break;
+      report_tile rt{t, map.bytes[t], usage[t], {}};
+      for (const auto& al : allocs)
+        if (al.ipu == i)
+          if (const auto bt = al.bytes_on_tile(t); bt > 0) rt.tensors.emplace_back(al.name, bt);
+      std::stable_sort(rt.tensors.begin(), rt.tensors.end(), [](const auto& x, const auto& y) { return x.second > y.second; });
       if (rt.tensors.size() > tensors_per_tile) rt.tensors.resize(tensors_per_tile);
       map.worst.push_back(std::move(rt));
     }
+    out.tiles.push_back(std::move(map));
   }
   return out;
 }
@@ -482,11 +483,13 @@ inline std::string plan_report_html(const executable& e) {
         << "\" y=\"" << (t / cols) * cell << "\" width=\"" << cell - 1 << "\" height=\"" << cell - 1 << "\" fill=\""
         << detail::report::heat(map.bytes[t], fullest, cap)
         << "\"/>\n";
-    h << "</svg>\n<table class=\"worst\"><tr><th>tile</th><th>bytes</th><th>of the tile</th><th class=\"n\">largest tensors</th></tr>\n";
+    h << "</svg>\n<table class=\"worst\"><tr><th>tile</th><th>bytes</th><th>of the tile</th><th>variables</th><th>constants</th><th>activations</th><th class=\"n\">largest tensors</th></tr>\n";
     for (const auto& wt : map.worst) {
       h << "<tr><td>" << wt.tile << "</td><td>" << bytes_text(wt.bytes) << "</td><td>"
         << fixed(100.0 * static_cast<double>(wt.bytes) / static_cast<double>(std::max<std::uint64_t>(cap, 1)), 1)
-        << "%</td><td class=\"n\">";
+        << "%</td><td>" << bytes_text(wt.by_kind.bytes(memory_kind::variable)) << "</td><td>"
+        << bytes_text(wt.by_kind.bytes(memory_kind::constant)) << "</td><td>"
+        << bytes_text(wt.by_kind.bytes(memory_kind::activation)) << "</td><td class=\"n\">";
       for (std::size_t k = 0; k < wt.tensors.size(); ++k)
         h << (k ? ", " : "") << "<code>" << html_escape(wt.tensors[k].first) << "</code> " << bytes_text(wt.tensors[k].second);
       h << "</td></tr>\n";
