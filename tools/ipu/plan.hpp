@@ -9,7 +9,10 @@
 // the IPUs of one replica; the device has ipus x replicas IPUs. A model without annotations on
 // more than one IPU is cut by the automatic planner (contiguous stages balancing predicted time, or
 // phases that fit). `--batch` sets the leading dimension of every graph input. `--trace FILE`
-// writes the predicted timeline of one step as Chrome-trace JSON (chrome://tracing, Perfetto).
+// writes the predicted timeline of one step as Chrome-trace JSON (chrome://tracing, Perfetto), with
+// flow arrows for the copies between stages and the predicted memory as counters. `--report FILE`
+// writes the plan as one self-contained HTML page (exec/plan_report.hpp): the pipeline's Gantt
+// chart, a tile-memory map per IPU and each stage's cycles.
 //
 // `--train [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--momentum M] [--loss KIND] [--output
 // NAME] --gradient-accumulation G` plans the training step instead (sched/training_plan.hpp): the
@@ -19,15 +22,16 @@
 // whose IPUs exceed one 64-IPU pod spread over whole pods joined by gateway links. `--trace` then
 // draws forward, backward, all-reduce and update per IPU.
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
+#include <span>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -41,7 +45,8 @@
 #include "ipu/sched/predict.hpp"
 #include "ipu/sched/training_plan.hpp"
 #include "ipu/train/training_graph.hpp"
-#include "ipu/exec/predicted_timeline.hpp"
+#include "ipu/exec/plan_report.hpp"
+#include "ipu/file.hpp"
 #include "ipu/compile/strategies.hpp"
 
 namespace ipu_cli {
@@ -60,6 +65,7 @@ struct plan_args {
   double available_memory_proportion = 0.6;
   bool auto_round = false;
   std::string trace;
+  std::string report;  // --report FILE: the plan as one HTML page
   // Training (--train); the others are refused without it.
   bool train = false;
   std::optional<std::string> optimizer, loss, output;
@@ -169,38 +175,6 @@ inline std::string kib(std::uint64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f KiB", static_cast<double>(bytes) / 1024.0);
   return buf;
-}
-
-inline std::string event_name(const ipu::timeline_event& e, const ipu::graph& g) {
-  if (e.kind == ipu::step_kind::compute && e.op != ipu::no_op) return ipu::graph::describe(g.op(e.op));
-  std::string s(ipu::to_string(e.kind));
-  if (e.tensor != ipu::no_tensor) s += " " + g.tensor(e.tensor).name;
-  if (e.kind == ipu::step_kind::ipu_copy) s += " -> IPU " + std::to_string(e.peer);
-  return s;
-}
-
-/// The predicted timeline as Chrome-trace JSON: one process, one thread per IPU, times in µs.
-inline nlohmann::json chrome_trace(const ipu::executable& e) {
-  using nlohmann::json;
-  const double us_per_cycle = 1e6 / static_cast<double>(e.device.arch.clock_hz);
-  json events = json::array();
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 0},
-                    {"args", {{"name", "predicted " + e.strategy + " on " + ipu::to_string(e.device) + " (replica 0)"}}}});
-  for (std::uint32_t i = 0; i < e.ipus_per_replica; ++i)
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", i}, {"args", {{"name", "IPU " + std::to_string(i)}}}});
-  for (const auto& ev : ipu::predicted_timeline(e)) {
-    json args = {{"cycles", ev.sim_cycles}, {"micro_batch", ev.micro_batch}, {"stage", ev.stage}};
-    if (ev.phase >= 0) args["phase"] = ev.phase;
-    events.push_back({{"ph", "X"},
-                      {"name", event_name(ev, e.model)},
-                      {"cat", std::string(ipu::to_string(ev.kind))},
-                      {"pid", 0},
-                      {"tid", ev.worker},
-                      {"ts", static_cast<double>(ev.sim_begin) * us_per_cycle},
-                      {"dur", static_cast<double>(ev.sim_cycles) * us_per_cycle},
-                      {"args", args}});
-  }
-  return {{"displayTimeUnit", "ns"}, {"traceEvents", events}};
 }
 
 inline void print_plan(const ipu::executable& e, bool auto_planned) {
@@ -349,30 +323,6 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
               static_cast<unsigned long long>(p.cycles_per_step), p.seconds_per_step * 1e3, p.samples_per_second);
 }
 
-/// The predicted training step as Chrome-trace JSON: one thread per IPU, times in µs.
-inline nlohmann::json training_chrome_trace(const ipu::executable& e, const ipu::training_prediction& p) {
-  using nlohmann::json;
-  const double us_per_cycle = 1e6 / static_cast<double>(e.device.arch.clock_hz);
-  json events = json::array();
-  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 0},
-                    {"args", {{"name", "predicted training step, " + e.strategy + " on " + ipu::to_string(e.device) + " (replica 0)"}}}});
-  for (std::uint32_t i = 0; i < e.ipus_per_replica; ++i)
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 0}, {"tid", i}, {"args", {{"name", "IPU " + std::to_string(i)}}}});
-  for (const auto& ev : ipu::predicted_training_timeline(p)) {
-    std::string name(ipu::to_string(ev.work));
-    json args = {{"cycles", ev.cycles}, {"weight_update", ev.weight_update}};
-    if (ev.micro_batch >= 0) {
-      name += " mb " + std::to_string(ev.micro_batch) + " (stage " + std::to_string(ev.stage) + ")";
-      args["micro_batch"] = ev.micro_batch;
-      args["stage"] = ev.stage;
-    }
-    events.push_back({{"ph", "X"}, {"name", name}, {"cat", std::string(ipu::to_string(ev.work))}, {"pid", 0}, {"tid", ev.ipu},
-                      {"ts", static_cast<double>(ev.begin) * us_per_cycle}, {"dur", static_cast<double>(ev.cycles) * us_per_cycle},
-                      {"args", args}});
-  }
-  return {{"displayTimeUnit", "ns"}, {"traceEvents", events}};
-}
-
 }  // namespace detail
 
 inline void plan_command(const plan_args& a) {
@@ -390,6 +340,19 @@ inline void plan_command(const plan_args& a) {
   } else if (phased) {
     throw error(error_category::usage, "--train plans sharded or pipelined training; phased training is not in the cost model yet",
                 "--strategy " + a.strategy, "use --strategy sharded or pipelined");
+  }
+  if (a.train && !a.report.empty())
+    throw error(error_category::usage, "--report draws an inference plan; the training step has --trace", "--report",
+                "leave out --train, or use --trace");
+  // A missing output directory fails now, not after planning a large model.
+  for (const auto& [path, flag] : {std::pair{&a.trace, "--trace"}, std::pair{&a.report, "--report"}}) {
+    if (path->empty()) continue;
+    auto dir = std::filesystem::path(*path).parent_path();
+    if (dir.empty()) dir = ".";
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      throw error(error_category::io, "the directory '" + dir.string() + "' does not exist", std::string(flag) + " '" + *path + "'",
+                  "create it, or give a path in an existing directory");
   }
   if (a.train && a.gradient_accumulation && *a.gradient_accumulation == 0)
     throw error(error_category::usage, "--gradient-accumulation 0", "--gradient-accumulation", "accumulate at least 1 micro-batch");
@@ -483,12 +446,19 @@ inline void plan_command(const plan_args& a) {
   } else {
     detail::print_plan(e, auto_planned);
   }
+  auto write = [](const std::string& path, const std::string& text, const char* what) {
+    write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())), what);
+  };
   if (!a.trace.empty()) {
-    std::ofstream out(a.trace);
-    if (!out)
-      throw error(error_category::io, "cannot write the trace file", "--trace '" + a.trace + "'", "give a writable path");
-    out << (tp ? detail::training_chrome_trace(e, *tp) : detail::chrome_trace(e)).dump() << '\n';
+    std::ostringstream out;
+    if (tp) write_predicted_training_chrome_trace(out, e, *tp);
+    else write_predicted_chrome_trace(out, e);
+    write(a.trace, out.str(), "trace file");
     std::printf("wrote the predicted timeline to %s\n", a.trace.c_str());
+  }
+  if (!a.report.empty()) {
+    write(a.report, plan_report_html(e), "plan report");
+    std::printf("wrote the plan report to %s\n", a.report.c_str());
   }
 }
 
@@ -517,6 +487,8 @@ inline void add_plan_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 1.0));
   cmd->add_flag("--auto-round", args->auto_round, "reserve the next power of two of IPUs (autoRoundNumIPUs)");
   cmd->add_option("--trace", args->trace, "write the predicted timeline as Chrome-trace JSON");
+  cmd->add_option("--report", args->report,
+                  "write the plan as one self-contained HTML page: pipeline chart, tile-memory maps, cycles per stage");
   cmd->add_flag("--train", args->train, "plan a training step: forward, backward, gradient all-reduce and optimizer");
   cmd->add_option("--optimizer", args->optimizer, "--train: sgd (default), adam, adamw, rmsprop, lamb or adagrad");
   cmd->add_option("--momentum", args->momentum, "--train: SGD or RMSprop momentum (a momentum buffer per weight)")

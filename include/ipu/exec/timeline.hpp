@@ -10,7 +10,7 @@
 //
 // `write_chrome_trace` exports both as Chrome-trace JSON (chrome://tracing, Perfetto): per
 // replica, a "simulated" process with one track per IPU and a "host" process with one track per
-// worker thread.
+// worker thread. `chrome_trace_writer` is the library's one writer of that format.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -133,75 +133,125 @@ inline std::string event_name(const timeline_event& e, const graph& g) {
   return s;
 }
 
-/// Microseconds with nanosecond resolution, as Chrome's trace format wants.
-inline void write_us(std::ostream& os, double us) {
-  const auto ns = static_cast<std::int64_t>(us * 1000.0 + (us >= 0 ? 0.5 : -0.5));
-  os << ns / 1000 << '.';
-  const auto frac = (ns < 0 ? -ns : ns) % 1000;
+/// Microseconds rounded to whole nanoseconds.
+inline std::int64_t round_ns(double us) { return static_cast<std::int64_t>(us * 1000.0 + (us >= 0 ? 0.5 : -0.5)); }
+
+/// `ns` nanoseconds written as microseconds with nanosecond resolution, as Chrome's trace format wants.
+inline void write_ns_as_us(std::ostream& os, std::int64_t ns) {
+  if (ns < 0) os << '-';
+  const auto a = ns < 0 ? -ns : ns;
+  os << a / 1000 << '.';
+  const auto frac = a % 1000;
   os << static_cast<char>('0' + frac / 100) << static_cast<char>('0' + frac / 10 % 10) << static_cast<char>('0' + frac % 10);
 }
+
+inline void write_us(std::ostream& os, double us) { write_ns_as_us(os, round_ns(us)); }
 }  // namespace detail::trace
+
+/// The one Chrome-trace JSON writer of the library (chrome://tracing, Perfetto): the executor's
+/// recorded timelines, the predicted inference and training steps (exec/plan_report.hpp). Names are
+/// escaped; `args` is a JSON object's members, written as given (numbers only, by its callers).
+class chrome_trace_writer {
+ public:
+  explicit chrome_trace_writer(std::ostream& os) : os_(&os) { *os_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":["; }
+  chrome_trace_writer(const chrome_trace_writer&) = delete;
+  chrome_trace_writer& operator=(const chrome_trace_writer&) = delete;
+
+  void process_name(std::uint32_t pid, std::string_view name) {
+    begin("M", "process_name", pid);
+    *os_ << ",\"args\":{\"name\":";
+    detail::trace::write_json_string(*os_, name);
+    *os_ << "}}";
+  }
+  void thread_name(std::uint32_t pid, std::uint32_t tid, std::string_view name) {
+    begin("M", "thread_name", pid);
+    *os_ << ",\"tid\":" << tid << ",\"args\":{\"name\":";
+    detail::trace::write_json_string(*os_, name);
+    *os_ << "}}";
+  }
+  /// A slice ("X") of `dur_us` from `ts_us` on track (pid, tid).
+  void complete(std::string_view cat, std::string_view name, std::uint32_t pid, std::uint32_t tid, double ts_us,
+                double dur_us, std::string_view args) {
+    begin("X", name, pid);
+    *os_ << ",\"cat\":";
+    detail::trace::write_json_string(*os_, cat);
+    *os_ << ",\"tid\":" << tid;
+    // The end rounded as the start is, so a slice starting where another ends never overlaps it.
+    const auto begin_ns = detail::trace::round_ns(ts_us), end_ns = detail::trace::round_ns(ts_us + dur_us);
+    *os_ << ",\"ts\":";
+    detail::trace::write_ns_as_us(*os_, begin_ns);
+    *os_ << ",\"dur\":";
+    detail::trace::write_ns_as_us(*os_, end_ns - begin_ns);
+    *os_ << ",\"args\":{" << args << "}}";
+  }
+  /// A flow arrow `id` from the slice enclosing `from_us` on (pid, from_tid) to the slice enclosing
+  /// `to_us` on (pid, to_tid).
+  void flow(std::uint64_t id, std::string_view name, std::uint32_t pid, std::uint32_t from_tid, double from_us,
+            std::uint32_t to_tid, double to_us) {
+    for (int end = 0; end < 2; ++end) {
+      begin(end ? "f" : "s", name, pid);
+      *os_ << ",\"cat\":\"flow\",\"id\":" << id << ",\"tid\":" << (end ? to_tid : from_tid);
+      if (end) *os_ << ",\"bp\":\"e\"";
+      time("ts", end ? to_us : from_us);
+      *os_ << '}';
+    }
+  }
+  /// A counter track `name` of process `pid`: its series' values from `ts_us` on.
+  void counter(std::string_view name, std::uint32_t pid, double ts_us, std::string_view args) {
+    begin("C", name, pid);
+    time("ts", ts_us);
+    *os_ << ",\"args\":{" << args << "}}";
+  }
+  /// Closes the JSON; the destructor does it if not called.
+  void finish() {
+    if (os_) *os_ << "\n]}\n";
+    os_ = nullptr;
+  }
+  ~chrome_trace_writer() {
+    if (os_) finish();
+  }
+
+ private:
+  void begin(std::string_view ph, std::string_view name, std::uint32_t pid) {
+    if (!first_) *os_ << ',';
+    first_ = false;
+    *os_ << "\n{\"ph\":\"" << ph << "\",\"name\":";
+    detail::trace::write_json_string(*os_, name);
+    *os_ << ",\"pid\":" << pid;
+  }
+  void time(std::string_view key, double us) {
+    *os_ << ",\"" << key << "\":";
+    detail::trace::write_us(*os_, us);
+  }
+  std::ostream* os_;
+  bool first_ = true;
+};
 
 /// Writes `t` as Chrome-trace JSON; `g` (the executable's model) names ops and tensors.
 inline void write_chrome_trace(std::ostream& os, const timeline& t, const graph& g) {
-  using detail::trace::write_json_string;
-  using detail::trace::write_us;
-  os << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[";
-  bool first = true;
-  auto sep = [&] {
-    if (!first) os << ',';
-    first = false;
-    os << '\n';
-  };
+  chrome_trace_writer w(os);
   std::uint32_t replicas = 0;
   for (const auto& e : t.events()) replicas = std::max(replicas, e.replica + 1);
   const bool simulated = t.clock_hz() != 0;
   for (std::uint32_t r = 0; r < replicas; ++r) {
-    if (simulated) {
-      sep();
-      os << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << 2 * r << ",\"args\":{\"name\":";
-      write_json_string(os, "replica " + std::to_string(r) + " simulated (IPU cycles)");
-      os << "}}";
-    }
-    sep();
-    os << "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" << 2 * r + 1 << ",\"args\":{\"name\":";
-    write_json_string(os, "replica " + std::to_string(r) + " host");
-    os << "}}";
+    if (simulated) w.process_name(2 * r, "replica " + std::to_string(r) + " simulated (IPU cycles)");
+    w.process_name(2 * r + 1, "replica " + std::to_string(r) + " host");
   }
+  const double per_us = static_cast<double>(t.clock_hz()) / 1e6;
   for (const auto& e : t.events()) {
     const auto name = detail::trace::event_name(e, g);
-    auto args = [&] {
-      os << ",\"args\":{\"micro_batch\":" << e.micro_batch << ",\"ipu\":" << e.ipu << ",\"cycles\":" << e.sim_cycles;
-      if (e.stage != no_stage) os << ",\"stage\":" << e.stage;
-      if (e.phase >= 0) os << ",\"phase\":" << e.phase;
-      if (e.kind == step_kind::ipu_copy) os << ",\"to_ipu\":" << e.peer;
-      os << "}}";
-    };
-    if (simulated) {
-      sep();
-      os << "{\"ph\":\"X\",\"cat\":";
-      write_json_string(os, to_string(e.kind));
-      os << ",\"name\":";
-      write_json_string(os, name);
-      os << ",\"pid\":" << 2 * e.replica << ",\"tid\":" << e.ipu << ",\"ts\":";
-      const double per_us = static_cast<double>(t.clock_hz()) / 1e6;
-      write_us(os, static_cast<double>(e.sim_begin) / per_us);
-      os << ",\"dur\":";
-      write_us(os, static_cast<double>(e.sim_cycles) / per_us);
-      args();
-    }
-    sep();
-    os << "{\"ph\":\"X\",\"cat\":";
-    write_json_string(os, to_string(e.kind));
-    os << ",\"name\":";
-    write_json_string(os, name);
-    os << ",\"pid\":" << 2 * e.replica + 1 << ",\"tid\":" << e.worker << ",\"ts\":";
-    write_us(os, static_cast<double>(e.host_begin_ns) / 1000.0);
-    os << ",\"dur\":";
-    write_us(os, static_cast<double>(e.host_end_ns - e.host_begin_ns) / 1000.0);
-    args();
+    std::string args = "\"micro_batch\":" + std::to_string(e.micro_batch) + ",\"ipu\":" + std::to_string(e.ipu) +
+                       ",\"cycles\":" + std::to_string(e.sim_cycles);
+    if (e.stage != no_stage) args += ",\"stage\":" + std::to_string(e.stage);
+    if (e.phase >= 0) args += ",\"phase\":" + std::to_string(e.phase);
+    if (e.kind == step_kind::ipu_copy) args += ",\"to_ipu\":" + std::to_string(e.peer);
+    if (simulated)
+      w.complete(to_string(e.kind), name, 2 * e.replica, e.ipu, static_cast<double>(e.sim_begin) / per_us,
+                 static_cast<double>(e.sim_cycles) / per_us, args);
+    w.complete(to_string(e.kind), name, 2 * e.replica + 1, e.worker, static_cast<double>(e.host_begin_ns) / 1000.0,
+               static_cast<double>(e.host_end_ns - e.host_begin_ns) / 1000.0, args);
   }
-  os << "\n]}\n";
+  w.finish();
 }
 
 }  // namespace ipu
