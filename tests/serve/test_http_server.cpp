@@ -429,6 +429,16 @@ TEST_CASE("serve: the repository extension loads, unloads and reports models") {
   CHECK(r->body.find("broken") == std::string::npos);
 }
 
+TEST_CASE("serve: a binary BOOL tensor holds 0 or 1 whatever bytes a client sends for true") {
+  const std::string json = R"({"inputs": [{"name": "m", "datatype": "BOOL", "shape": [4],
+                                           "parameters": {"binary_data_size": 4}}]})";
+  const std::string body = json + std::string("\x00\x08\x01\xff", 4);
+  const auto r = ipu::serve::decode_infer_request(body, json.size());
+  REQUIRE(r.inputs.size() == 1);
+  const std::vector<std::byte> expected{std::byte{0}, std::byte{1}, std::byte{1}, std::byte{1}};
+  CHECK(r.inputs[0].data == expected);
+}
+
 TEST_CASE("serve: model configs are checked") {
   using ipu::serve::parse_model_config;
   const auto c = parse_model_config(R"({"max_batch_size": 8, "dynamic_batching": {"preferred_batch_size": [2, 4],

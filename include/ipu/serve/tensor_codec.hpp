@@ -287,6 +287,8 @@ inline infer_request decode_infer_request(std::string_view body, std::optional<s
                             w, "send every binary tensor whole after the JSON header");
       t.data.resize(bytes);
       if (bytes) std::memcpy(t.data.data(), body.data() + offset, bytes);
+      if (t.type == data_type::BOOL)  // kernels read C++ bool: any non-zero byte is true, stored as 1
+        for (auto& b : t.data) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
       offset += bytes;
     } else {
       if (!in.contains("data")) throw request_error(400, "the input has no 'data'", w, "send data or binary_data_size");
