@@ -217,6 +217,52 @@ TEST_CASE("options: validate checks options together and against the model kind"
   CHECK_THROWS_AS(options().automatic_loss_scaling(true).validate(false), ipu::error);
 }
 
+TEST_CASE("options: an option whose effect the library does not have is refused, never accepted and ignored") {
+  const auto location = [](auto member, auto value) {
+    ipu::tensor_location l;
+    l.*member = value;
+    return l;
+  };
+  using L = ipu::tensor_location;
+  const std::pair<const char*, options> refused[] = {
+      {"enableSyntheticData(True) is not supported", options().enable_synthetic_data(true)},
+      {"useOfflineIpuTarget is not supported", options().use_offline_ipu_target("ipu2")},
+      {"connectionType(OnDemand) is not supported", options().connection_type(ipu::connection_type::on_demand)},
+      {"syncPattern(SinglePipeline) is not supported", options().sync_pattern(ipu::sync_pattern::single_pipeline)},
+      {"logDir is not supported", options().log_dir("/tmp/logs")},
+      {"enableProfiling is not supported", options().enable_profiling("/tmp/profile")},
+      {"enableStableNorm(True) is not supported", options().enable_stable_norm(true)},
+      {"logCycleCount(True) is not supported", options().log_cycle_count(true)},
+      {"broadcastBuffers(False) is not supported", options().broadcast_buffers(false)},
+      {"Training.meanReductionStrategy(Post) is not supported",
+       options().mean_reduction_strategy(ipu::mean_reduction_strategy::post)},
+      {"Precision.halfFloatCasting(HalfUpcastToFloat) is not supported",
+       options().half_float_casting(ipu::half_float_casting::half_upcast_to_float)},
+      {"Precision.enableStochasticRounding(True) is not supported", options().enable_stochastic_rounding(true)},
+      {"Precision.enableFloatingPointExceptions(True) is not supported", options().enable_floating_point_exceptions(true)},
+      {"Precision.runningStatisticsAlwaysFloat(False) is not supported", options().running_statistics_always_float(false)},
+      {"TensorLocations.setActivationLocation is not supported", options().activation_location(location(&L::on_chip, std::optional<bool>(false)))},
+      {"TensorLocations.setWeightLocation is not supported",
+       options().weight_location(location(&L::replicated_tensor_sharding, true))},
+      {"TensorLocations.setOptimizerLocation is not supported", options().optimizer_location(location(&L::on_chip, std::optional<bool>(true)))},
+      {"TensorLocations.setAccumulatorLocation is not supported", options().accumulator_location(location(&L::io_tiles_to_load, true))},
+      {"Distributed.configureProcessId is not supported", options().distributed_process(1, 2)},
+  };
+  for (const auto& [message, o] : refused) {
+    CAPTURE(message);
+    for (const bool training : {false, true}) {
+      const auto e = error_of([&] { o.validate(training); });
+      REQUIRE(e);
+      CHECK(e->category() == ipu::error_category::options);
+      CHECK(std::string(e->message()).find(message) == 0);
+      CHECK_FALSE(e->hint().empty());
+    }
+  }
+  // Set back to PopTorch's defaults, the same options validate.
+  CHECK_NOTHROW(options().enable_synthetic_data(false).log_dir(".").broadcast_buffers(true).distributed_process(0, 1)
+                    .running_statistics_always_float(true).validate(false));
+}
+
 TEST_CASE("options: apply_environment reads IPU_* and PopTorch's variables, only when called") {
   scoped_env a("IPU_LOG_LEVEL", "debug");
   scoped_env b("IPU_CACHE_DIR", nullptr);

@@ -433,6 +433,7 @@ class options {
       fail("use_ipu_id selects a hardware device, but the IPU Model is enabled", "drop use_ipu_id or use_ipu_model");
     if (ipu_id_ && offline_ipu_target_)
       fail("use_ipu_id selects a device, but an offline target never attaches to one", "drop one of them");
+    refuse_without_effect();
     if (!training) {
       if (gradient_accumulation_ != 1)
         fail("gradient accumulation is " + std::to_string(gradient_accumulation_) + " for an inference model",
@@ -461,6 +462,59 @@ class options {
     if (!(p > 0.0 && p <= 1.0))
       fail("available memory proportion must be in (0, 1], got " + std::to_string(p),
            "pass a fraction of tile memory such as 0.6");
+  }
+  /// Options this library parses (so PopTorch option files load) but whose effect it does not
+  /// have: set to anything but PopTorch's default, they are refused here instead of being accepted
+  /// and ignored. Each message says why and what to do instead.
+  void refuse_without_effect() const {
+    const auto refuse = [](const std::string& option, const std::string& why, const std::string& instead) {
+      fail(option + " is not supported: " + why, instead);
+    };
+    if (synthetic_data_)
+      refuse("enableSyntheticData(True)", "the sessions always read their inputs from the host",
+             "feed zeros or random inputs yourself (`ipu run` makes synthetic inputs when none are given)");
+    if (offline_ipu_target_)
+      refuse("useOfflineIpuTarget", "the simulated device is always present, so there is no offline compilation",
+             "drop it; pick the simulated IPU generation where the session takes a device description");
+    else if (connection_type_ != ipu::connection_type::always)
+      refuse("connectionType(" + std::string(to_string(connection_type_)) + ")",
+             "the simulated device is attached when the session is made", "drop it");
+    if (sync_pattern_ != ipu::sync_pattern::full)
+      refuse("syncPattern(" + std::string(to_string(sync_pattern_)) + ")",
+             "the simulated IPUs and the host synchronise in one pattern", "drop it");
+    if (log_dir_ != ".")
+      refuse("logDir", "the library writes no log files; it logs to standard error",
+             "drop it, and redirect standard error to keep the log");
+    if (profile_dir_)
+      refuse("enableProfiling", "sessions write no profile directory",
+             "drop it; `ipu plan --trace/--report` and `ipu run --trace` write the predicted and measured traces");
+    if (stable_norm_)
+      refuse("enableStableNorm(True)", "the normalisation kernels have one formulation", "drop it");
+    if (log_cycle_count_)
+      refuse("logCycleCount(True)", "sessions do not log cycle counts", "drop it; `ipu plan` prints the predicted cycles");
+    if (!broadcast_buffers_)
+      refuse("broadcastBuffers(False)", "replicas keep their buffers in step as PopTorch's default does", "drop it");
+    if (mean_reduction_strategy_ != ipu::mean_reduction_strategy::running)
+      refuse("Training.meanReductionStrategy(Post)", "gradients are averaged in one way", "drop it");
+    if (half_float_casting_ != ipu::half_float_casting::float_downcast_to_half)
+      refuse("Precision.halfFloatCasting(HalfUpcastToFloat)", "mixed float16 and float32 operands are not cast another way", "drop it");
+    if (stochastic_rounding_)
+      refuse("Precision.enableStochasticRounding(True)", "the host kernels round to nearest even, deterministically", "drop it");
+    if (floating_point_exceptions_)
+      refuse("Precision.enableFloatingPointExceptions(True)", "the host kernels do not trap on invalid operations", "drop it");
+    if (!running_statistics_always_float_)
+      refuse("Precision.runningStatisticsAlwaysFloat(False)", "batch-norm running statistics are kept in float32", "drop it");
+    for (const auto& [name, l] : {std::pair{"TensorLocations.setActivationLocation", &activation_location_},
+                                  std::pair{"TensorLocations.setWeightLocation", &weight_location_},
+                                  std::pair{"TensorLocations.setOptimizerLocation", &optimizer_location_},
+                                  std::pair{"TensorLocations.setAccumulatorLocation", &accumulator_location_}})
+      if (*l != tensor_location{})
+        refuse(name, "the memory plan keeps tensors where the execution strategy puts them",
+               "drop it; phased execution (SerialPhasedExecution / ParallelPhasedExecution) streams weights from "
+               "Streaming Memory");
+    if (num_processes_ != 1)
+      refuse("Distributed.configureProcessId", "processes come from mpirun, not from options",
+             "drop it and start the replicas with mpirun (`mpirun -n N ipu train ...`, or ipu::dist in C++)");
   }
   static void check_location(const tensor_location& l) {
     if (l.min_elements_for_off_chip) at_least(*l.min_elements_for_off_chip, 0, "min elements for off-chip");
