@@ -31,6 +31,8 @@
 #include <string>
 #include <vector>
 
+#include "common_options.hpp"
+#include "input_shapes.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
@@ -50,13 +52,14 @@ struct plan_args {
   std::string model;
   std::string device = "mk2";
   std::uint32_t ipus = 1;
-  std::string strategy = "pipelined";
+  std::string strategy = default_strategy;
   std::uint32_t replicas = 1;
   std::int64_t batch = 0;  // 0: as the model declares
+  std::vector<std::string> input_shapes;  // NAME=D0,D1,...
   std::string precision;   // "": as the model declares
   std::string partials = "fp32";
   std::string liveness = "always-live";
-  std::uint64_t device_iterations = 16;
+  std::uint64_t device_iterations = default_batches_per_step;
   double available_memory_proportion = 0.6;
   bool auto_round = false;
   std::string trace;
@@ -70,20 +73,7 @@ struct plan_args {
 
 namespace detail {
 
-inline std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return s;
-}
-
-inline ipu::execution_mode parse_strategy(const std::string& s) {
-  const auto l = lower(s);
-  if (l == "sharded") return ipu::execution_mode::sharded;
-  if (l == "pipelined") return ipu::execution_mode::pipelined;
-  if (l == "serial-phased") return ipu::execution_mode::serial_phased;
-  if (l == "parallel-phased") return ipu::execution_mode::parallel_phased;
-  throw ipu::error(ipu::error_category::usage, "unknown strategy '" + s + "'", "--strategy",
-                   "use sharded, pipelined, serial-phased or parallel-phased");
-}
+inline std::string lower(std::string s) { return lower_case(std::move(s)); }
 
 inline ipu::liveness parse_liveness(const std::string& s) {
   const auto l = lower(s);
@@ -100,57 +90,6 @@ inline ipu::data_type parse_float_type(const std::string& s, const char* flag) {
   if (l == "fp32" || l == "float32" || l == "f32") return ipu::data_type::F32;
   if (l == "fp16" || l == "float16" || l == "f16" || l == "half") return ipu::data_type::F16;
   throw ipu::error(ipu::error_category::usage, "unknown precision '" + s + "'", flag, "use fp32 or fp16");
-}
-
-/// Loads the model with every graph input's leading dimension set to `batch` (0: unchanged). A
-/// dynamic leading dimension is fixed through the importer's input-shape option; a fixed one is
-/// rewritten in the model (with the recorded intermediate shapes dropped, so inference redoes them).
-inline ipu::graph load(const std::string& path, std::int64_t batch) {
-  if (batch == 0) return ipu::onnx::load_model(path);
-  if (batch < 0)
-    throw ipu::error(ipu::error_category::usage, "--batch " + std::to_string(batch) + " is negative", "--batch",
-                     "give a positive batch size");
-  auto model = std::make_shared<::onnx::ModelProto>();
-  ipu::onnx::read_proto_file(*model, path, "ONNX model");
-  auto& g = *model->mutable_graph();
-  std::vector<std::string> initializers;
-  for (const auto& i : g.initializer()) initializers.push_back(i.name());
-  ipu::onnx::import_options opt;
-  opt.base_dir = std::filesystem::path(path).parent_path();
-  if (opt.base_dir.empty()) opt.base_dir = ".";
-  bool rewritten = false;
-  for (auto& in : *g.mutable_input()) {
-    if (std::find(initializers.begin(), initializers.end(), in.name()) != initializers.end()) continue;
-    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
-    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
-    if (shape->dim_size() == 0) continue;
-    auto* d0 = shape->mutable_dim(0);
-    if (d0->has_dim_value()) {
-      if (d0->dim_value() == batch) continue;
-      d0->set_dim_value(batch);
-      rewritten = true;
-    } else {
-      std::vector<std::int64_t> dims;
-      for (int i = 0; i < shape->dim_size(); ++i) {
-        const auto& d = shape->dim(i);
-        if (i == 0) dims.push_back(batch);
-        else if (d.has_dim_value()) dims.push_back(d.dim_value());
-        else
-          throw ipu::error(ipu::error_category::usage,
-                           "input '" + in.name() + "' has the dynamic dimension " + std::to_string(i) + " besides the batch",
-                           "--batch", "export the model with static dimensions other than the batch");
-      }
-      opt.input_shapes[in.name()] = dims;
-    }
-  }
-  if (rewritten) {
-    g.clear_value_info();
-    for (auto& out : *g.mutable_output())
-      if (out.type().has_tensor_type() && out.type().tensor_type().has_shape() &&
-          out.type().tensor_type().shape().dim_size() > 0)
-        out.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
-  }
-  return ipu::onnx::import_model(std::move(model), opt);
 }
 
 inline bool annotated(const ipu::graph& g) {
@@ -377,7 +316,7 @@ inline nlohmann::json training_chrome_trace(const ipu::executable& e, const ipu:
 
 inline void plan_command(const plan_args& a) {
   using namespace ipu;
-  const auto mode = detail::parse_strategy(a.strategy);
+  const auto mode = parse_strategy(a.strategy);
   const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
   if (a.ipus == 0 || a.replicas == 0)
     throw error(error_category::usage, "--ipus and --replicas must be at least 1", "ipu plan", "pass positive counts");
@@ -429,7 +368,7 @@ inline void plan_command(const plan_args& a) {
   if (!a.precision.empty()) o.precision = detail::parse_float_type(a.precision, "--precision");
   o.partials_type = detail::parse_float_type(a.partials, "--partials");
 
-  graph model = detail::load(a.model, a.batch);
+  graph model = load_model_with_batch(a.model, a.batch, parse_input_shapes(a.input_shapes));
   if (a.train)
     // The cost model reads shapes, never weight values: dropping them lets a large model (BERT-Large's
     // 1.3 GB) be planned and its training step built without copies of its weights.
@@ -501,14 +440,15 @@ inline void add_plan_command(CLI::App& app) {
   cmd->add_option("--ipus", args->ipus, "IPUs per replica")->capture_default_str()->check(CLI::Range(1u, 1024u));
   cmd->add_option("--strategy", args->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
   cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--batch", args->batch, "set the leading dimension of every graph input (the micro-batch size)")
+  cmd->add_option("--batch", args->batch, "samples per micro-batch: the leading dimension of every graph input --input-shape does not name")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
+  cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->add_option("--precision", args->precision, "fp32 or fp16: cost and store float tensors as this type");
   cmd->add_option("--partials", args->partials, "fp32 or fp16: matmul / convolution partial sums")->capture_default_str();
   cmd->add_option("--liveness", args->liveness,
                   "phased: always-live, off-chip-after-fwd, off-chip-after-fwd-no-overlap, off-chip-after-each-phase")
       ->capture_default_str();
-  cmd->add_option("--device-iterations", args->device_iterations, "micro-batches per step (batches per step)")
+  cmd->add_option("--batches-per-step,--device-iterations", args->device_iterations, "micro-batches per step (device iterations)")
       ->capture_default_str()
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_option("--available-memory-proportion", args->available_memory_proportion,
