@@ -5,12 +5,12 @@
 //
 // Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
 // `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets the leading
-// dimension of every other input, as for ipu plan: common_options.hpp) and converts precision (--precision fp16 stores F16 weights;
-// the model's inputs and outputs keep their types). The automatic planner places a model without
-// annotations over the IPUs: pipelined (the default, as for ipu plan) / sharded over every IPU of a
-// replica, phased strategies into
-// at least --phases phases (more when a phase would not fit an IPU). Prints what was written and the
-// cost model's prediction.
+// dimension of every other input, as for ipu plan: common_options.hpp) and converts precision
+// (--precision fp16 stores F16 weights; the model's inputs and outputs keep their types). The
+// automatic planner places a model without annotations over the IPUs: pipelined (the default, as
+// for ipu plan) / sharded over every IPU of a replica, phased strategies into at least --phases
+// phases (more when a phase would not fit an IPU). Prints what was written and the cost model's
+// prediction.
 //
 // --cache-dir DIR (else IPU_CACHE_DIR / POPTORCH_CACHE_DIR) compiles through the executable cache
 // (compile/cache.hpp): a model compiled before with the same options is loaded from DIR instead, and

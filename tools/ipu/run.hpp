@@ -78,7 +78,7 @@ struct run_args {
   double duration = 0;         // seconds; 0: not given
   std::optional<std::size_t> warmup;  // unset: 1 when timing
   std::optional<std::string> synthetic;  // unset: "random" when no input is given
-  std::optional<std::uint64_t> seed;     // unset: 1
+  std::optional<std::int64_t> seed;      // unset: 1
   std::string json;
   bool progress = false;
   bool check = false;
@@ -344,7 +344,7 @@ inline void run_command(const run_args& a) {
   std::string text;  // stdout, printed once everything has succeeded
   const bool invent = bound.empty() || a.synthetic;
   const std::string mode = a.synthetic.value_or("random");
-  std::mt19937_64 rng(a.seed.value_or(1));
+  std::mt19937_64 rng(static_cast<std::uint64_t>(a.seed.value_or(1)));
   std::size_t invented = 0;
   for (auto t : g.inputs()) {
     const auto& node = g.tensor(t);
@@ -496,7 +496,7 @@ inline void add_run_command(CLI::App& app) {
   cmd->add_option("--synthetic", args->synthetic,
                   "random or zeros: invent the inputs not given (default: random, when no input is given)")
       ->check(CLI::IsMember({"random", "zeros"}));
-  cmd->add_option("--seed", args->seed, "seed of the random inputs (default 1)");
+  cmd->add_option("--seed", args->seed, "seed of the random inputs (default 1)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--json", args->json, "also write the report (and every latency sample) as JSON to FILE");
   cmd->add_flag("--progress", args->progress, "a progress line on stderr every second of a long timed run (default: when stderr is a terminal)");
   cmd->add_flag("--check", args->check, "compare the outputs with DIR/output_<i>.pb or .npy beside the --data inputs");
