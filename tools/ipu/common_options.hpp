@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <span>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
+#include "ipu/poptorch/options.hpp"
 #include "ipu/poptorch/strategy.hpp"
 
 namespace ipu_cli {
@@ -97,6 +100,34 @@ inline ipu::graph load_model_with_batch(const std::filesystem::path& path, std::
   } catch (const ipu::error& e) {
     throw ipu::error(e.category(), e.message(), path.string() + (e.location().empty() ? "" : ": " + e.location()), e.hint());
   }
+}
+
+/// --options FILE (PopTorch's options-file syntax) read onto `base` (the command line's values):
+/// a setting outside `applied` (prefixes of the lines options::to_config writes) is refused by
+/// name, so none is accepted and ignored.
+inline ipu::options read_options_file(const std::string& file, ipu::options base, std::span<const std::string_view> applied,
+                                      std::string_view command) {
+  base.load_from_file(file);
+  for (const auto& line : ipu::settings_not_applied(base, applied)) {
+    std::string names;
+    for (auto p : applied) names += (names.empty() ? "" : ", ") + std::string(p.substr(0, p.size() - 1));
+    throw ipu::error(ipu::error_category::usage, "the options file sets " + line + ", which " + std::string(command) +
+                                                     " does not apply",
+                     "--options '" + file + "'", std::string(command) + " applies " + names + "; use its flags for the rest");
+  }
+  return base;
+}
+
+/// A value both on the command line and in the options file must agree; else the file's applies.
+template <class T>
+void take_from_file(T& value, T from_file, bool flag_given, const char* flag, const char* setting, const std::string& file) {
+  if (from_file == value) return;
+  if (flag_given)
+    throw ipu::error(ipu::error_category::usage,
+                     std::string(flag) + " " + std::to_string(value) + " and the options file's " + setting + "(" +
+                         std::to_string(from_file) + ") disagree",
+                     "--options '" + file + "'", "set it in one place");
+  value = from_file;
 }
 
 }  // namespace ipu_cli

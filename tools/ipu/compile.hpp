@@ -58,6 +58,8 @@ struct compile_args {
   std::string name;
   bool no_compress = false;
   std::optional<std::string> cache_dir;  // set, even empty, when --cache-dir is given
+  std::string options_file;
+  bool batches_per_step_given = false, replicas_given = false;
 };
 
 
@@ -72,13 +74,23 @@ inline void run_compile(const compile_args& a) {
                        "give the executable cache directory, or leave the option out");
     (void)ipu::popef::executable_cache(*a.cache_dir, "--cache-dir");
   }
-  if (a.batches_per_step < 1)
+  std::int64_t batches_per_step = a.batches_per_step, replicas = a.replicas;
+  if (!a.options_file.empty()) {
+    static constexpr std::string_view applied[] = {"deviceIterations(", "replicationFactor("};
+    ipu::options base;
+    base.device_iterations(batches_per_step).replication_factor(replicas);
+    const auto f = read_options_file(a.options_file, base, applied, "ipu compile");
+    take_from_file(batches_per_step, f.device_iterations(), a.batches_per_step_given, "--batches-per-step",
+                   "deviceIterations", a.options_file);
+    take_from_file(replicas, f.replication_factor(), a.replicas_given, "--replicas", "replicationFactor", a.options_file);
+  }
+  if (batches_per_step < 1)
     throw ipu::error(ipu::error_category::usage, "--batches-per-step must be at least 1", "--batches-per-step",
                      "give the device iterations per step, e.g. 8");
   ipu::graph g = load_model_with_batch(path, a.batch, parse_input_shapes(a.input_shapes));
 
   ipu::options opts;
-  opts.device_iterations(a.batches_per_step).replication_factor(a.replicas);
+  opts.device_iterations(batches_per_step).replication_factor(replicas);
   if (a.cache_dir) opts.enable_executable_caching(*a.cache_dir);
   if (a.precision == "fp16") opts.precision(ipu::data_type::F16);
   else if (a.precision == "fp32") opts.precision(ipu::data_type::F32);
@@ -98,7 +110,7 @@ inline void run_compile(const compile_args& a) {
       if (device.kind != ipu::device_kind::ipu)
         throw ipu::error(ipu::error_category::usage, "cannot split a model into phases for the host device",
                          "--device " + a.device, "the automatic planner needs an IPU's figures: use mk1, mk2 or bow");
-      const auto per_replica = static_cast<std::uint32_t>(std::max<std::int64_t>(1, a.ipus / std::max<std::int64_t>(1, a.replicas)));
+      const auto per_replica = static_cast<std::uint32_t>(std::max<std::int64_t>(1, a.ipus / std::max<std::int64_t>(1, replicas)));
       ipu::auto_plan_options ao;
       ao.min_phases = a.phases;
       g = ipu::propose_phases(g, ipu::make_device_description(device.arch, per_replica), per_replica,
@@ -139,17 +151,23 @@ inline void add_compile_command(CLI::App& app) {
   cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two)")->check(CLI::Range(1u, 1024u))->capture_default_str();
   cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
   cmd->add_option("--batch", a->batch, "samples per micro-batch: the leading dimension of every graph input --input-shape does not name")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
-  cmd->add_option("--batches-per-step,--device-iterations", a->batches_per_step, "micro-batches per step (device iterations)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
+  auto* bps = cmd->add_option("--batches-per-step,--device-iterations", a->batches_per_step, "micro-batches per step (device iterations)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
   cmd->add_option("--precision", a->precision, "fp16 or fp32: convert the model's float tensors");
   cmd->add_option("--input-shape", a->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->add_option("--phases", a->phases, "phased strategies: the fewest phases to split an unannotated model into (more when one would not fit)")->check(CLI::Range(2u, 1u << 16))->capture_default_str();
-  cmd->add_option("--replicas", a->replicas, "replication factor")->check(CLI::Range(std::int64_t{1}, std::int64_t{1024}))->capture_default_str();
+  auto* replicas = cmd->add_option("--replicas", a->replicas, "replication factor")->check(CLI::Range(std::int64_t{1}, std::int64_t{1024}))->capture_default_str();
   cmd->add_option("--name", a->name, "the executable's name (default: the graph's)");
   cmd->add_flag("--no-compress", a->no_compress, "store the executable uncompressed");
   cmd->add_option("--cache-dir", a->cache_dir,
                   "executable cache directory: a compile done before is loaded from it (default: IPU_CACHE_DIR, "
                   "else POPTORCH_CACHE_DIR)");
-  cmd->callback([a] { run_compile(*a); });  // errors reach main, which prints one line
+  cmd->add_option("--options", a->options_file,
+                  "a PopTorch options file: deviceIterations and replicationFactor (other settings are refused)");
+  cmd->callback([a, bps, replicas] {
+    a->batches_per_step_given = bps->count() > 0;
+    a->replicas_given = replicas->count() > 0;
+    run_compile(*a);
+  });  // errors reach main, which prints one line
 }
 
 }  // namespace ipu_cli

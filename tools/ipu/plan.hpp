@@ -69,6 +69,8 @@ struct plan_args {
   std::optional<double> momentum;
   std::optional<std::uint64_t> gradient_accumulation;
   bool shard_optimizer_state = false;
+  std::string options_file;
+  bool device_iterations_given = false, replicas_given = false;
 };
 
 namespace detail {
@@ -314,8 +316,30 @@ inline nlohmann::json training_chrome_trace(const ipu::executable& e, const ipu:
 
 }  // namespace detail
 
-inline void plan_command(const plan_args& a) {
+inline void plan_command(const plan_args& args) {
   using namespace ipu;
+  plan_args a = args;  // with the options file's settings
+  if (!a.options_file.empty()) {
+    static constexpr std::string_view applied[] = {"deviceIterations(", "replicationFactor(", "autoRoundNumIPUs("};
+    options base;
+    base.device_iterations(static_cast<std::int64_t>(a.device_iterations))
+        .replication_factor(static_cast<std::int64_t>(a.replicas))
+        .auto_round_num_ipus(a.auto_round);
+    const auto f = read_options_file(a.options_file, base, applied, "ipu plan");
+    auto iterations = static_cast<std::int64_t>(a.device_iterations), replicas = static_cast<std::int64_t>(a.replicas);
+    take_from_file(iterations, f.device_iterations(), a.device_iterations_given, "--batches-per-step", "deviceIterations",
+                   a.options_file);
+    take_from_file(replicas, f.replication_factor(), a.replicas_given, "--replicas", "replicationFactor", a.options_file);
+    if (replicas > (1 << 20))
+      throw error(error_category::usage, "replicationFactor(" + std::to_string(replicas) + ") is too large",
+                  "--options '" + a.options_file + "'", "use at most 2^20 replicas");
+    a.device_iterations = static_cast<std::uint64_t>(iterations);
+    a.replicas = static_cast<std::uint32_t>(replicas);
+    if (args.auto_round && !f.auto_round_num_ipus())
+      throw error(error_category::usage, "--auto-round and the options file's autoRoundNumIPUs(False) disagree",
+                  "--options '" + a.options_file + "'", "set it in one place");
+    a.auto_round = f.auto_round_num_ipus();
+  }
   const auto mode = parse_strategy(a.strategy);
   const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
   if (a.ipus == 0 || a.replicas == 0)
@@ -439,7 +463,7 @@ inline void add_plan_command(CLI::App& app) {
   cmd->add_option("--device", args->device, "mk1, mk2 or bow")->capture_default_str();
   cmd->add_option("--ipus", args->ipus, "IPUs per replica")->capture_default_str()->check(CLI::Range(1u, 1024u));
   cmd->add_option("--strategy", args->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
-  cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+  auto* replicas = cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
   cmd->add_option("--batch", args->batch, "samples per micro-batch: the leading dimension of every graph input --input-shape does not name")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
@@ -448,7 +472,7 @@ inline void add_plan_command(CLI::App& app) {
   cmd->add_option("--liveness", args->liveness,
                   "phased: always-live, off-chip-after-fwd, off-chip-after-fwd-no-overlap, off-chip-after-each-phase")
       ->capture_default_str();
-  cmd->add_option("--batches-per-step,--device-iterations", args->device_iterations, "micro-batches per step (device iterations)")
+  auto* iterations = cmd->add_option("--batches-per-step,--device-iterations", args->device_iterations, "micro-batches per step (device iterations)")
       ->capture_default_str()
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_option("--available-memory-proportion", args->available_memory_proportion,
@@ -468,7 +492,13 @@ inline void add_plan_command(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_flag("--replicated-tensor-sharding", args->shard_optimizer_state,
                 "--train: shard the optimizer state over the replicas (each keeps and updates 1/R of it)");
-  cmd->callback([args] { plan_command(*args); });
+  cmd->add_option("--options", args->options_file,
+                  "a PopTorch options file: deviceIterations, replicationFactor and autoRoundNumIPUs (others are refused)");
+  cmd->callback([args, iterations, replicas] {
+    args->device_iterations_given = iterations->count() > 0;
+    args->replicas_given = replicas->count() > 0;
+    plan_command(*args);
+  });
 }
 
 }  // namespace ipu_cli
