@@ -190,6 +190,13 @@ def main():
                 expect_ok(ipu, model, "--seed", seed, "--output-dir", od)
                 outs.append(np.load(os.path.join(od, "y.npy")))
             assert np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[0], outs[2]), outs
+            # A PopTorch options file's randomSeed is the seed; its other settings are refused.
+            opts = os.path.join(d, "seed.txt")
+            open(opts, "w").write("randomSeed(7)\n")
+            expect_ok(ipu, model, "--options", opts, "--output-dir", os.path.join(d, "r3"))
+            assert np.array_equal(np.load(os.path.join(d, "r3", "y.npy")), outs[0])
+            open(opts, "w").write("randomSeed(7)\ndeviceIterations(4)\n")
+            expect_error(ipu, r"sets deviceIterations\(4\), which ipu run does not apply", model, "--options", opts)
             # --json holds what the text says; its percentiles are NumPy's over its samples.
             js = os.path.join(d, "report.json")
             text = expect_ok(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir, "--iterations", "40",

@@ -55,6 +55,7 @@
 
 #include "input_shapes.hpp"
 #include "outputs.hpp"
+#include "common_options.hpp"
 #include "run_perf.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
@@ -83,6 +84,7 @@ struct run_args {
   bool progress = false;
   bool check = false;
   double rtol = 1e-3, atol = 1e-5;
+  std::string options_file;            // PopTorch options: randomSeed is --seed
   std::optional<std::size_t> clients;  // PopEF only; unset: 1
   std::string trace;                   // PopEF only
 };
@@ -256,8 +258,25 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
   return outputs;
 }
 
-inline void run_command(const run_args& a) {
+inline void run_command(const run_args& args) {
   namespace fs = std::filesystem;
+  run_args a = args;  // with the options file's seed
+  if (!a.options_file.empty()) {
+    // A PopEF file holds its schedule and an ONNX model runs on the host: only the seed applies.
+    static constexpr std::string_view applied[] = {"randomSeed("};
+    ipu::options base;
+    if (a.seed) base.random_seed(static_cast<std::uint64_t>(*a.seed));
+    const auto f = read_options_file(a.options_file, base, applied, "ipu run");
+    if (f.random_seed() && (!a.seed || static_cast<std::uint64_t>(*a.seed) != *f.random_seed())) {
+      if (a.seed)
+        throw ipu::error(ipu::error_category::usage, "--seed and the options file's randomSeed disagree",
+                         "--options '" + a.options_file + "'", "set it in one place");
+      if (*f.random_seed() > static_cast<std::uint64_t>(INT64_MAX))
+        throw ipu::error(ipu::error_category::usage, "randomSeed is above 2^63 - 1", "--options '" + a.options_file + "'",
+                         "use a smaller seed");
+      a.seed = static_cast<std::int64_t>(*f.random_seed());
+    }
+  }
   ipu::onnx::import_options options;
   options.input_shapes = parse_input_shapes(a.input_shapes);
   const bool is_popef = fs::path(a.model).extension() == ".popef";
@@ -364,7 +383,7 @@ inline void run_command(const run_args& a) {
   }
   if ((a.synthetic || a.seed) && invented == 0)
     throw ipu::error(ipu::error_category::usage, "every input is given, so there is nothing to invent",
-                     a.synthetic ? "--synthetic" : "--seed", "leave it out, or give fewer inputs");
+                     a.synthetic ? "--synthetic" : "--seed (or randomSeed)", "leave it out, or give fewer inputs");
   if (a.check && invented > 0)
     throw ipu::error(ipu::error_category::usage, "--check needs the data set's inputs, but " + std::to_string(invented) +
                                                      " input(s) are invented",
@@ -507,6 +526,8 @@ inline void add_run_command(CLI::App& app) {
       ->check(CLI::Range(std::size_t{0}, std::size_t{1024}));  // 0 gets its own message below
   cmd->add_option("--trace", args->trace, "PopEF: write the runtime's last step as a Chrome trace to FILE");
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
+  cmd->add_option("--options", args->options_file,
+                  "a PopTorch options file: randomSeed seeds the invented inputs (other settings are refused)");
   cmd->callback([args, rtol, atol] {
     if ((rtol->count() > 0 || atol->count() > 0) && !args->check)
       throw ipu::error(ipu::error_category::usage, "--rtol and --atol apply to --check", rtol->count() ? "--rtol" : "--atol",
