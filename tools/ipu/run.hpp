@@ -114,6 +114,9 @@ inline ipu::host_tensor read_input_file(const std::filesystem::path& p) {
               "give a NumPy .npy file or an ONNX TensorProto .pb file");
 }
 
+/// The most timed runs: every latency is kept for exact percentiles (80 MB of them at most).
+inline constexpr std::size_t max_timed_runs = 10'000'000;
+
 [[nodiscard]] inline bool timing(const run_args& a) { return a.iterations > 0 || a.duration > 0; }
 
 inline bool show_progress(const run_args& a) { return a.progress || ::isatty(2) != 0; }
@@ -201,7 +204,9 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
       };
       for (std::size_t i = 0; !stop; ++i) {
         if (a.duration > 0) {  // at least one request each, then until the time is up
-          if (i > 0 && std::chrono::duration<double>(clock::now() - t0).count() >= a.duration) break;
+          if (i > 0 && (std::chrono::duration<double>(clock::now() - t0).count() >= a.duration ||
+                        done.load() >= max_timed_runs))
+            break;
         } else if (i >= share) {
           break;
         }
@@ -421,13 +426,14 @@ inline void run_command(const run_args& args) {
       for (std::size_t i = 0; i < a.warmup.value_or(1); ++i) outputs = dev.run(inputs);
       using clock = std::chrono::steady_clock;
       std::vector<double> ms;
-      ms.reserve(a.duration > 0 ? 1024 : a.iterations);
+      ms.reserve(a.duration > 0 ? 1024 : std::min<std::size_t>(a.iterations, 1 << 16));
       run_perf::progress_line progress(show_progress(a), a.iterations, a.duration);
       const auto t0 = clock::now();
       for (;;) {
         const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
         progress.tick(ms.size(), elapsed);
-        if (a.duration > 0 ? !ms.empty() && elapsed >= a.duration : ms.size() >= a.iterations) break;
+        if (a.duration > 0 ? !ms.empty() && (elapsed >= a.duration || ms.size() >= max_timed_runs) : ms.size() >= a.iterations)
+          break;
         const auto start = clock::now();
         outputs = dev.run(inputs);
         ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
@@ -501,8 +507,8 @@ inline void add_run_command(CLI::App& app) {
       ->check(CLI::Range(std::size_t{0}, std::size_t{1024}))
       ->capture_default_str();
   auto* iterations = cmd->add_option("--iterations", args->iterations, "time N runs after the warm-up")
-                         ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 31));
-  cmd->add_option("--duration", args->duration, "time runs for S seconds after the warm-up (at least one run)")
+                         ->check(CLI::Range(std::size_t{1}, max_timed_runs));
+  cmd->add_option("--duration", args->duration, "time runs for S seconds after the warm-up (at least one run, at most 10^7)")
       ->check(CLI::Validator(
           [](std::string& v) {
             double d = 0;
