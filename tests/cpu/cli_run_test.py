@@ -226,6 +226,10 @@ def main():
             assert code == 0 and err == "", (code, err)
             m = re.search(r"^throughput .* iterations=(\d+) batch=2 seconds=([0-9.]+)$", out, re.M)
             assert m and int(m.group(1)) >= 1 and float(m.group(2)) >= 0.2, out
+            # --progress: a line on stderr once the run has taken 2 s (the shortest run that shows one).
+            code, out, err = run(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir, "--duration", "2.2",
+                                 "--progress")
+            assert code == 0 and re.fullmatch(r"(ipu run: \d+ iterations, 2\.[0-9] of 2\.2 s\n)+", err), (code, err)
             # Usage errors: exit 2 (parser) or 1, one line.
             for args, status, needle in (
                 (["--iterations", "-1"], 2, "--iterations"), (["--iterations", "0"], 2, "--iterations"),
