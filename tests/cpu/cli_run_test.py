@@ -1,8 +1,13 @@
 #!/usr/bin/env python3
 """CLI tests of `ipu run`: a small ONNX model built with onnx.helper at test time, results checked
 against NumPy, and every documented failure checked for one error line and a non-zero exit.
-Usage: cli_run_test.py IPU_BINARY CASE   (CASE: npy, pb, data, iterations, threads, errors, hostile,
-popef, popef_errors)
+Usage: cli_run_test.py IPU_BINARY CASE   (CASE: npy, pb, data, iterations, perf, check, threads, errors,
+hostile, popef, popef_errors)
+
+The perf case checks `ipu run` as a benchmark tool: invented inputs (zeros give Relu(b) and b; a
+seed gives the same random inputs again), --json's figures equal the text's, and its percentiles
+equal NumPy's over the latency samples it reports; the check case compares outputs with an ONNX
+test data set's references, and a perturbed reference fails with one line naming the output.
 
 The popef cases compile a 7-op chain for a 4-IPU Mk2 with pipelining and serve the file through
 the Model Runtime: outputs bit-identical to `ipu run` on the ONNX model, with 1 and 4 clients, and
@@ -118,6 +123,10 @@ def run(ipu, *args, cwd=None):
     return res.returncode, res.stdout, res.stderr
 
 
+LATENCY = (r"latency_ms mean=([0-9.]+) median=([0-9.]+) p90=([0-9.]+) p95=([0-9.]+) p99=([0-9.]+) "
+           r"min=([0-9.]+) max=([0-9.]+)")
+
+
 def expect_ok(ipu, *args, cwd=None):
     code, out, err = run(ipu, *args, cwd=cwd)
     assert code == 0, f"ipu run {' '.join(args)} failed ({code}): {err}"
@@ -178,11 +187,106 @@ def main():
             text = expect_ok(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir, "--iterations", "5")
             lines = [l for l in text.splitlines() if l.startswith("latency_ms")]
             assert len(lines) == 1, text
-            m = re.fullmatch(r"latency_ms median=([0-9.]+) min=([0-9.]+) max=([0-9.]+)", lines[0])
+            m = re.fullmatch(LATENCY, lines[0])
             assert m, lines[0]
-            med, lo, hi = map(float, m.groups())
-            assert lo <= med <= hi, lines[0]
+            mean, med, p90, p95, p99, lo, hi = map(float, m.groups())
+            assert lo <= med <= p90 <= p95 <= p99 <= hi and lo <= mean <= hi, lines[0]
+            m = re.search(r"^throughput samples_per_s=([0-9.]+) iterations_per_s=([0-9.]+) iterations=5 batch=2 ", text, re.M)
+            assert m and abs(float(m.group(1)) - 2 * float(m.group(2))) <= 0.2, text
             check_outputs(out_dir, x)
+        elif case == "perf":
+            # No input given: invented. Zeros give Relu(b) and b.
+            text = expect_ok(ipu, model, "--synthetic", "zeros", "--output-dir", out_dir)
+            assert re.search(r"^synthetic input x F32\[2,4\] zeros$", text, re.M), text
+            check_outputs(out_dir, np.zeros((2, 4), np.float32))
+            # Random inputs: the same seed gives the same outputs, another seed others.
+            outs = []
+            for i, seed in enumerate(["7", "7", "8"]):
+                od = os.path.join(d, f"r{i}")
+                expect_ok(ipu, model, "--seed", seed, "--output-dir", od)
+                outs.append(np.load(os.path.join(od, "y.npy")))
+            assert np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[0], outs[2]), outs
+            # A PopTorch options file's randomSeed is the seed; its other settings are refused.
+            opts = os.path.join(d, "seed.txt")
+            open(opts, "w").write("randomSeed(7)\n")
+            expect_ok(ipu, model, "--options", opts, "--output-dir", os.path.join(d, "r3"))
+            assert np.array_equal(np.load(os.path.join(d, "r3", "y.npy")), outs[0])
+            open(opts, "w").write("randomSeed(7)\ndeviceIterations(4)\n")
+            expect_error(ipu, r"sets deviceIterations\(4\), which ipu run does not apply", model, "--options", opts)
+            # --json holds what the text says; its percentiles are NumPy's over its samples.
+            js = os.path.join(d, "report.json")
+            text = expect_ok(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir, "--iterations", "40",
+                             "--warmup", "3", "--json", js)
+            rep = json.load(open(js))
+            m = re.search("^" + LATENCY + "$", text, re.M)
+            assert m, text
+            keys = ["mean", "median", "p90", "p95", "p99", "min", "max"]
+            for k, v in zip(keys, m.groups()):
+                assert abs(rep["latency_ms"][k] - float(v)) <= 0.0005 + 1e-9, (k, v, rep["latency_ms"])
+            samples = np.array(rep["samples_ms"])
+            assert len(samples) == 40 and rep["iterations"] == 40 and rep["warmup"] == 3 and rep["batch"] == 2, rep
+            for k, q in (("median", 50), ("p90", 90), ("p95", 95), ("p99", 99)):
+                assert abs(rep["latency_ms"][k] - np.percentile(samples, q)) <= 1e-9, (k, rep["latency_ms"])
+            assert abs(rep["latency_ms"]["mean"] - samples.mean()) <= 1e-9
+            assert rep["latency_ms"]["min"] == samples.min() and rep["latency_ms"]["max"] == samples.max()
+            m = re.search(r"^throughput samples_per_s=([0-9.]+) iterations_per_s=([0-9.]+) iterations=40 batch=2 "
+                          r"seconds=([0-9.]+)$", text, re.M)
+            assert m, text
+            assert abs(rep["throughput"]["samples_per_s"] - float(m.group(1))) <= 0.05 + 1e-9, rep
+            assert abs(rep["seconds"] - float(m.group(3))) <= 0.0005 + 1e-9, rep
+            assert rep["seconds"] * 1e3 >= samples.sum(), rep  # the timed runs lie inside the timed span
+            assert [o["name"] for o in rep["outputs"]] == ["y", "out/sum:0"], rep["outputs"]
+            assert rep["inputs"] == [{"name": "x", "type": "F32[2,4]", "file": f"{d}/x.npy"}], rep["inputs"]
+            # --duration: as many runs as fit, at least one; no progress line when stderr is a pipe.
+            code, out, err = run(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir, "--duration", "0.2")
+            assert code == 0 and err == "", (code, err)
+            m = re.search(r"^throughput .* iterations=(\d+) batch=2 seconds=([0-9.]+)$", out, re.M)
+            assert m and int(m.group(1)) >= 1 and float(m.group(2)) >= 0.2, out
+            # --progress: a line on stderr once the run has taken 2 s (the shortest run that shows one).
+            code, out, err = run(ipu, model, "--input", f"x={d}/x.npy", "--output-dir", out_dir, "--duration", "2.2",
+                                 "--progress")
+            assert code == 0 and re.fullmatch(r"(ipu run: \d+ iterations, 2\.[0-9] of 2\.2 s\n)+", err), (code, err)
+            # Usage errors: exit 2 (parser) or 1, one line.
+            for args, status, needle in (
+                (["--iterations", "-1"], 2, "--iterations"), (["--iterations", "0"], 2, "--iterations"),
+                (["--duration", "0"], 2, "--duration"), (["--duration", "-1"], 2, "--duration"),
+                (["--iterations", "3", "--duration", "1"], 2, "excludes"), (["--warmup", "-1"], 2, "--warmup"),
+                (["--synthetic", "ones"], 2, "--synthetic"), (["--seed", "-1"], 2, "--seed"),
+                (["--rtol", "-1", "--check"], 2, "--rtol"), (["--warmup", "2"], 1, "--warmup applies to a timed run"),
+                (["--rtol", "0.1"], 1, "--rtol and --atol apply to --check"),
+                (["--check"], 1, "--check compares with the output_<i>.pb files"),
+                (["--synthetic", "zeros", "--seed", "3"], 1, "--seed applies to random inputs"),
+                (["--input", f"x={d}/x.npy", "--seed", "3"], 1, "nothing to invent")):
+                code, out, err = run(ipu, model, "--output-dir", out_dir, *args)
+                lines = [l for l in err.splitlines() if l.strip()]
+                assert code == status and len(lines) == 1 and needle in lines[0] and not out, (args, code, out, err)
+        elif case == "check":
+            data = os.path.join(d, "test_data_set_0")
+            os.makedirs(data)
+            with open(os.path.join(data, "input_0.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(x, "x").SerializeToString())
+            y, s = reference(x)
+            with open(os.path.join(data, "output_0.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(y, "y").SerializeToString())
+            np.save(os.path.join(data, "output_1.npy"), s)  # a .npy reference does too
+            text = expect_ok(ipu, model, "--data", data, "--output-dir", out_dir, "--check")
+            assert re.search(r"^check y ok against .*output_0\.pb$", text, re.M), text
+            assert re.search(r"^check out/sum:0 ok against .*output_1\.npy$", text, re.M), text
+            # A perturbed reference: exit 1, one line naming the output, its element and both values.
+            bad = s.copy()
+            bad[1, 2] += 0.5
+            np.save(os.path.join(data, "output_1.npy"), bad)
+            code, out, err = run(ipu, model, "--data", data, "--output-dir", os.path.join(d, "o2"), "--check")
+            lines = [l for l in err.splitlines() if l.strip()]
+            assert code == 1 and len(lines) == 1 and not out, (code, out, err)
+            assert re.search(r"'out/sum:0' vs output_1\.npy: 1 of 6 elements differ; the worst, element 5, is "
+                             + r"[-0-9.e]+ where [-0-9.e]+ is expected", lines[0]), lines[0]
+            assert "'y'" not in lines[0], lines[0]
+            assert not os.path.exists(os.path.join(d, "o2")), "outputs written despite the mismatch"
+            # Loose enough tolerances accept it; a missing reference is named.
+            expect_ok(ipu, model, "--data", data, "--output-dir", out_dir, "--check", "--atol", "0.6")
+            os.remove(os.path.join(data, "output_1.npy"))
+            expect_error(ipu, r"no reference for output 1 'out/sum:0'", model, "--data", data, "--check")
         elif case == "threads":
             big = RNG.standard_normal((2, 4)).astype(np.float32)
             np.save(os.path.join(d, "big.npy"), big)
@@ -193,7 +297,6 @@ def main():
                 outs.append(check_outputs(od, big))
             assert all(np.array_equal(a, b) for a, b in zip(outs[0], outs[1])), "runs with 2 threads differ"
         elif case == "errors":
-            expect_error(ipu, r"input 'x' is not given", model, "--output-dir", out_dir)
             expect_error(ipu, r"no input named 'nope'.*x F32\[2,4\]", model, "--input", f"nope={d}/x.npy")
             np.save(os.path.join(d, "wrong_shape.npy"), np.zeros((3, 4), np.float32))
             expect_error(ipu, r"input 'x' expects F32\[2,4\] but received F32\[3,4\]", model,
@@ -259,7 +362,10 @@ def main():
                              "--clients", "2")
                 expect_error(ipu, r"--trace applies to a PopEF file", chain, "--input", f"x={d}/x.npy",
                              "--trace", os.path.join(d, "t.json"))
-                expect_error(ipu, r"input 'x' is not given", popef, "--output-dir", out_dir)
+                # No input given: invented, served as any request is.
+                text = expect_ok(ipu, popef, "--synthetic", "zeros", "--output-dir", out_dir)
+                assert re.search(r"^synthetic input x F32\[64,256\] zeros$", text, re.M), text
+                assert np.load(os.path.join(out_dir, "y.npy")).shape == (64, 256)
                 np.save(os.path.join(d, "wrong_shape.npy"), np.zeros((3, 4), np.float32))
                 expect_error(ipu, r"input 'x' expects F32\[64,256\] but received F32\[3,4\]", popef,
                              "--input", f"x={d}/wrong_shape.npy", "--output-dir", out_dir)
@@ -281,9 +387,9 @@ def main():
                 text = expect_ok(ipu, popef, "--input", f"x={d}/xc.npy", "--output-dir", four_1, "--clients", "4",
                                  "--iterations", "32", "--trace", trace, "--threads", "1")
                 same_files(onnx_1, four_1)
-                assert re.search(r"^latency_ms median=[0-9.]+ min=[0-9.]+ max=[0-9.]+$", text, re.M), text
-                m = re.search(r"^throughput requests_per_s=[0-9.]+ requests=(\d+) clients=(\d+) steps=(\d+) "
-                              r"requests_per_step=(\d+)$", text, re.M)
+                assert re.search("^" + LATENCY + "$", text, re.M), text
+                m = re.search(r"^throughput samples_per_s=[0-9.]+ iterations_per_s=[0-9.]+ iterations=(\d+) batch=64 "
+                              r"seconds=[0-9.]+ clients=(\d+) steps=(\d+) requests_per_step=(\d+)$", text, re.M)
                 assert m and m.group(1) == "32" and m.group(2) == "4" and m.group(4) == "8", text
                 assert int(m.group(3)) >= 4, text  # 32 requests at most 8 a step, plus the warm-up
                 lanes = stage_lanes(trace)

@@ -35,7 +35,7 @@ def main():
     run([ipu, "run", popef, "--input", f"{name}={x}", "--output-dir", os.path.join(work, "popef")])
     text = run([ipu, "run", popef, "--input", f"{name}={x}", "--output-dir", os.path.join(work, "popef4"),
                 "--clients", "4", "--iterations", "8"])
-    if "latency_ms median=" not in text or "throughput requests_per_s=" not in text:
+    if "latency_ms mean=" not in text or "throughput samples_per_s=" not in text:
         sys.exit(f"ipu run --clients 4 --iterations 8 printed no latency or throughput:\n{text}")
     outs = sorted(os.listdir(os.path.join(work, "onnx")))
     for run_dir in ("popef", "popef4"):

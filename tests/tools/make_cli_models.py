@@ -50,6 +50,10 @@ def main():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
     write("invalid.onnx", helper.make_model(bad, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
 
+    # PopTorch options files for --options: settings plan and compile apply, and one they refuse.
+    write("options_ok.txt", b"# batches per step and replicas\ndeviceIterations(4)\nreplicationFactor(2)\n")
+    write("options_training.txt", b"deviceIterations(4)\nTraining.gradientAccumulation(8)\n")
+
 
 if __name__ == "__main__":
     main()

@@ -4,12 +4,13 @@
 //  [--replicas N] [--name NAME] [--no-compress] [--cache-dir DIR]`
 //
 // Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
-// `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets every
-// input's dynamic leading dimension) and converts precision (--precision fp16 stores F16 weights;
-// the model's inputs and outputs keep their types). The automatic planner places a model without
-// annotations over the IPUs: pipelined / sharded over every IPU of a replica, phased strategies into
-// at least --phases phases (more when a phase would not fit an IPU). Prints what was written and the
-// cost model's prediction.
+// `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets the leading
+// dimension of every other input, as for ipu plan: common_options.hpp) and converts precision
+// (--precision fp16 stores F16 weights; the model's inputs and outputs keep their types). The
+// automatic planner places a model without annotations over the IPUs: pipelined (the default, as
+// for ipu plan) / sharded over every IPU of a replica, phased strategies into at least --phases
+// phases (more when a phase would not fit an IPU). Prints what was written and the cost model's
+// prediction.
 //
 // --cache-dir DIR (else IPU_CACHE_DIR / POPTORCH_CACHE_DIR) compiles through the executable cache
 // (compile/cache.hpp): a model compiled before with the same options is loaded from DIR instead, and
@@ -28,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common_options.hpp"
 #include "input_shapes.hpp"
 #include "outputs.hpp"
 #include "ipu/device/device_model.hpp"
@@ -46,9 +48,9 @@ struct compile_args {
   std::string output;  // empty: <model stem>.popef in the current directory
   std::string device = "mk2";
   std::uint32_t ipus = 1;
-  std::string strategy = "sharded";
+  std::string strategy = default_strategy;
   std::int64_t batch = 0;  // 0: as the model or --input-shape says
-  std::int64_t batches_per_step = 1;
+  std::int64_t batches_per_step = default_batches_per_step;
   std::string precision;  // "", "fp16", "fp32"
   std::vector<std::string> input_shapes;
   std::uint32_t phases = 4;
@@ -56,87 +58,39 @@ struct compile_args {
   std::string name;
   bool no_compress = false;
   std::optional<std::string> cache_dir;  // set, even empty, when --cache-dir is given
+  std::string options_file;
+  bool batches_per_step_given = false, replicas_given = false;
 };
 
-namespace compile_detail {
-
-inline ipu::execution_mode parse_strategy(const std::string& s) {
-  if (s == "sharded") return ipu::execution_mode::sharded;
-  if (s == "pipelined") return ipu::execution_mode::pipelined;
-  if (s == "serial-phased") return ipu::execution_mode::serial_phased;
-  if (s == "parallel-phased") return ipu::execution_mode::parallel_phased;
-  throw ipu::error(ipu::error_category::usage, "unknown strategy '" + s + "'", "--strategy",
-                   "use sharded, pipelined, serial-phased or parallel-phased");
-}
-
-/// --batch: each input whose leading dimension is dynamic gets it, unless --input-shape names the
-/// input; a fixed leading dimension of another size is an error.
-inline void apply_batch(const ::onnx::ModelProto& m, std::int64_t batch,
-                        std::map<std::string, std::vector<std::int64_t>, std::less<>>& shapes) {
-  if (batch == 0) return;
-  if (batch < 0)
-    throw ipu::error(ipu::error_category::usage, "--batch " + std::to_string(batch) + " is negative", "--batch",
-                     "give the number of samples per micro-batch");
-  std::map<std::string, bool> initializers;
-  for (const auto& t : m.graph().initializer()) initializers[t.name()] = true;
-  for (const auto& in : m.graph().input()) {
-    if (initializers.count(in.name()) || shapes.count(in.name())) continue;
-    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
-    const auto& dims = in.type().tensor_type().shape().dim();
-    if (dims.empty()) continue;
-    std::vector<std::int64_t> fixed;
-    bool dynamic_rest = false;
-    for (int i = 0; i < dims.size(); ++i) {
-      if (i == 0) {
-        if (dims[0].has_dim_value() && dims[0].dim_value() != batch)
-          throw ipu::error(ipu::error_category::usage,
-                           "input '" + in.name() + "' has a fixed batch dimension of " +
-                               std::to_string(dims[0].dim_value()) + ", not " + std::to_string(batch),
-                           "--batch " + std::to_string(batch),
-                           "--batch only sets dynamic batch dimensions; drop it, or export the model with a dynamic batch");
-        fixed.push_back(batch);
-      } else if (dims[i].has_dim_value()) {
-        fixed.push_back(dims[i].dim_value());
-      } else {
-        dynamic_rest = true;
-      }
-    }
-    if (dynamic_rest) continue;  // the importer names the dimension still dynamic
-    if (!dims[0].has_dim_value()) shapes.emplace(in.name(), std::move(fixed));
-  }
-}
-
-}  // namespace compile_detail
 
 inline void run_compile(const compile_args& a) {
   namespace fs = std::filesystem;
   const fs::path path = a.model;
   refuse_overwriting_inputs(a.output.empty() ? fs::path(path.stem().string() + ".popef") : fs::path(a.output), {path}, "-o");
-  const auto mode = compile_detail::parse_strategy(a.strategy);
+  const auto mode = parse_strategy(a.strategy);
   if (a.cache_dir) {  // checked before the slow part; the cache checks it again when compiling
     if (a.cache_dir->empty())
       throw ipu::error(ipu::error_category::usage, "--cache-dir is empty", "--cache-dir",
                        "give the executable cache directory, or leave the option out");
     (void)ipu::popef::executable_cache(*a.cache_dir, "--cache-dir");
   }
-  if (a.batches_per_step < 1)
+  std::int64_t batches_per_step = a.batches_per_step, replicas = a.replicas;
+  if (!a.options_file.empty()) {
+    static constexpr std::string_view applied[] = {"deviceIterations(", "replicationFactor("};
+    ipu::options base;
+    base.device_iterations(batches_per_step).replication_factor(replicas);
+    const auto f = read_options_file(a.options_file, base, applied, "ipu compile");
+    take_from_file(batches_per_step, f.device_iterations(), a.batches_per_step_given, "--batches-per-step",
+                   "deviceIterations", a.options_file);
+    take_from_file(replicas, f.replication_factor(), a.replicas_given, "--replicas", "replicationFactor", a.options_file);
+  }
+  if (batches_per_step < 1)
     throw ipu::error(ipu::error_category::usage, "--batches-per-step must be at least 1", "--batches-per-step",
                      "give the device iterations per step, e.g. 8");
-  ipu::onnx::import_options io;
-  io.input_shapes = parse_input_shapes(a.input_shapes);
-  io.base_dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  auto proto = std::make_shared<::onnx::ModelProto>();
-  ipu::onnx::read_proto_file(*proto, path, "ONNX model");
-  compile_detail::apply_batch(*proto, a.batch, io.input_shapes);
-  ipu::graph g;
-  try {
-    g = ipu::onnx::import_model(std::move(proto), io);
-  } catch (const ipu::error& e) {
-    throw ipu::error(e.category(), e.message(), path.string() + (e.location().empty() ? "" : ": " + e.location()), e.hint());
-  }
+  ipu::graph g = load_model_with_batch(path, a.batch, parse_input_shapes(a.input_shapes));
 
   ipu::options opts;
-  opts.device_iterations(a.batches_per_step).replication_factor(a.replicas);
+  opts.device_iterations(batches_per_step).replication_factor(replicas);
   if (a.cache_dir) opts.enable_executable_caching(*a.cache_dir);
   if (a.precision == "fp16") opts.precision(ipu::data_type::F16);
   else if (a.precision == "fp32") opts.precision(ipu::data_type::F32);
@@ -156,7 +110,7 @@ inline void run_compile(const compile_args& a) {
       if (device.kind != ipu::device_kind::ipu)
         throw ipu::error(ipu::error_category::usage, "cannot split a model into phases for the host device",
                          "--device " + a.device, "the automatic planner needs an IPU's figures: use mk1, mk2 or bow");
-      const auto per_replica = static_cast<std::uint32_t>(std::max<std::int64_t>(1, a.ipus / std::max<std::int64_t>(1, a.replicas)));
+      const auto per_replica = static_cast<std::uint32_t>(std::max<std::int64_t>(1, a.ipus / std::max<std::int64_t>(1, replicas)));
       ipu::auto_plan_options ao;
       ao.min_phases = a.phases;
       g = ipu::propose_phases(g, ipu::make_device_description(device.arch, per_replica), per_replica,
@@ -196,18 +150,24 @@ inline void add_compile_command(CLI::App& app) {
   cmd->add_option("--device", a->device, "mk1, mk2, bow or cpu")->capture_default_str();
   cmd->add_option("--ipus", a->ipus, "IPUs of the device (a power of two)")->check(CLI::Range(1u, 1024u))->capture_default_str();
   cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "samples per micro-batch: sets every input's dynamic leading dimension")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
-  cmd->add_option("--batches-per-step", a->batches_per_step, "device iterations per step")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
+  cmd->add_option("--batch", a->batch, "samples per micro-batch: the leading dimension of every graph input --input-shape does not name")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
+  auto* bps = cmd->add_option("--batches-per-step,--device-iterations", a->batches_per_step, "micro-batches per step (device iterations)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
   cmd->add_option("--precision", a->precision, "fp16 or fp32: convert the model's float tensors");
   cmd->add_option("--input-shape", a->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
-  cmd->add_option("--phases", a->phases, "phased strategies: the fewest phases to split an unannotated model into (more when one would not fit)")->capture_default_str();
-  cmd->add_option("--replicas", a->replicas, "replication factor")->check(CLI::Range(std::int64_t{1}, std::int64_t{1024}))->capture_default_str();
+  cmd->add_option("--phases", a->phases, "phased strategies: the fewest phases to split an unannotated model into (more when one would not fit)")->check(CLI::Range(2u, 1u << 16))->capture_default_str();
+  auto* replicas = cmd->add_option("--replicas", a->replicas, "replication factor")->check(CLI::Range(std::int64_t{1}, std::int64_t{1024}))->capture_default_str();
   cmd->add_option("--name", a->name, "the executable's name (default: the graph's)");
   cmd->add_flag("--no-compress", a->no_compress, "store the executable uncompressed");
   cmd->add_option("--cache-dir", a->cache_dir,
                   "executable cache directory: a compile done before is loaded from it (default: IPU_CACHE_DIR, "
                   "else POPTORCH_CACHE_DIR)");
-  cmd->callback([a] { run_compile(*a); });  // errors reach main, which prints one line
+  cmd->add_option("--options", a->options_file,
+                  "a PopTorch options file: deviceIterations and replicationFactor (other settings are refused)");
+  cmd->callback([a, bps, replicas] {
+    a->batches_per_step_given = bps->count() > 0;
+    a->replicas_given = replicas->count() > 0;
+    run_compile(*a);
+  });  // errors reach main, which prints one line
 }
 
 }  // namespace ipu_cli

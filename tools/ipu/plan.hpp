@@ -35,6 +35,8 @@
 #include <string>
 #include <vector>
 
+#include "common_options.hpp"
+#include "input_shapes.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
@@ -55,13 +57,14 @@ struct plan_args {
   std::string model;
   std::string device = "mk2";
   std::uint32_t ipus = 1;
-  std::string strategy = "pipelined";
+  std::string strategy = default_strategy;
   std::uint32_t replicas = 1;
   std::int64_t batch = 0;  // 0: as the model declares
+  std::vector<std::string> input_shapes;  // NAME=D0,D1,...
   std::string precision;   // "": as the model declares
   std::string partials = "fp32";
   std::string liveness = "always-live";
-  std::uint64_t device_iterations = 16;
+  std::uint64_t device_iterations = default_batches_per_step;
   double available_memory_proportion = 0.6;
   bool auto_round = false;
   std::string trace;
@@ -72,24 +75,13 @@ struct plan_args {
   std::optional<double> momentum;
   std::optional<std::uint64_t> gradient_accumulation;
   bool shard_optimizer_state = false;
+  std::string options_file;
+  bool device_iterations_given = false, replicas_given = false;
 };
 
 namespace detail {
 
-inline std::string lower(std::string s) {
-  for (auto& c : s) c = static_cast<char>(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-  return s;
-}
-
-inline ipu::execution_mode parse_strategy(const std::string& s) {
-  const auto l = lower(s);
-  if (l == "sharded") return ipu::execution_mode::sharded;
-  if (l == "pipelined") return ipu::execution_mode::pipelined;
-  if (l == "serial-phased") return ipu::execution_mode::serial_phased;
-  if (l == "parallel-phased") return ipu::execution_mode::parallel_phased;
-  throw ipu::error(ipu::error_category::usage, "unknown strategy '" + s + "'", "--strategy",
-                   "use sharded, pipelined, serial-phased or parallel-phased");
-}
+inline std::string lower(std::string s) { return lower_case(std::move(s)); }
 
 inline ipu::liveness parse_liveness(const std::string& s) {
   const auto l = lower(s);
@@ -106,57 +98,6 @@ inline ipu::data_type parse_float_type(const std::string& s, const char* flag) {
   if (l == "fp32" || l == "float32" || l == "f32") return ipu::data_type::F32;
   if (l == "fp16" || l == "float16" || l == "f16" || l == "half") return ipu::data_type::F16;
   throw ipu::error(ipu::error_category::usage, "unknown precision '" + s + "'", flag, "use fp32 or fp16");
-}
-
-/// Loads the model with every graph input's leading dimension set to `batch` (0: unchanged). A
-/// dynamic leading dimension is fixed through the importer's input-shape option; a fixed one is
-/// rewritten in the model (with the recorded intermediate shapes dropped, so inference redoes them).
-inline ipu::graph load(const std::string& path, std::int64_t batch) {
-  if (batch == 0) return ipu::onnx::load_model(path);
-  if (batch < 0)
-    throw ipu::error(ipu::error_category::usage, "--batch " + std::to_string(batch) + " is negative", "--batch",
-                     "give a positive batch size");
-  auto model = std::make_shared<::onnx::ModelProto>();
-  ipu::onnx::read_proto_file(*model, path, "ONNX model");
-  auto& g = *model->mutable_graph();
-  std::vector<std::string> initializers;
-  for (const auto& i : g.initializer()) initializers.push_back(i.name());
-  ipu::onnx::import_options opt;
-  opt.base_dir = std::filesystem::path(path).parent_path();
-  if (opt.base_dir.empty()) opt.base_dir = ".";
-  bool rewritten = false;
-  for (auto& in : *g.mutable_input()) {
-    if (std::find(initializers.begin(), initializers.end(), in.name()) != initializers.end()) continue;
-    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
-    auto* shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
-    if (shape->dim_size() == 0) continue;
-    auto* d0 = shape->mutable_dim(0);
-    if (d0->has_dim_value()) {
-      if (d0->dim_value() == batch) continue;
-      d0->set_dim_value(batch);
-      rewritten = true;
-    } else {
-      std::vector<std::int64_t> dims;
-      for (int i = 0; i < shape->dim_size(); ++i) {
-        const auto& d = shape->dim(i);
-        if (i == 0) dims.push_back(batch);
-        else if (d.has_dim_value()) dims.push_back(d.dim_value());
-        else
-          throw ipu::error(ipu::error_category::usage,
-                           "input '" + in.name() + "' has the dynamic dimension " + std::to_string(i) + " besides the batch",
-                           "--batch", "export the model with static dimensions other than the batch");
-      }
-      opt.input_shapes[in.name()] = dims;
-    }
-  }
-  if (rewritten) {
-    g.clear_value_info();
-    for (auto& out : *g.mutable_output())
-      if (out.type().has_tensor_type() && out.type().tensor_type().has_shape() &&
-          out.type().tensor_type().shape().dim_size() > 0)
-        out.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
-  }
-  return ipu::onnx::import_model(std::move(model), opt);
 }
 
 inline bool annotated(const ipu::graph& g) {
@@ -325,9 +266,31 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
 
 }  // namespace detail
 
-inline void plan_command(const plan_args& a) {
+inline void plan_command(const plan_args& args) {
   using namespace ipu;
-  const auto mode = detail::parse_strategy(a.strategy);
+  plan_args a = args;  // with the options file's settings
+  if (!a.options_file.empty()) {
+    static constexpr std::string_view applied[] = {"deviceIterations(", "replicationFactor(", "autoRoundNumIPUs("};
+    options base;
+    base.device_iterations(static_cast<std::int64_t>(a.device_iterations))
+        .replication_factor(static_cast<std::int64_t>(a.replicas))
+        .auto_round_num_ipus(a.auto_round);
+    const auto f = read_options_file(a.options_file, base, applied, "ipu plan");
+    auto iterations = static_cast<std::int64_t>(a.device_iterations), replicas = static_cast<std::int64_t>(a.replicas);
+    take_from_file(iterations, f.device_iterations(), a.device_iterations_given, "--batches-per-step", "deviceIterations",
+                   a.options_file);
+    take_from_file(replicas, f.replication_factor(), a.replicas_given, "--replicas", "replicationFactor", a.options_file);
+    if (replicas > (1 << 20))
+      throw error(error_category::usage, "replicationFactor(" + std::to_string(replicas) + ") is too large",
+                  "--options '" + a.options_file + "'", "use at most 2^20 replicas");
+    a.device_iterations = static_cast<std::uint64_t>(iterations);
+    a.replicas = static_cast<std::uint32_t>(replicas);
+    if (args.auto_round && !f.auto_round_num_ipus())
+      throw error(error_category::usage, "--auto-round and the options file's autoRoundNumIPUs(False) disagree",
+                  "--options '" + a.options_file + "'", "set it in one place");
+    a.auto_round = f.auto_round_num_ipus();
+  }
+  const auto mode = parse_strategy(a.strategy);
   const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
   if (a.ipus == 0 || a.replicas == 0)
     throw error(error_category::usage, "--ipus and --replicas must be at least 1", "ipu plan", "pass positive counts");
@@ -392,7 +355,7 @@ inline void plan_command(const plan_args& a) {
   if (!a.precision.empty()) o.precision = detail::parse_float_type(a.precision, "--precision");
   o.partials_type = detail::parse_float_type(a.partials, "--partials");
 
-  graph model = detail::load(a.model, a.batch);
+  graph model = load_model_with_batch(a.model, a.batch, parse_input_shapes(a.input_shapes));
   if (a.train)
     // The cost model reads shapes, never weight values: dropping them lets a large model (BERT-Large's
     // 1.3 GB) be planned and its training step built without copies of its weights.
@@ -470,15 +433,16 @@ inline void add_plan_command(CLI::App& app) {
   cmd->add_option("--device", args->device, "mk1, mk2 or bow")->capture_default_str();
   cmd->add_option("--ipus", args->ipus, "IPUs per replica")->capture_default_str()->check(CLI::Range(1u, 1024u));
   cmd->add_option("--strategy", args->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
-  cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
-  cmd->add_option("--batch", args->batch, "set the leading dimension of every graph input (the micro-batch size)")
+  auto* replicas = cmd->add_option("--replicas", args->replicas, "replication factor")->capture_default_str()->check(CLI::Range(1u, 1u << 20));
+  cmd->add_option("--batch", args->batch, "samples per micro-batch: the leading dimension of every graph input --input-shape does not name")
       ->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
+  cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->add_option("--precision", args->precision, "fp32 or fp16: cost and store float tensors as this type");
   cmd->add_option("--partials", args->partials, "fp32 or fp16: matmul / convolution partial sums")->capture_default_str();
   cmd->add_option("--liveness", args->liveness,
                   "phased: always-live, off-chip-after-fwd, off-chip-after-fwd-no-overlap, off-chip-after-each-phase")
       ->capture_default_str();
-  cmd->add_option("--device-iterations", args->device_iterations, "micro-batches per step (batches per step)")
+  auto* iterations = cmd->add_option("--batches-per-step,--device-iterations", args->device_iterations, "micro-batches per step (device iterations)")
       ->capture_default_str()
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_option("--available-memory-proportion", args->available_memory_proportion,
@@ -500,7 +464,13 @@ inline void add_plan_command(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_flag("--replicated-tensor-sharding", args->shard_optimizer_state,
                 "--train: shard the optimizer state over the replicas (each keeps and updates 1/R of it)");
-  cmd->callback([args] { plan_command(*args); });
+  cmd->add_option("--options", args->options_file,
+                  "a PopTorch options file: deviceIterations, replicationFactor and autoRoundNumIPUs (others are refused)");
+  cmd->callback([args, iterations, replicas] {
+    args->device_iterations_given = iterations->count() > 0;
+    args->replicas_given = replicas->count() > 0;
+    plan_command(*args);
+  });
 }
 
 }  // namespace ipu_cli

@@ -1,29 +1,43 @@
 #pragma once
-// `ipu run MODEL [--input NAME=FILE]... [--data DIR] [--output-dir DIR] [--threads N] [--iterations N]
-//         [--clients N] [--trace FILE]`
+// `ipu run MODEL [--input NAME=FILE]... [--data DIR] [--output-dir DIR] [--threads N]
+//         [--iterations N | --duration S] [--warmup N] [--synthetic random|zeros] [--seed N]
+//         [--json FILE] [--progress] [--check [--rtol R] [--atol A]] [--clients N] [--trace FILE]`
 //
 // Runs a model and writes every graph output to OUTPUT_DIR/<name>.npy, where each character of
 // the name outside [A-Za-z0-9._-] becomes '_'. Inputs: FILE is a NumPy .npy or an ONNX TensorProto
 // .pb; `--data DIR` binds DIR/input_<i>.pb to the i-th graph input (the layout of ONNX's test data
-// sets). Any failure is an ipu::error, which main prints as one line (exit status 1).
+// sets). Without any input given, every input is invented (`--synthetic random`, the default,
+// seeded by `--seed`; or `zeros`); an explicit `--synthetic` also fills the inputs not given. Any
+// failure is an ipu::error, which main prints as one line (exit status 1; 2 for the parser's).
 //
-// An ONNX MODEL runs exactly on the host (the CPU device). With `--iterations N` it runs once to
-// warm up, then N timed times, and one line `latency_ms median=<x> min=<y> max=<z>` is printed.
+// Timing, as trtexec / onnxruntime_perf_test do it: `--warmup N` untimed runs (default 1), then
+// `--iterations N` runs or as many as `--duration S` seconds allow; printed are a `latency_ms` line
+// (mean, median, p90, p95, p99, min, max) and a `throughput` line (samples/s with the leading
+// dimension of the first input as the batch). A progress line goes to stderr every second after
+// the first two when stderr is a terminal or with --progress. `--json FILE` writes what the text
+// says (and every latency sample) as JSON. `--check` compares each output with DIR/output_<i>.pb
+// (or .npy) beside the --data inputs, as numpy.isclose with --rtol / --atol; a mismatch is an
+// error naming every output that differs, and nothing is written.
+//
+// An ONNX MODEL runs exactly on the host (the CPU device).
 //
 // A MODEL ending in .popef (from `ipu compile`) is served by the Model Runtime
 // (runtime/model_runner.hpp) with the schedule the file holds — pipelined stages, phases, replicas
 // — on IPUs reserved from the simulated system, weights used in place. `--clients N` threads
-// submit requests (one micro-batch each, the inputs given): each its share of `--iterations` after
-// one warm-up request, or one request without `--iterations`. Every response must equal the
-// first bit for bit; it is the one written, and it equals what `ipu run` gives for the ONNX model.
-// With `--iterations`, latency_ms (per request, submit to response) and a `throughput` line are
-// printed. `--trace FILE` writes the runtime's last step as a Chrome trace (host lanes: one per
-// pipeline stage, phased IPU or replica). `--threads` is each engine worker's kernel threads there
-// (0: every hardware thread, as for the CPU device: results depend on the kernels' thread count, so
-// equal counts give equal bits).
+// submit requests (one micro-batch each, the inputs given): each its share of `--iterations` (or
+// requests until `--duration` ends) after the warm-up, or one request without timing. Every response
+// must equal the first bit for bit; it is the one written, and it equals what `ipu run` gives for
+// the ONNX model. Latency is per request, submit to response. `--trace FILE` writes the runtime's
+// last step as a Chrome trace (host lanes: one per pipeline stage, phased IPU or replica).
+// `--threads` is each engine worker's kernel threads there (0: every hardware thread, as for the
+// CPU device: results depend on the kernels' thread count, so equal counts give equal bits).
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -33,6 +47,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -40,6 +55,8 @@
 
 #include "input_shapes.hpp"
 #include "outputs.hpp"
+#include "common_options.hpp"
+#include "run_perf.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/io/npy.hpp"
@@ -58,7 +75,16 @@ struct run_args {
   std::string data_dir;
   std::string output_dir = ".";
   std::size_t threads = 0;
-  std::size_t iterations = 0;
+  std::size_t iterations = 0;  // 0: not given
+  double duration = 0;         // seconds; 0: not given
+  std::optional<std::size_t> warmup;  // unset: 1 when timing
+  std::optional<std::string> synthetic;  // unset: "random" when no input is given
+  std::optional<std::int64_t> seed;      // unset: 1
+  std::string json;
+  bool progress = false;
+  bool check = false;
+  double rtol = 1e-3, atol = 1e-5;
+  std::string options_file;            // PopTorch options: randomSeed is --seed
   std::optional<std::size_t> clients;  // PopEF only; unset: 1
   std::string trace;                   // PopEF only
 };
@@ -88,12 +114,22 @@ inline ipu::host_tensor read_input_file(const std::filesystem::path& p) {
               "give a NumPy .npy file or an ONNX TensorProto .pb file");
 }
 
-/// Prints `latency_ms median=<x> min=<y> max=<z>` for the given times.
-inline void print_latency(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  const auto n = ms.size();
-  const double median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
-  std::printf("latency_ms median=%.3f min=%.3f max=%.3f\n", median, ms.front(), ms.back());
+/// The most timed runs: every latency is kept for exact percentiles (80 MB of them at most).
+inline constexpr std::size_t max_timed_runs = 10'000'000;
+
+[[nodiscard]] inline bool timing(const run_args& a) { return a.iterations > 0 || a.duration > 0; }
+
+inline bool show_progress(const run_args& a) { return a.progress || ::isatty(2) != 0; }
+
+/// Adds the throughput line's common start to `text` and records it in `json`.
+inline void report_throughput(std::size_t runs, double seconds, std::int64_t batch, nlohmann::json& json, std::string& text) {
+  const double per_s = seconds > 0 ? static_cast<double>(runs) / seconds : 0.0;
+  run_perf::appendf(text, "throughput samples_per_s=%.1f iterations_per_s=%.1f iterations=%zu batch=%lld seconds=%.3f", per_s * static_cast<double>(batch),
+              per_s, runs, static_cast<long long>(batch), seconds);
+  json["throughput"] = {{"samples_per_s", per_s * static_cast<double>(batch)}, {"iterations_per_s", per_s}};
+  json["iterations"] = runs;
+  json["batch"] = batch;
+  json["seconds"] = seconds;
 }
 
 inline bool same_bits(const ipu::host_tensor& a, const ipu::host_tensor& b) {
@@ -104,7 +140,8 @@ inline bool same_bits(const ipu::host_tensor& a, const ipu::host_tensor& b) {
 /// the first response, in graph order.
 inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model& m,
                                                const std::map<std::string, ipu::host_tensor>& bound,
-                                               const run_args& a) {
+                                               const run_args& a, nlohmann::json& json,
+                                               std::string& text) {
   const auto& g = m.model();
   // The CPU device's messages for a missing or mismatched input, so both paths read alike.
   for (auto t : g.inputs()) {
@@ -129,11 +166,19 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
   for (const auto& [name, t] : bound) inputs.emplace(name, t.view());
 
   using clock = std::chrono::steady_clock;
+  const bool timed = timing(a);
   std::optional<ipu::runtime::output_map> first;
-  if (a.iterations) first = runner.execute(inputs);  // the warm-up
+  if (timed)
+    for (std::size_t i = 0; i < a.warmup.value_or(1); ++i) {
+      auto out = runner.execute(inputs);
+      if (!first) first = std::move(out);
+    }
   std::mutex lock;  // guards first, latencies and failure
   std::vector<double> latencies;
   std::exception_ptr failure;
+  std::atomic<std::size_t> done{0}, finished{0};
+  std::atomic<bool> stop{false};  // set on a failure, so the other clients end too
+  clock::time_point t0;
   // Each client keeps up to a step's worth of requests in flight, so one client can fill a step.
   const std::size_t window = std::max<std::size_t>(1, static_cast<std::size_t>(runner.requests_per_step()));
   auto client = [&](std::size_t share) {
@@ -141,11 +186,12 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
       std::vector<std::pair<clock::time_point, ipu::runtime::future_map>> in_flight;
       std::vector<double> mine;
       auto finish_one = [&] {
-        auto& [t0, futures] = in_flight.front();
+        auto& [start, futures] = in_flight.front();
         ipu::runtime::output_map out;
         for (auto& [name, f] : futures) out.emplace(name, f.get());
-        mine.push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+        mine.push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
         in_flight.erase(in_flight.begin());
+        ++done;
         std::lock_guard l(lock);
         if (!first) {
           first = std::move(out);
@@ -156,7 +202,14 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
             throw ipu::error(ipu::error_category::runtime, "two responses to the same request differ in '" + name + "'",
                              "ipu run", "this is a bug in the runtime; please report it");
       };
-      for (std::size_t i = 0; i < share; ++i) {
+      for (std::size_t i = 0; !stop; ++i) {
+        if (a.duration > 0) {  // at least one request each, then until the time is up
+          if (i > 0 && (std::chrono::duration<double>(clock::now() - t0).count() >= a.duration ||
+                        done.load() >= max_timed_runs))
+            break;
+        } else if (i >= share) {
+          break;
+        }
         if (in_flight.size() >= window) finish_one();
         in_flight.emplace_back(clock::now(), runner.execute_async(inputs));
       }
@@ -164,25 +217,37 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
       std::lock_guard l(lock);
       latencies.insert(latencies.end(), mine.begin(), mine.end());
     } catch (...) {
+      stop = true;
       std::lock_guard l(lock);
       if (!failure) failure = std::current_exception();
     }
+    ++finished;
   };
-  const auto t0 = clock::now();
+  t0 = clock::now();
   std::vector<std::thread> threads;
   for (std::size_t c = 0; c < clients; ++c) {
     const std::size_t share = a.iterations ? a.iterations / clients + (c < a.iterations % clients ? 1 : 0) : 1;
     threads.emplace_back(client, share);
   }
+  if (timed) {
+    run_perf::progress_line progress(show_progress(a), a.iterations, a.duration);
+    while (finished < clients) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      progress.tick(done, std::chrono::duration<double>(clock::now() - t0).count());
+    }
+  }
   for (auto& t : threads) t.join();
   const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
   if (failure) std::rethrow_exception(failure);
-  if (a.iterations) {
-    print_latency(latencies);
-    std::printf("throughput requests_per_s=%.1f requests=%zu clients=%zu steps=%llu requests_per_step=%llu\n",
-                static_cast<double>(latencies.size()) / seconds, latencies.size(), clients,
+  if (timed) {
+    run_perf::report_latency(latencies, json, text);
+    report_throughput(latencies.size(), seconds, run_perf::batch_size(g), json, text);
+    run_perf::appendf(text, " clients=%zu steps=%llu requests_per_step=%llu\n", clients,
                 static_cast<unsigned long long>(runner.steps_run()),
                 static_cast<unsigned long long>(runner.requests_per_step()));
+    json["clients"] = clients;
+    json["steps"] = runner.steps_run();
+    json["requests_per_step"] = runner.requests_per_step();
   }
   if (!a.trace.empty()) {
     std::ofstream out(a.trace, std::ios::trunc);
@@ -190,15 +255,33 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
     if (!out)
       throw ipu::error(ipu::error_category::io, "cannot write the trace", "--trace '" + a.trace + "'",
                        "give a writable file path");
-    std::printf("wrote trace %s\n", a.trace.c_str());
+    run_perf::appendf(text, "wrote trace %s\n", a.trace.c_str());
+    json["trace"] = a.trace;
   }
   std::vector<ipu::host_tensor> outputs;
   for (auto t : g.outputs()) outputs.push_back(first->at(g.tensor(t).name));
   return outputs;
 }
 
-inline void run_command(const run_args& a) {
+inline void run_command(const run_args& args) {
   namespace fs = std::filesystem;
+  run_args a = args;  // with the options file's seed
+  if (!a.options_file.empty()) {
+    // A PopEF file holds its schedule and an ONNX model runs on the host: only the seed applies.
+    static constexpr std::string_view applied[] = {"randomSeed("};
+    ipu::options base;
+    if (a.seed) base.random_seed(static_cast<std::uint64_t>(*a.seed));
+    const auto f = read_options_file(a.options_file, base, applied, "ipu run");
+    if (f.random_seed() && (!a.seed || static_cast<std::uint64_t>(*a.seed) != *f.random_seed())) {
+      if (a.seed)
+        throw ipu::error(ipu::error_category::usage, "--seed and the options file's randomSeed disagree",
+                         "--options '" + a.options_file + "'", "set it in one place");
+      if (*f.random_seed() > static_cast<std::uint64_t>(INT64_MAX))
+        throw ipu::error(ipu::error_category::usage, "randomSeed is above 2^63 - 1", "--options '" + a.options_file + "'",
+                         "use a smaller seed");
+      a.seed = static_cast<std::int64_t>(*f.random_seed());
+    }
+  }
   ipu::onnx::import_options options;
   options.input_shapes = parse_input_shapes(a.input_shapes);
   const bool is_popef = fs::path(a.model).extension() == ".popef";
@@ -210,6 +293,21 @@ inline void run_command(const run_args& a) {
   if (!is_popef && !a.trace.empty())
     throw ipu::error(ipu::error_category::usage, "--trace applies to a PopEF file, not an ONNX model", "--trace",
                      "compile the model with ipu compile and run the .popef file");
+  if (a.warmup && !timing(a))
+    throw ipu::error(ipu::error_category::usage, "--warmup applies to a timed run", "--warmup",
+                     "add --iterations N or --duration S, or leave --warmup out");
+  if (a.progress && !timing(a))
+    throw ipu::error(ipu::error_category::usage, "--progress applies to a timed run", "--progress",
+                     "add --iterations N or --duration S, or leave --progress out");
+  if (a.check && a.data_dir.empty())
+    throw ipu::error(ipu::error_category::usage, "--check compares with the output_<i>.pb files beside the --data inputs",
+                     "--check", "add --data DIR (an ONNX test data set directory)");
+  if (a.seed && a.synthetic == "zeros")
+    throw ipu::error(ipu::error_category::usage, "--seed applies to random inputs, not zeros", "--seed",
+                     "use --synthetic random, or leave --seed out");
+  if (a.synthetic && *a.synthetic != "random" && *a.synthetic != "zeros")
+    throw ipu::error(ipu::error_category::usage, "unknown --synthetic '" + *a.synthetic + "'", "--synthetic",
+                     "use random or zeros");
   std::optional<ipu::popef::compiled_model> compiled;
   ipu::graph onnx_graph;
   if (is_popef) {
@@ -264,6 +362,38 @@ inline void run_command(const run_args& a) {
     bind(spec.substr(0, eq), spec.substr(eq + 1));
   }
 
+  // Invented inputs: all of them when none is given, else with --synthetic the ones not given.
+  nlohmann::json json = {{"model", a.model}};
+  json["inputs"] = nlohmann::json::array();
+  std::string text;  // stdout, printed once everything has succeeded
+  const bool invent = bound.empty() || a.synthetic;
+  const std::string mode = a.synthetic.value_or("random");
+  std::mt19937_64 rng(static_cast<std::uint64_t>(a.seed.value_or(1)));
+  std::size_t invented = 0;
+  for (auto t : g.inputs()) {
+    const auto& node = g.tensor(t);
+    nlohmann::json in = {{"name", node.name}, {"type", ipu::to_string(node.info)}};
+    if (auto it = source.find(node.name); it != source.end()) {
+      in["file"] = it->second;
+    } else if (invent) {
+      bound.emplace(node.name, run_perf::synthetic_tensor(node.info, mode, rng));
+      in["synthetic"] = mode;
+      if (mode == "random") in["seed"] = a.seed.value_or(1);
+      run_perf::appendf(text, "synthetic input %s %s %s", node.name.c_str(), ipu::to_string(node.info).c_str(), mode.c_str());
+      if (mode == "random") run_perf::appendf(text, " seed=%llu", static_cast<unsigned long long>(a.seed.value_or(1)));
+      text += '\n';
+      ++invented;
+    }
+    json["inputs"].push_back(std::move(in));
+  }
+  if ((a.synthetic || a.seed) && invented == 0)
+    throw ipu::error(ipu::error_category::usage, "every input is given, so there is nothing to invent",
+                     a.synthetic ? "--synthetic" : "--seed (or randomSeed)", "leave it out, or give fewer inputs");
+  if (a.check && invented > 0)
+    throw ipu::error(ipu::error_category::usage, "--check needs the data set's inputs, but " + std::to_string(invented) +
+                                                     " input(s) are invented",
+                     "--check", "give every input in --data DIR, or leave --check out");
+
   // Output files, checked before running so a clash does not cost a run.
   std::vector<fs::path> out_paths;
   std::map<std::string, std::string> taken;
@@ -278,34 +408,90 @@ inline void run_command(const run_args& a) {
     refuse_overwriting_inputs(out_paths.back(), read_files, "--output-dir");
   }
 
+  // The ONNX graph moves into the device below: what is needed of it afterwards, kept here.
+  std::vector<std::string> output_names;
+  for (auto t : g.outputs()) output_names.push_back(g.tensor(t).name);
+  const std::int64_t batch = run_perf::batch_size(g);
+
   std::vector<ipu::host_tensor> outputs;
   if (compiled) {
-    outputs = run_popef(*compiled, bound, a);
+    outputs = run_popef(*compiled, bound, a, json, text);
   } else {
     ipu::cpu::device dev(std::move(onnx_graph), {.threads = a.threads});
     ipu::cpu::named_tensors inputs;
     for (const auto& [name, t] : bound) inputs.emplace_back(name, t.view());
-    outputs = dev.run(inputs);  // also the warm-up when timing
-    if (a.iterations) {
+    if (!timing(a)) {
+      outputs = dev.run(inputs);
+    } else {
+      for (std::size_t i = 0; i < a.warmup.value_or(1); ++i) outputs = dev.run(inputs);
+      using clock = std::chrono::steady_clock;
       std::vector<double> ms;
-      ms.reserve(a.iterations);
-      for (std::size_t i = 0; i < a.iterations; ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
+      ms.reserve(a.duration > 0 ? 1024 : std::min<std::size_t>(a.iterations, 1 << 16));
+      run_perf::progress_line progress(show_progress(a), a.iterations, a.duration);
+      const auto t0 = clock::now();
+      for (;;) {
+        const double elapsed = std::chrono::duration<double>(clock::now() - t0).count();
+        progress.tick(ms.size(), elapsed);
+        if (a.duration > 0 ? !ms.empty() && (elapsed >= a.duration || ms.size() >= max_timed_runs) : ms.size() >= a.iterations)
+          break;
+        const auto start = clock::now();
         outputs = dev.run(inputs);
-        ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+        ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
       }
-      print_latency(std::move(ms));
+      const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
+      run_perf::report_latency(ms, json, text);
+      report_throughput(ms.size(), seconds, batch, json, text);
+      text += '\n';
     }
   }
+  json["warmup"] = timing(a) ? a.warmup.value_or(1) : 0;
+
+  // --check: every output against its reference, all differences in one error, before writing.
+  if (a.check) {
+    std::string mismatches;
+    json["check"] = {{"rtol", a.rtol}, {"atol", a.atol}, {"outputs", nlohmann::json::array()}};
+    for (std::size_t i = 0; i < outputs.size(); ++i) {
+      const auto& name = output_names[i];
+      const auto ref = run_perf::reference_file(a.data_dir, i);
+      if (!ref)
+        throw ipu::error(ipu::error_category::usage,
+                         "no reference for output " + std::to_string(i) + " '" + name + "' (output_" + std::to_string(i) +
+                             ".pb or .npy)",
+                         "--data '" + a.data_dir + "'", "add the reference file, or leave --check out");
+      const auto why = run_perf::compare(outputs[i], read_input_file(*ref), a.rtol, a.atol);
+      if (!why.empty()) mismatches += (mismatches.empty() ? "" : "; ") + ("'" + name + "' vs " + ref->filename().string() + ": " + why);
+      run_perf::appendf(text, "check %s %s against %s\n", name.c_str(), why.empty() ? "ok" : "MISMATCH",
+                        ref->string().c_str());
+      json["check"]["outputs"].push_back({{"name", name}, {"reference", ref->string()}, {"ok", why.empty()}});
+    }
+    if (!mismatches.empty())
+      throw ipu::error(ipu::error_category::runtime, "outputs differ from the references: " + mismatches,
+                       "--check (rtol " + std::to_string(a.rtol) + ", atol " + std::to_string(a.atol) + ")",
+                       "a real difference, or loosen --rtol / --atol");
+  }
+
   std::error_code ec;
   fs::create_directories(a.output_dir, ec);
   if (!fs::is_directory(a.output_dir))
     throw ipu::error(ipu::error_category::io, "cannot create the output directory", "--output-dir '" + a.output_dir + "'",
                 "give a writable directory");
+  json["outputs"] = nlohmann::json::array();
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     ipu::io::write_npy(out_paths[i], outputs[i]);
-    std::printf("wrote %s %s\n", out_paths[i].string().c_str(), ipu::to_string(outputs[i].info()).c_str());
+    run_perf::appendf(text, "wrote %s %s\n", out_paths[i].string().c_str(), ipu::to_string(outputs[i].info()).c_str());
+    json["outputs"].push_back({{"name", output_names[i]},
+                               {"file", out_paths[i].string()},
+                               {"type", ipu::to_string(outputs[i].info())}});
   }
+  if (!a.json.empty()) {
+    std::ofstream out(a.json, std::ios::trunc);
+    if (out) out << json.dump(2) << '\n';
+    if (!out)
+      throw ipu::error(ipu::error_category::io, "cannot write the JSON report", "--json '" + a.json + "'",
+                       "give a writable file path");
+    run_perf::appendf(text, "wrote %s (JSON report)\n", a.json.c_str());
+  }
+  std::fputs(text.c_str(), stdout);
 }
 
 /// Adds the `run` subcommand to the tool.
@@ -320,14 +506,40 @@ inline void add_run_command(CLI::App& app) {
   cmd->add_option("--threads", args->threads, "kernel threads (0: all hardware threads; PopEF: per engine worker)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1024}))
       ->capture_default_str();
-  cmd->add_option("--iterations", args->iterations, "time N runs after a warm-up and print latency_ms")
+  auto* iterations = cmd->add_option("--iterations", args->iterations, "time N runs after the warm-up")
+                         ->check(CLI::Range(std::size_t{1}, max_timed_runs));
+  cmd->add_option("--duration", args->duration, "time runs for S seconds after the warm-up (at least one run, at most 10^7)")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            double d = 0;
+            return CLI::detail::lexical_cast(v, d) && d > 0 && d < 1e9 ? std::string() : "--duration " + v + " is not a positive number of seconds";
+          },
+          "SECONDS > 0"))
+      ->excludes(iterations);
+  cmd->add_option("--warmup", args->warmup, "untimed runs before timing (default 1)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1} << 31));
+  cmd->add_option("--synthetic", args->synthetic,
+                  "random or zeros: invent the inputs not given (default: random, when no input is given)")
+      ->check(CLI::IsMember({"random", "zeros"}));
+  cmd->add_option("--seed", args->seed, "seed of the random inputs (default 1)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--json", args->json, "also write the report (and every latency sample) as JSON to FILE");
+  cmd->add_flag("--progress", args->progress, "a progress line on stderr every second of a long timed run (default: when stderr is a terminal)");
+  cmd->add_flag("--check", args->check, "compare the outputs with DIR/output_<i>.pb or .npy beside the --data inputs");
+  auto* rtol = cmd->add_option("--rtol", args->rtol, "--check: relative tolerance")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  auto* atol = cmd->add_option("--atol", args->atol, "--check: absolute tolerance")->check(CLI::Range(0.0, 1e30))->capture_default_str();
   cmd->add_option("--clients", args->clients,
                   "PopEF: N client threads stream the requests (each its share of --iterations; default 1)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1024}));  // 0 gets its own message below
   cmd->add_option("--trace", args->trace, "PopEF: write the runtime's last step as a Chrome trace to FILE");
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
-  cmd->callback([args] { run_command(*args); });  // errors reach main, which prints one line
+  cmd->add_option("--options", args->options_file,
+                  "a PopTorch options file: randomSeed seeds the invented inputs (other settings are refused)");
+  cmd->callback([args, rtol, atol] {
+    if ((rtol->count() > 0 || atol->count() > 0) && !args->check)
+      throw ipu::error(ipu::error_category::usage, "--rtol and --atol apply to --check", rtol->count() ? "--rtol" : "--atol",
+                       "add --check, or leave them out");
+    run_command(*args);
+  });  // errors reach main, which prints one line
 }
 
 }  // namespace ipu_cli

@@ -347,7 +347,7 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     throw usage("-o '" + a.trained + "' is neither .onnx nor .popef", "-o", "write TRAINED.onnx or TRAINED.popef");
   // Checked before training, which can be long.
   const bool planned = a.device || a.ipus || a.strategy;
-  const auto mode = compile_detail::parse_strategy(a.strategy.value_or("sharded"));
+  const auto mode = parse_strategy(a.strategy.value_or("sharded"));
   const auto device = ipu::device_from_name(a.device.value_or("mk2"), a.ipus.value_or(1));
   std::int64_t replicas = a.replicas.value_or(1);
   ipu::train::training_options o;
