@@ -111,6 +111,11 @@ TEST_CASE("options: fluent setters and getters") {
   CHECK(o.partials_type() == ipu::data_type::F16);
   CHECK(o.process_id() == 1);
   CHECK(o.num_processes() == 2);
+  // Read back as set; the session refuses the two whose effect the library does not have.
+  CHECK_THROWS_WITH_AS(o.validate(true), doctest::Contains("enableSyntheticData(True) is not supported"), ipu::error);
+  o.enable_synthetic_data(false);
+  CHECK_THROWS_WITH_AS(o.validate(true), doctest::Contains("Distributed.configureProcessId is not supported"), ipu::error);
+  o.distributed_process(0, 1);
   CHECK_NOTHROW(o.validate(true));
   o.disable_executable_caching();
   CHECK_FALSE(o.executable_cache_dir().has_value());
