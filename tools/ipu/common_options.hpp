@@ -14,6 +14,7 @@
 
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "import_limits.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/poptorch/options.hpp"
@@ -53,7 +54,7 @@ inline ipu::graph load_model_with_batch(const std::filesystem::path& path, std::
     throw ipu::error(ipu::error_category::usage, "--batch " + std::to_string(batch) + " is negative", "--batch",
                      "give the number of samples per micro-batch");
   if (batch == 0) {
-    ipu::onnx::import_options io;
+    auto io = limited_import_options();
     io.input_shapes = std::move(shapes);
     return ipu::onnx::load_model(path, io);
   }
@@ -92,7 +93,7 @@ inline ipu::graph load_model_with_batch(const std::filesystem::path& path, std::
           out.type().tensor_type().shape().dim_size() > 0)
         out.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
   }
-  ipu::onnx::import_options io;
+  auto io = limited_import_options();
   io.input_shapes = std::move(shapes);
   io.base_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   try {

@@ -18,6 +18,7 @@
 #include "ipu/error.hpp"
 #include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
+#include "import_limits.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/onnx/unsupported.hpp"
@@ -80,7 +81,7 @@ inline void run_info(const info_args& args, std::ostream& out) {
     throw ipu::error(ipu::error_category::onnx, ipu::onnx::describe_unsupported(unsupported, model->graph().name()),
                      path.string(), "pass --allow-unsupported to describe the model anyway");
 
-  ipu::onnx::import_options options;
+  auto options = limited_import_options();
   options.input_shapes = parse_input_shapes(args.input_shapes);
   options.base_dir = path.parent_path().empty() ? std::filesystem::path(".") : path.parent_path();
   options.check_supported = false;  // reported below instead

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "compile.hpp"
+#include "import_limits.hpp"
 #include "info.hpp"
 #include "inspect.hpp"
 #include "ipu/error.hpp"
@@ -47,6 +48,8 @@ int main(int argc, char** argv) {
 #ifdef IPU_HAVE_SERVE
   ipu_cli::add_serve_command(app);
 #endif
+  // The subcommands that import ONNX models take the importer's caps.
+  for (const char* name : {"info", "run", "plan", "compile", "train"}) ipu_cli::add_import_limit_options(*app.get_subcommand(name));
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -282,7 +282,7 @@ inline void run_command(const run_args& args) {
       a.seed = static_cast<std::int64_t>(*f.random_seed());
     }
   }
-  ipu::onnx::import_options options;
+  auto options = limited_import_options();
   options.input_shapes = parse_input_shapes(a.input_shapes);
   const bool is_popef = fs::path(a.model).extension() == ".popef";
   if (a.clients && *a.clients == 0)

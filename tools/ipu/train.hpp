@@ -379,7 +379,7 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                 "--replicas", "use fewer micro-batches");
   const auto micro = o.gradient_accumulation * replicas;  // a step's micro-batches, over every replica
 
-  auto model = ipu::onnx::load_model(a.model);
+  auto model = ipu::onnx::load_model(a.model, limited_import_options());
   if (model.inputs().empty()) throw usage("the model has no inputs", a.model);
   const auto model_batch = model.tensor(model.inputs().front()).info.shape.rank() > 0
                                ? model.tensor(model.inputs().front()).info.shape[0]

@@ -228,8 +228,8 @@ inline void check_tensor_bytes(const graph& g, const import_options& opt, const 
       throw error(error_category::shape,
                   "tensor '" + single_line(t.name) + "' is " + to_string(t.info) + ", " + size_text(t.info.num_bytes()) +
                       ", more than the " + size_text(opt.max_tensor_bytes) + " any one tensor may hold",
-                  where, "if the model is trusted and the machine has the memory, raise import_options::max_tensor_bytes; "
-                  "otherwise fix the input shapes");
+                  where, "if the model is trusted and the machine has the memory, raise import_options::max_tensor_bytes "
+                  "(the ipu tool's --max-tensor-bytes); otherwise fix the input shapes");
   for (const auto& op : g.ops())
     for_each_subgraph(op, [&](const graph& body) {
       check_tensor_bytes(body, opt, where + ", a subgraph of " + op.type + " node '" + single_line(op.name) + "'");
@@ -245,7 +245,8 @@ inline void check_model_bytes(std::uint64_t serialized, std::uint64_t external, 
                 "the model holds " + detail::size_text(total) + " (" + std::to_string(serialized) + " serialized, " +
                     std::to_string(external) + " of external data), over the cap of " +
                     detail::size_text(opt.max_model_bytes),
-                where, "if the model is trusted and fits in memory, raise import_options::max_model_bytes");
+                where, "if the model is trusted and fits in memory, raise import_options::max_model_bytes (the ipu tool's "
+                "--max-model-bytes)");
 }
 
 /// Checks (and maps, once per file) external-data locations before ONNX's checker touches the file
