@@ -79,6 +79,11 @@ TEST_CASE("slice ops: Pad in constant, reflect, edge and wrap modes - negative p
   // opset-18 axes input: pad only axis 1.
   auto f = run1("Pad", {f32({1, 2}, {1, 2}), i64({2}, {1, 1}), f32({}, {-1}), i64({1}, {-1})}, f32_info({1, 4}));
   CHECK(values<float>(f) == std::vector<float>{-1, 1, 2, -1});
+  // Pads are data from strangers (the ONNX fuzzer's find): pads whose sum overflows, or that
+  // disagree with the planned output, are errors before any table is sized from them.
+  CHECK_THROWS_WITH_AS(run1("Pad", {y, i64({4}, {0, big, 0, big})}, s64({2, 3})), doctest::Contains("overflow"), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("Pad", {y, i64({4}, {0, 1 << 30, 0, 0})}, s64({2, 3})),
+                       doctest::Contains("the input values give [2,1073741827]"), ipu::error);
 }
 
 TEST_CASE("slice ops: Expand broadcasts like numpy (including to a larger rank)") {

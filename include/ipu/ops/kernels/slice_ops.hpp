@@ -164,12 +164,23 @@ inline void pad_kernel(const kernel_context& ctx) {
   const std::string mode = ctx.attr_string("mode", "constant");
   if (mode != "constant" && mode != "edge" && mode != "reflect" && mode != "wrap")
     throw ctx.fail("unknown Pad mode '" + mode + "'", "use constant, edge, reflect or wrap");
+  // Pads are data: the padded shape is checked (overflow, then against the planned output) before
+  // any table is sized from it.
+  std::vector<std::int64_t> padded(r);
+  for (std::size_t k = 0; k < r; ++k) {
+    std::int64_t out = 0;
+    if (__builtin_add_overflow(is[k], begin[k], &out) || __builtin_add_overflow(out, end[k], &out))
+      throw ctx.fail("pads " + std::to_string(begin[k]) + " and " + std::to_string(end[k]) + " of axis " +
+                         std::to_string(k) + " overflow its length", "give pads that fit the tensor");
+    if (out < 0) throw ctx.fail("pads remove more than axis " + std::to_string(k) + " holds", "reduce the negative pads");
+    padded[k] = out;
+  }
+  check_output_shape(ctx, 0, shape(padded));
   axis_tables t;
   const auto st = is.strides();
   for (std::size_t k = 0; k < r; ++k) {
     const std::int64_t n = is[k];
-    const std::int64_t out = n + begin[k] + end[k];
-    if (out < 0) throw ctx.fail("pads remove more than axis " + std::to_string(k) + " holds", "reduce the negative pads");
+    const std::int64_t out = padded[k];
     if (mode != "constant" && n == 0 && out > 0)
       throw ctx.fail("cannot " + mode + "-pad the empty axis " + std::to_string(k), "use constant mode");
     std::vector<std::int64_t> tab(static_cast<std::size_t>(out));
@@ -195,7 +206,6 @@ inline void pad_kernel(const kernel_context& ctx) {
     t.dims.push_back(out);
     t.offsets.push_back(std::move(tab));
   }
-  check_output_shape(ctx, 0, shape(t.dims));
   const std::size_t esize = size_of(x.info().type);
   std::vector<std::byte> value(esize, std::byte{0});
   if (ctx.has_input(2) && ctx.inputs[2].info().num_elements() > 0) {
