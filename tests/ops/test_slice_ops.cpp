@@ -117,6 +117,12 @@ TEST_CASE("slice ops: Tile repeats every axis") {
   CHECK(got == std::vector<float>{0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5, 0, 1, 2, 0, 1, 2, 3, 4, 5, 3, 4, 5});
   auto none = run1("Tile", {x, i64({2}, {0, 1})}, info(data_type::F16, {0, 3}));
   CHECK(none.info().num_elements() == 0);
+  // Repeats are data: an overflowing count, or one the planned output does not have, is an error
+  // before any table is sized from it.
+  CHECK_THROWS_WITH_AS(run1("Tile", {x, i64({2}, {big, 1})}, info(data_type::F16, {4, 6})), doctest::Contains("overflows"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS(run1("Tile", {x, i64({2}, {1 << 30, 1})}, info(data_type::F16, {4, 6})),
+                       doctest::Contains("the input values give [2147483648,3]"), ipu::error);
 }
 
 }  // namespace test_slice_ops

@@ -273,18 +273,24 @@ inline void tile_kernel(const kernel_context& ctx) {
     throw ctx.fail("repeats has " + std::to_string(repeats.size()) + " entries for a rank-" + std::to_string(is.rank()) +
                        " input",
                    "give one repeat count per axis");
-  std::vector<std::int64_t> dims;
+  // Repeats are data: the tiled shape is checked (overflow, then against the planned output)
+  // before any table is sized from it.
+  std::vector<std::int64_t> dims(is.rank());
+  for (std::size_t k = 0; k < is.rank(); ++k) {
+    if (repeats[k] < 0) throw ctx.fail("negative repeat count", "repeats must be >= 0");
+    if (__builtin_mul_overflow(is[k], repeats[k], &dims[k]))
+      throw ctx.fail("repeating axis " + std::to_string(k) + " " + std::to_string(repeats[k]) + " times overflows",
+                     "give repeat counts that fit the tensor");
+  }
+  check_output_shape(ctx, 0, shape(dims));
   axis_tables t;
   const auto st = is.strides();
   for (std::size_t k = 0; k < is.rank(); ++k) {
-    if (repeats[k] < 0) throw ctx.fail("negative repeat count", "repeats must be >= 0");
-    dims.push_back(is[k] * repeats[k]);
     t.dims.push_back(repeats[k]);
     t.offsets.emplace_back(static_cast<std::size_t>(repeats[k]), 0);
     t.dims.push_back(is[k]);
     t.offsets.push_back(linear_table(is[k], 0, 1, st[k]));
   }
-  check_output_shape(ctx, 0, shape(dims));
   gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
 }
 
