@@ -120,10 +120,13 @@ inline void emit(level l, std::string_view message) {
   std::fflush(stderr);
 }
 
-/// Reads IPU_LOG_LEVEL unless a level has been set already; returns the level in force.
+/// Reads IPU_LOG_LEVEL (else PopTorch's POPTORCH_LOG_LEVEL) unless a level has been set already;
+/// returns the level in force.
 inline int initialise_from_environment() {
   auto& s = global();
-  const char* env = std::getenv("IPU_LOG_LEVEL");
+  const char* name = "IPU_LOG_LEVEL";
+  const char* env = std::getenv(name);
+  if (!env || !*env) env = std::getenv(name = "POPTORCH_LOG_LEVEL");
   std::optional<level> parsed = (env && *env) ? parse_level(env) : std::optional<level>(default_level);
   const bool bad = !parsed;
   int expected = uninitialised;
@@ -131,7 +134,7 @@ inline int initialise_from_environment() {
   if (!s.current.compare_exchange_strong(expected, wanted, std::memory_order_acq_rel))
     return expected;  // set_level or another thread got there first
   if (bad)
-    emit(level::warn, "IPU_LOG_LEVEL='" + std::string(env) + "' is not a log level; using " +
+    emit(level::warn, std::string(name) + "='" + std::string(env) + "' is not a log level; using " +
                           std::string(to_string(default_level)) + " (accepted: " + std::string(accepted_levels) + ")");
   return wanted;
 }

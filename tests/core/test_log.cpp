@@ -119,6 +119,22 @@ TEST_CASE("log: IPU_LOG_LEVEL is read once, at first use") {
   reread_environment(nullptr);
 }
 
+TEST_CASE("log: PopTorch's POPTORCH_LOG_LEVEL is read when IPU_LOG_LEVEL is unset, and loses to it") {
+  capture c;
+  ::setenv("POPTORCH_LOG_LEVEL", "DEBUG", 1);
+  reread_environment(nullptr);
+  CHECK(ilog::get_level() == ilog::level::debug);
+  reread_environment("ERR");
+  CHECK(ilog::get_level() == ilog::level::err);
+  ::setenv("POPTORCH_LOG_LEVEL", "noisy", 1);
+  reread_environment(nullptr);
+  CHECK(ilog::get_level() == ilog::level::warn);
+  REQUIRE(c.lines.size() == 1);
+  CHECK(c.lines[0].second.find("POPTORCH_LOG_LEVEL='noisy'") != std::string::npos);
+  ::unsetenv("POPTORCH_LOG_LEVEL");
+  reread_environment(nullptr);
+}
+
 TEST_CASE("log: set_level before first use wins over IPU_LOG_LEVEL") {
   capture c;
   reread_environment("TRACE");

@@ -295,6 +295,14 @@ TEST_CASE("options: apply_environment reads IPU_* and PopTorch's variables, only
     CHECK_FALSE(p.use_ipu_model());
   }
   {
+    scoped_env h("IPU_LOG_LEVEL", nullptr);  // PopTorch's name when ours is unset
+    scoped_env i("POPTORCH_LOG_LEVEL", "WARN");
+    CHECK(options().apply_environment().log_level() == ipu::log::level::warn);
+    scoped_env j("POPTORCH_LOG_LEVEL", "loud");
+    CHECK_THROWS_WITH_AS(options().apply_environment(), doctest::Contains("POPTORCH_LOG_LEVEL='loud' is not a log level"),
+                         ipu::error);
+  }
+  {
     scoped_env h("IPU_CACHE_DIR", "");  // empty is unset
     scoped_env i("POPTORCH_CACHE_DIR", nullptr);
     options p;

@@ -399,14 +399,15 @@ class options {
   /// Applies options text in PopTorch's file syntax; `source` names it in errors.
   options& load_from_string(std::string_view text, std::string_view source = "<string>");
 
-  /// Applies the environment: IPU_LOG_LEVEL; IPU_CACHE_DIR (or POPTORCH_CACHE_DIR); IPU_USE_MODEL
+  /// Applies the environment: IPU_LOG_LEVEL (or POPTORCH_LOG_LEVEL); IPU_CACHE_DIR (or POPTORCH_CACHE_DIR); IPU_USE_MODEL
   /// (or POPTORCH_IPU_MODEL); IPU_WAIT_FOR_DEVICE (or POPTORCH_WAIT_FOR_IPU). Set variables override
   /// the options; empty ones are ignored; the IPU_ name wins when both are set.
   options& apply_environment() {
-    if (const auto v = env("IPU_LOG_LEVEL")) {
+    if (const auto v = env("IPU_LOG_LEVEL", "POPTORCH_LOG_LEVEL")) {
       const auto l = log::parse_level(*v);
+      const char* name = env("IPU_LOG_LEVEL") ? "IPU_LOG_LEVEL" : "POPTORCH_LOG_LEVEL";
       if (!l)
-        throw error(error_category::options, "IPU_LOG_LEVEL='" + *v + "' is not a log level", "environment",
+        throw error(error_category::options, std::string(name) + "='" + *v + "' is not a log level", "environment",
                     "accepted: " + std::string(log::accepted_levels));
       log_level_ = *l;
     }
