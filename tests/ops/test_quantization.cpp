@@ -129,6 +129,9 @@ TEST_CASE("quantization shape rules: output types, per-axis lengths, 8-bit only"
   CHECK(infer(ipu::detail::infer::quantize_linear, {&x, &scale}).at(0).type == data_type::U8);
   CHECK_THROWS_AS(infer(ipu::detail::infer::quantize_linear, {&x, &scale, &bad}), ipu::error);
   CHECK_THROWS_AS(infer(ipu::detail::infer::quantize_linear, {&x, &scale, &zp16}), ipu::error);
+  // Per tensor, axis is ignored: the default axis 1 is out of range for a vector but not an error.
+  const tensor_info v{data_type::F32, {6}}, one{data_type::F32, {}};
+  CHECK(infer(ipu::detail::infer::quantize_linear, {&v, &one}).at(0) == tensor_info{data_type::U8, {6}});
   op.type = "MatMulInteger";
   const tensor_info a{data_type::U8, {4, 2, 3}}, b{data_type::S8, {3, 5}};
   CHECK(infer(ipu::detail::infer::matmul_integer, {&a, &b}).at(0) == tensor_info{data_type::S32, {4, 2, 5}});

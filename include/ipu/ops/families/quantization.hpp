@@ -36,6 +36,17 @@ constexpr void need_scalar_or_vector(const infer_context& c, std::size_t i, std:
                "give one value per tensor or one per element of the quantized axis");
 }
 
+/// The length of the quantized axis: 1 when every scale and zero point is a scalar (`axis` is then
+/// ignored, as ONNX says, even when it is out of range for x).
+constexpr std::int64_t quantized_axis_length(const infer_context& c, const shape& x) {
+  bool per_axis = false;
+  for (std::size_t i : {std::size_t{1}, std::size_t{2}})
+    if (c.has_input(i) && c.in_shape(i).num_elements() > 1) per_axis = true;
+  if (!per_axis) return 1;
+  if (x.rank() == 0) throw c.fail("a per-axis scale or zero point needs x of rank >= 1 (" + c.describe_inputs() + ")");
+  return x[c.axis(c.attr_int("axis", 1), x.rank())];
+}
+
 constexpr std::vector<tensor_info> quantize_linear(const infer_context& c) {
   const auto& x = c.input(0);
   if (x.type != data_type::F32 && x.type != data_type::F16 && x.type != data_type::S32)
@@ -44,7 +55,7 @@ constexpr std::vector<tensor_info> quantize_linear(const infer_context& c) {
   if (!is_8bit(out))
     throw c.fail("y_zero_point is " + std::string(to_string(out)) + ", but only INT8 and UINT8 outputs are supported",
                  "give an int8 or uint8 zero point");
-  const auto n = x.shape.rank() ? x.shape[c.axis(c.attr_int("axis", 1), x.shape.rank())] : 1;
+  const auto n = quantized_axis_length(c, x.shape);
   need_scalar_or_vector(c, 1, n, "y_scale");
   need_scalar_or_vector(c, 2, n, "y_zero_point");
   return {tensor_info{out, x.shape}};
@@ -56,7 +67,7 @@ constexpr std::vector<tensor_info> dequantize_linear(const infer_context& c) {
     throw c.fail("x is " + std::string(to_string(x.type)) + "; DequantizeLinear takes INT8, UINT8 or INT32");
   if (c.has_input(2) && c.in_type(2) != x.type)
     throw c.fail("x_zero_point's type differs from x's (" + c.describe_inputs() + ")", "give both the same type");
-  const auto n = x.shape.rank() ? x.shape[c.axis(c.attr_int("axis", 1), x.shape.rank())] : 1;
+  const auto n = quantized_axis_length(c, x.shape);
   need_scalar_or_vector(c, 1, n, "x_scale");
   need_scalar_or_vector(c, 2, n, "x_zero_point");
   return {tensor_info{c.has_input(1) ? c.in_type(1) : data_type::F32, x.shape}};
