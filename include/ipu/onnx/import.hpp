@@ -547,9 +547,9 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
   if (m.ir_version() >= 3 && (version < oldest_opset || version > canonical_opset))
     throw error(error_category::onnx,
                 version == 0 ? std::string("the model does not import the ai.onnx opset")
-                             : "the model uses ai.onnx opset " + std::to_string(version) + "; opsets " +
-                                   std::to_string(oldest_opset) + " to " + std::to_string(canonical_opset) + " are supported",
-                "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 7 to 17");
+                             : "the model uses ai.onnx opset " + std::to_string(version) + "; opsets 1 to " +
+                                   std::to_string(canonical_opset) + " are supported",
+                "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 1 to 17");
   detail::apply_input_shapes(*m.mutable_graph(), options);
   detail::check_model_bytes(m.ByteSizeLong(), detail::external_data_bytes(m.graph()), options,
                             "model graph '" + m.graph().name() + "'");
