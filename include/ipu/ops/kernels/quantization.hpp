@@ -165,12 +165,12 @@ inline std::vector<std::int32_t> integer_matmul(const kernel_context& ctx, std::
     }
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t j = 0; j < n; ++j) {
-        std::int32_t acc = 0;
+        std::int64_t acc = 0;  // int32 wrap-around below, never signed overflow
         const auto za = static_cast<std::int32_t>(azp[static_cast<std::size_t>(i)]);
         const auto zb = static_cast<std::int32_t>(bzp[static_cast<std::size_t>(j)]);
         for (std::int64_t p = 0; p < k; ++p)
-          acc += (a[static_cast<std::size_t>(ao + i * k + p)] - za) * (b[static_cast<std::size_t>(bo + p * n + j)] - zb);
-        out[static_cast<std::size_t>((bi * m + i) * n + j)] = acc;
+          acc += std::int64_t{a[static_cast<std::size_t>(ao + i * k + p)] - za} * (b[static_cast<std::size_t>(bo + p * n + j)] - zb);
+        out[static_cast<std::size_t>((bi * m + i) * n + j)] = static_cast<std::int32_t>(acc);
       }
   }
   return out;
@@ -219,7 +219,7 @@ inline std::vector<std::int32_t> integer_conv(const kernel_context& ctx, std::si
           o[static_cast<std::size_t>(d)] = r % ys[static_cast<std::size_t>(d) + 2];
           r /= ys[static_cast<std::size_t>(d) + 2];
         }
-        std::int32_t acc = 0;
+        std::int64_t acc = 0;  // int32 wrap-around below, never signed overflow
         for (std::int64_t c = 0; c < cg; ++c) {
           const auto ic = g * cg + c;
           for (std::int64_t kp = 0; kp < k_sp; ++kp) {
@@ -239,10 +239,10 @@ inline std::vector<std::int32_t> integer_conv(const kernel_context& ctx, std::si
             if (!inside) continue;
             const auto xv = x[static_cast<std::size_t>((b * cin + ic) * in_sp + xoff)] - xzp;
             const auto wv = w[static_cast<std::size_t>((oc * cg + c) * k_sp + kp)] - zw;
-            acc += xv * wv;
+            acc += std::int64_t{xv} * wv;
           }
         }
-        out[static_cast<std::size_t>((b * m + oc) * out_sp + op)] = acc;
+        out[static_cast<std::size_t>((b * m + oc) * out_sp + op)] = static_cast<std::int32_t>(acc);
       }
     }
   return out;
@@ -295,7 +295,7 @@ inline void qlinear_conv_kernel(const kernel_context& ctx) {
   if (ctx.has_input(8)) {
     const auto bias = read_int32s(ctx, 8, "B");
     for (std::size_t i = 0; i < acc.size(); ++i)
-      acc[i] += bias[static_cast<std::size_t>((static_cast<std::int64_t>(i) / out_sp) % m)];
+      acc[i] = static_cast<std::int32_t>(acc[i] + std::int64_t{bias[static_cast<std::size_t>((static_cast<std::int64_t>(i) / out_sp) % m)]});
   }
   const auto xs = static_cast<float>(per_index(ctx, 1, 1, 1.0, "x_scale")[0]);
   const auto ws = per_index(ctx, 4, m, 1.0, "w_scale");
