@@ -72,6 +72,10 @@ TEST_CASE("MatMulInteger: zero points per tensor and per column, int8 extremes, 
   // A [2,1,2] x B [2,1]: each batch is a dot product.
   auto b = run1("MatMulInteger", {u8({2, 1, 2}, {1, 2, 3, 4}), u8({2, 1}, {10, 1})}, info(data_type::S32, {2, 1, 1}));
   CHECK(values<std::int32_t>(b) == std::vector<std::int32_t>{12, 34});
+  // 255 * 255 * 70000 = 4551750000 wraps to 4551750000 - 2^32 in int32, without signed overflow.
+  const std::vector<std::uint8_t> full(70000, 255);
+  auto w = run1("MatMulInteger", {u8({1, 70000}, full), u8({70000, 1}, full)}, info(data_type::S32, {1, 1}));
+  CHECK(values<std::int32_t>(w) == std::vector<std::int32_t>{256782704});
 }
 
 TEST_CASE("QLinearMatMul: requantized result rounds half to even and saturates") {
