@@ -343,10 +343,28 @@ TEST_CASE("omitted outputs before the last used one get names and shapes") {
   CHECK(shape_of(g, "c") == shape{1, 1, 2});
 }
 
-TEST_CASE("opsets outside 7-17 and Scan-8 are refused with a clear error") {
+TEST_CASE("opsets 1-6 are upgraded by ONNX's version converter; a failed conversion says so") {
   model old(6);
   old.input("x", {2}).output("y", {2}).add(node("Relu", {"x"}, {"y"}));
-  CHECK(contains(error_of(old), "opset 6; opsets 7 to 17 are supported"));
+  auto g = import(old);
+  CHECK(only_op(g, "Relu").opset == 17);
+  // Opset 5's Add broadcasts only with broadcast=1; the converter makes it a numpy-broadcasting Add.
+  model add(5);
+  add.input("a", {2, 3}).input("b", {3}).output("c", {2, 3});
+  add.add(node("Add", {"a", "b"}, {"c"}, {attr("broadcast", 1)}));
+  auto ga = import(add);
+  CHECK(only_op(ga, "Add").attributes.empty());
+  CHECK(shape_of(ga, "c") == shape{2, 3});
+  // Tile-1 (input, tiles, axis) has no adapter to Tile-6.
+  model tile(5);
+  tile.input("x", {2}).input("t", {1}).input("ax", {1}).output("y", {4});
+  tile.add(node("Tile", {"x", "t", "ax"}, {"y"}));
+  const auto e = error_of(tile);
+  CHECK(contains(e, "version converter could not upgrade the model from ai.onnx opset 5 to 7"));
+  CHECK(contains(e, "Tile"));
+}
+
+TEST_CASE("Scan-8 is refused with a clear error") {
 
   model scan(8);
   ::onnx::GraphProto body;

@@ -271,6 +271,23 @@ TEST_CASE("ops of unknown type cost one element-wise pass - the host device has 
   CHECK((ipu::find_op_cost("ai.onnx", "MatMul") == ipu::find_op_cost("", "MatMul")));
 }
 
+TEST_CASE("integer products: MatMulInteger on the vector units like an integer MatMul; QLinear adds a requantize pass") {
+  ipu::builder b("q");
+  auto a = b.add_input_tensor({data_type::U8, {64, 32}}, "a");
+  auto w = b.add_input_tensor({data_type::U8, {32, 16}}, "w");
+  auto s = b.add_input_tensor({data_type::F32, {}}, "s");
+  auto z = b.add_input_tensor({data_type::U8, {}}, "z");
+  b.add_output(b.custom_op("", "MatMulInteger", 10, {a, w}, {{data_type::S32, {64, 16}}}, {}, "mmi").front());
+  b.add_output(b.custom_op("", "QLinearMatMul", 10, {a, s, z, w, s, z, s, z}, {{data_type::U8, {64, 16}}}, {}, "qmm").front());
+  b.add_output(b.custom_op("", "MatMul", 13, {a, w}, {{data_type::U8, {64, 16}}}, {}, "mm").front());
+  const auto g = std::move(b).build();
+  const auto mmi = ipu::estimate_op_cost(g, 0, mk2), qmm = ipu::estimate_op_cost(g, 1, mk2), mm = ipu::estimate_op_cost(g, 2, mk2);
+  CHECK(mmi.macs == 64u * 32u * 16u);
+  CHECK(mmi.cycles() == mm.cycles());  // the device model has no 8-bit AMP mode
+  CHECK(qmm.macs == mmi.macs);
+  CHECK(qmm.cycles() == mmi.cycles() + ipu::elementwise_cost(mk2.arch, data_type::F32, 64 * 16, 2, 3).cycles + ipu::sync_cycles(mk2));
+}
+
 // The table is usable in constant expressions: a matmul's cost inside a static_assert.
 static_assert([] {
   const auto g = matmul_graph(64, 64, 64, ipu::data_type::F32);

@@ -4,7 +4,8 @@
 // Steps, each failing with one ipu::error that says what and how to fix it:
 //  1. parse (empty, truncated, corrupt and over-2-GB inputs are refused before protobuf sees them);
 //  2. list every op the library does not implement (import_options::check_supported) at once;
-//  3. check the opset (ai.onnx 7-17), apply the input-shape map and require static input shapes;
+//  3. check the opset (ai.onnx 1-17; 1-6 are first upgraded to 7 by ONNX's version converter,
+//     upgrade.hpp), apply the input-shape map and require static input shapes;
 //  4. ONNX checker and strict shape inference on the model as exported;
 //  5. normalise to the canonical opset-17 form (normalize.hpp); write PopART's ai.graphcore loss
 //     nodes out as standard ops (graphcore_losses.hpp); check and infer again;
@@ -53,6 +54,7 @@
 #include "ipu/onnx/tensor.hpp"
 #include "ipu/onnx/types.hpp"
 #include "ipu/onnx/unsupported.hpp"
+#include "ipu/onnx/upgrade.hpp"
 #include "ipu/ops/all.hpp"
 
 namespace ipu::onnx {
@@ -557,13 +559,19 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
     o->set_domain("");
     o->set_version(canonical_opset);
   }
-  const auto version = detail::onnx_opset(m);
+  auto version = detail::onnx_opset(m);
+  // Opsets 1-6 are first upgraded to the oldest the normaliser reads, by ONNX's converter.
+  if (m.ir_version() >= 3 && version >= 1 && version < oldest_opset) {
+    check_model(m, options.base_dir, "model as given, before upgrading its opset");
+    upgrade_opset(m, version, oldest_opset);
+    version = detail::onnx_opset(m);
+  }
   if (m.ir_version() >= 3 && (version < oldest_opset || version > canonical_opset))
     throw error(error_category::onnx,
                 version == 0 ? std::string("the model does not import the ai.onnx opset")
-                             : "the model uses ai.onnx opset " + std::to_string(version) + "; opsets " +
-                                   std::to_string(oldest_opset) + " to " + std::to_string(canonical_opset) + " are supported",
-                "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 7 to 17");
+                             : "the model uses ai.onnx opset " + std::to_string(version) + "; opsets 1 to " +
+                                   std::to_string(canonical_opset) + " are supported",
+                "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 1 to 17");
   detail::apply_input_shapes(*m.mutable_graph(), options);
   detail::check_model_bytes(m.ByteSizeLong(), detail::external_data_bytes(m.graph()), options,
                             "model graph '" + m.graph().name() + "'");

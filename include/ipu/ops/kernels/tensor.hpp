@@ -1,10 +1,11 @@
 #pragma once
-// Data-movement, indexing, reduction, recurrent, loss, control-flow and optimizer kernels.
+// Data-movement, indexing, reduction, recurrent, loss, control-flow, optimizer and quantization kernels.
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
 #include "ipu/ops/kernels/indexing.hpp"
 #include "ipu/ops/kernels/loss.hpp"
+#include "ipu/ops/kernels/quantization.hpp"
 #include "ipu/ops/kernels/recurrent.hpp"
 #include "ipu/ops/kernels/reduce.hpp"
 #include "ipu/ops/kernels/resize.hpp"
@@ -31,6 +32,7 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_loss(registry);
   register_control_flow(registry);
   register_training(registry);
+  register_quantization(registry);
 }
 
 }  // namespace ipu
