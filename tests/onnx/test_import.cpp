@@ -638,6 +638,20 @@ TEST_CASE("import_options::max_tensor_bytes caps every tensor the model would ma
   CHECK(contains(e.what(), "a subgraph of If node 'if'"));
   o.max_tensor_bytes = 1040;
   CHECK_NOTHROW((void)ipu::onnx::load_model_from_bytes(nested.bytes(), o));
+  // A declared input over the cap is refused before ONNX's inference builds anything from it (the
+  // fuzzer's find: Expand's shape operand declared with 2^32 entries exhausted memory in libonnx).
+  const auto expand_by = [](std::int64_t length) {
+    model m(17);
+    m.input("x", {1}).input("to", {length}, i64).output("y", {1});
+    m.add(node("Expand", {"x", "to"}, {"y"}, {}, "expand"));
+    return m;
+  };
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(expand_by(std::int64_t{1} << 32).bytes(), unchecked()); });
+  CHECK(contains(e.what(), "input 'to' is declared [4294967296], 34359738368 bytes (32768 MiB), more than the"));
+  // Under the cap, a shape operand still cannot ask for more than 64 dimensions.
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(expand_by(100).bytes(), unchecked()); });
+  CHECK(contains(e.what(), "Expand node 'expand': its shape operand 'to' has 100 entries"));
+  CHECK(contains(e.what(), "at most 64 are supported"));
 }
 
 TEST_CASE("import_options::max_model_bytes caps the model and its external data before either is read") {

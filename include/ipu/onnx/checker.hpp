@@ -168,6 +168,45 @@ inline void check_convolution_ranks(const ::onnx::GraphProto& graph, std::unorde
   }
 }
 
+/// The most dimensions a tensor may have. ONNX sets no limit, but a shape operand (Reshape's or
+/// Expand's shape, ConstantOfShape's input, Resize's sizes) of length L makes ONNX's inference
+/// build L dimensions: a hostile model declaring one of 2^32 entries exhausts memory inside libonnx.
+inline constexpr std::int64_t max_rank = 64;
+
+/// Refuses shape operands whose declared length (graph input, value_info or initializer) exceeds
+/// max_rank, in the graph and its subgraphs, before ONNX's shape inference sees them.
+inline void check_shape_operands(const ::onnx::GraphProto& graph, std::unordered_map<std::string, std::int64_t> lengths,
+                                 const std::string& where) {
+  const auto note = [&](const ::onnx::ValueInfoProto& v) {
+    const auto& t = v.type().tensor_type();
+    if (v.type().has_tensor_type() && t.has_shape() && t.shape().dim_size() == 1 && t.shape().dim(0).has_dim_value())
+      lengths[v.name()] = t.shape().dim(0).dim_value();
+  };
+  for (const auto& v : graph.input()) note(v);
+  for (const auto& v : graph.value_info()) note(v);
+  for (const auto& i : graph.initializer())
+    if (i.dims_size() == 1) lengths[i.name()] = i.dims(0);
+  for (const auto& n : graph.node()) {
+    int operand = -1;
+    if (n.domain().empty() || n.domain() == "ai.onnx") {
+      if (n.op_type() == "Reshape" || n.op_type() == "Expand") operand = 1;
+      else if (n.op_type() == "ConstantOfShape") operand = 0;
+      else if (n.op_type() == "Resize") operand = 3;
+    }
+    if (operand >= 0 && operand < n.input_size())
+      if (const auto it = lengths.find(n.input(operand)); it != lengths.end() && it->second > max_rank)
+        throw error(error_category::onnx,
+                    n.op_type() + " node '" + single_line(n.name()) + "': its shape operand '" + single_line(it->first) +
+                        "' has " + std::to_string(it->second) + " entries, so its output would have that many "
+                        "dimensions; at most " + std::to_string(max_rank) + " are supported",
+                    where, "give the shape operand one entry per output dimension");
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_shape_operands(a.g(), lengths, where);
+      for (const auto& g : a.graphs()) check_shape_operands(g, lengths, where);
+    }
+  }
+}
+
 /// How many values of a TensorProto's typed field, and how many bytes of raw_data, hold one
 /// element of `type`: {field values, raw bytes}; {0, 0} for types without a fixed size.
 inline std::pair<int, int> tensor_element_layout(int type) {
@@ -259,6 +298,7 @@ inline void infer_shapes(::onnx::ModelProto& model, std::string_view stage = {})
   for (const auto& f : model.functions())
     for (const auto& n : f.node()) detail::check_node_tensors(n, where + ", function '" + detail::single_line(f.name()) + "'");
   detail::check_convolution_ranks(model.graph(), {}, where);
+  detail::check_shape_operands(model.graph(), {}, where);
   try {
     const ::onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
     std::unordered_map<std::string, ::onnx::TensorShapeProto> generated;

@@ -223,6 +223,29 @@ inline std::uint64_t external_data_bytes(const ::onnx::GraphProto& g) {
   return total;
 }
 
+/// Refuses a graph input whose declared shape (all dimensions known) holds more than
+/// import_options::max_tensor_bytes, before ONNX's inference builds anything from it.
+inline void check_declared_input_bytes(const ::onnx::GraphProto& g, const import_options& opt, const std::string& where) {
+  for (const auto& v : g.input()) {
+    if (!v.type().has_tensor_type() || !v.type().tensor_type().has_shape()) continue;
+    std::uint64_t bytes = static_cast<std::uint64_t>(std::max(tensor_element_layout(v.type().tensor_type().elem_type()).second, 1));
+    bool known = true;
+    for (const auto& d : v.type().tensor_type().shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() < 0) {
+        known = false;
+        continue;
+      }
+      if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(d.dim_value()), &bytes)) bytes = UINT64_MAX;
+    }
+    if (known && bytes > opt.max_tensor_bytes)
+      throw error(error_category::shape,
+                  "input '" + single_line(v.name()) + "' is declared " + dims_text(v.type()) + ", " + size_text(bytes) +
+                      ", more than the " + size_text(opt.max_tensor_bytes) + " any one tensor may hold",
+                  where, "if the model is trusted and the machine has the memory, raise import_options::max_tensor_bytes "
+                  "(the ipu tool's --max-tensor-bytes); otherwise fix the input shapes");
+  }
+}
+
 /// Refuses a graph (or If/Loop body) with a tensor of more than import_options::max_tensor_bytes.
 inline void check_tensor_bytes(const graph& g, const import_options& opt, const std::string& where) {
   for (const auto& t : g.tensors())
@@ -573,6 +596,7 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
                                    std::to_string(canonical_opset) + " are supported",
                 "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 1 to 17");
   detail::apply_input_shapes(*m.mutable_graph(), options);
+  detail::check_declared_input_bytes(m.graph(), options, "model graph '" + detail::single_line(m.graph().name()) + "'");
   detail::check_model_bytes(m.ByteSizeLong(), detail::external_data_bytes(m.graph()), options,
                             "model graph '" + m.graph().name() + "'");
 
