@@ -81,15 +81,18 @@ def same_files(a_dir, b_dir):
         assert a == b, f"{n}: {b_dir} differs from {a_dir}"
 
 
-def stage_lanes(trace_file):
-    """{host lane (tid): (stage, [(begin, end)...])} of the trace's compute events."""
+def host_compute_events(trace_file):
+    """The trace's measured (host) compute slices."""
     with open(trace_file) as f:
         events = json.load(f)["traceEvents"]
     host_pids = {e["pid"] for e in events if e.get("ph") == "M" and e["args"]["name"].endswith(" host")}
+    return [e for e in events if e.get("ph") == "X" and e["pid"] in host_pids and e["cat"] == "compute"]
+
+
+def stage_lanes(trace_file):
+    """{host lane (tid): (stage, [(begin, end)...])} of the trace's compute events."""
     lanes = {}
-    for e in events:
-        if e.get("ph") != "X" or e["pid"] not in host_pids or e["cat"] != "compute":
-            continue
+    for e in host_compute_events(trace_file):
         stage, spans = lanes.setdefault(e["tid"], (e["args"]["stage"], []))
         assert stage == e["args"]["stage"], f"lane {e['tid']} runs stages {stage} and {e['args']['stage']}"
         spans.append((float(e["ts"]), float(e["ts"]) + float(e["dur"])))
@@ -98,13 +101,8 @@ def stage_lanes(trace_file):
 
 def stage_spans(trace_file):
     """{stage: {micro_batch: (first begin, last end)}} of the trace's host compute events."""
-    with open(trace_file) as f:
-        events = json.load(f)["traceEvents"]
-    host_pids = {e["pid"] for e in events if e.get("ph") == "M" and e["args"]["name"].endswith(" host")}
     spans = {}
-    for e in events:
-        if e.get("ph") != "X" or e["pid"] not in host_pids or e["cat"] != "compute":
-            continue
+    for e in host_compute_events(trace_file):
         begin, end = float(e["ts"]), float(e["ts"]) + float(e["dur"])
         by_mb = spans.setdefault(e["args"]["stage"], {})
         b, f = by_mb.get(e["args"]["micro_batch"], (begin, end))
