@@ -494,7 +494,7 @@ class options {
     if (log_cycle_count_)
       refuse("logCycleCount(True)", "sessions do not log cycle counts", "drop it; `ipu plan` prints the predicted cycles");
     if (!broadcast_buffers_)
-      refuse("broadcastBuffers(False)", "replicas keep their buffers in step as PopTorch's default does", "drop it");
+      refuse("broadcastBuffers(False)", "the library handles buffers across replicas in one way only", "drop it");
     if (mean_reduction_strategy_ != ipu::mean_reduction_strategy::running)
       refuse("Training.meanReductionStrategy(Post)", "gradients are averaged in one way", "drop it");
     if (half_float_casting_ != ipu::half_float_casting::float_downcast_to_half)
