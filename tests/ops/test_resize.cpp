@@ -4,6 +4,8 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include "tensor_kernel_harness.hpp"
 
 namespace test_resize {
@@ -30,6 +32,10 @@ TEST_CASE("resize: nearest upsampling by scales (half_pixel, round_prefer_floor)
   auto d = run1("Resize", {f32({1, 1, 2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}), std::nullopt, std::nullopt, i64({4}, {1, 1, 1, 3})},
                 f32_info({1, 1, 1, 3}));
   CHECK(values<float>(d) == std::vector<float>{1, 2, 4});
+  // Scales are data from strangers: infinite or huge ones are errors, not out-of-range conversions.
+  for (const float huge : {std::numeric_limits<float>::infinity(), 1e30f})
+    CHECK_THROWS_WITH_AS(run1("Resize", {x, std::nullopt, f32({4}, {1, 1, 2, huge})}, f32_info({1, 1, 4, 6})),
+                         doctest::Contains("more elements than a tensor can hold"), ipu::error);
 }
 
 TEST_CASE("resize: nearest rounding modes") {

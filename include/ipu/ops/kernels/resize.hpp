@@ -150,7 +150,12 @@ inline void resize_kernel(const kernel_context& ctx) {
       const auto a = static_cast<std::size_t>(axes[i]);
       if (!(scales[i] > 0)) throw ctx.fail("scales must be positive", "fix the scales");
       scale[a] = scales[i];
-      expect[a] = static_cast<std::int64_t>(std::floor(static_cast<double>(is[a]) * scales[i]));
+      // Scales are data: an infinite or huge one is an error, not an out-of-range conversion.
+      const double length = std::floor(static_cast<double>(is[a]) * scales[i]);
+      if (!(length < static_cast<double>(shape::max_elements)))
+        throw ctx.fail("scale " + std::to_string(scales[i]) + " gives axis " + std::to_string(a) +
+                           " more elements than a tensor can hold", "give finite scales that fit the output");
+      expect[a] = static_cast<std::int64_t>(length);
     }
   } else if (!sizes.empty()) {
     if (sizes.size() != axes.size()) throw ctx.fail("sizes has the wrong length", "give one size per resized axis");
