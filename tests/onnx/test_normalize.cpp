@@ -362,6 +362,11 @@ TEST_CASE("opsets 1-6 are upgraded by ONNX's version converter; a failed convers
   const auto e = error_of(tile);
   CHECK(contains(e, "version converter could not upgrade the model from ai.onnx opset 5 to 7"));
   CHECK(contains(e, "Tile"));
+  // A graph output that nothing defines passes ONNX's checker but crashed the converter (the
+  // ONNX fuzzer's find): it is an error first.
+  model undefined(1);
+  undefined.input("x", {2}).output("nowhere", {2}).add(node("Relu", {"x"}, {"y"}));
+  CHECK(contains(error_of(undefined), "has the output 'nowhere', which nothing in it defines"));
 }
 
 TEST_CASE("Scan-8 is refused with a clear error") {

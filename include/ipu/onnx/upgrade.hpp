@@ -10,11 +10,35 @@
 
 #include <cstdint>
 #include <exception>
+#include <set>
 #include <string>
 
 #include "ipu/error.hpp"
+#include "ipu/onnx/proto.hpp"
 
 namespace ipu::onnx {
+
+namespace detail {
+
+/// The converter builds ONNX's in-memory graph, which dereferences whatever a graph output names:
+/// an output that no node, input or initializer of its graph (or an enclosing one) defines crashes
+/// it, and ONNX's checker lets such a model through. So every output is checked first.
+inline void check_outputs_defined(const ::onnx::GraphProto& g, std::set<std::string> defined, const std::string& where) {
+  for (const auto& v : g.input()) defined.insert(v.name());
+  for (const auto& t : g.initializer()) defined.insert(t.name());
+  for (const auto& n : g.node()) defined.insert(n.output().begin(), n.output().end());
+  for (const auto& v : g.output())
+    if (!defined.count(v.name()))
+      throw error(error_category::onnx, "graph '" + single_line(g.name()) + "' has the output '" + single_line(v.name()) +
+                  "', which nothing in it defines", where, "name the output after a node output, input or initializer");
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_outputs_defined(a.g(), defined, where);
+      for (const auto& sub : a.graphs()) check_outputs_defined(sub, defined, where);
+    }
+}
+
+}  // namespace detail
 
 /// Converts `model` in place from ai.onnx opset `from` to opset `to` with ONNX's version converter;
 /// an ipu::error naming both opsets and the converter's reason if it cannot.
@@ -22,6 +46,7 @@ inline void upgrade_opset(::onnx::ModelProto& model, std::int64_t from, std::int
   const std::string where = "model graph '" + model.graph().name() + "'";
   const std::string fix = "re-export the model at ai.onnx opset " + std::to_string(to) +
                           " or later, or convert it with onnx.version_converter.convert_version first";
+  detail::check_outputs_defined(model.graph(), {}, where);
   try {
     ::onnx::ModelProto converted = ::onnx::version_conversion::ConvertVersion(model, static_cast<int>(to));
     model = std::move(converted);
