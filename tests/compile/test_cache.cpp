@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../runtime/small_model.hpp"
+#include "../scoped_env.hpp"
 #include "ipu/log.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/compile/cache.hpp"
@@ -30,25 +31,7 @@ using runtime_test::small_model;
 
 graph transformer() { return ipu::onnx::load_model(fs::path(IPU_TEST_MODELS) / "transformer_encoder.onnx"); }
 
-/// Sets (or, given nullptr, unsets) an environment variable for a scope.
-class scoped_env {
- public:
-  scoped_env(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value) ::setenv(name, value, 1);
-    else ::unsetenv(name);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-  ~scoped_env() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using ipu_test::scoped_env;
 
 /// Collects the library's log lines of WARN and above for a scope.
 class captured_log {
@@ -119,6 +102,10 @@ TEST_CASE("the key follows the options, the device and the weights") {
   CHECK(base == popef::executable_cache::key(g, cached(dir.path()), device, co));
   CHECK(base != popef::executable_cache::key(g, cached(dir.path()).device_iterations(2), device, co));
   CHECK(base != popef::executable_cache::key(g, cached(dir.path()), device_from_name("bow", 1), co));
+  // What only changes how compiling looks (the progress bar, where it is drawn) is not in the key.
+  popef::compile_options drawn;
+  drawn.progress = [](const popef::compile_progress&) {};
+  CHECK(base == popef::executable_cache::key(g, cached(dir.path()).show_compilation_progress_bar(false), device, drawn));
   graph changed = g;
   for (tensor_id t = 0; t < changed.num_tensors(); ++t)
     if (changed.tensor(t).kind == tensor_kind::variable) {

@@ -7,6 +7,7 @@
 
 #include "ipu/error.hpp"
 #include "ipu/poptorch/options.hpp"
+#include "../scoped_env.hpp"
 
 namespace test_options {
 
@@ -26,26 +27,7 @@ std::optional<ipu::error> error_of(F&& f) {
   return std::nullopt;
 }
 
-// Sets (or unsets, for nullptr) environment variables for one scope.
-struct scoped_env {
-  std::string name;
-  std::optional<std::string> old;
-  scoped_env(const char* n, const char* value) : name(n) {
-    if (const char* v = std::getenv(n)) old = v;
-    if (value)
-      ::setenv(n, value, 1);
-    else
-      ::unsetenv(n);
-  }
-  ~scoped_env() {
-    if (old)
-      ::setenv(name.c_str(), old->c_str(), 1);
-    else
-      ::unsetenv(name.c_str());
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-};
+using ipu_test::scoped_env;
 }  // namespace
 
 TEST_CASE("options: PopTorch's defaults") {

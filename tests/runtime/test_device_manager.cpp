@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "ipu/log.hpp"
 #include "ipu/runtime/device_manager.hpp"
 
 namespace test_device_manager {
@@ -255,6 +256,24 @@ TEST_CASE("acquire takes the first free device and its release frees the IPUs") 
   auto all = dm.acquire(16);
   CHECK(all.id() == 30);
   CHECK(all.num_ipus() == 16);
+}
+
+TEST_CASE("acquiring a device is logged at INFO with the device and its IPUs") {
+  temp_lock_dir dir;
+  const ipu::device_manager dm(pod16, dir.path);
+  std::vector<std::string> lines;
+  const auto old = ipu::log::get_level();
+  ipu::log::set_level(ipu::log::level::info);
+  ipu::log::set_sink([&](ipu::log::level, std::string_view m) { lines.emplace_back(m); });
+  {
+    auto a = dm.acquire(1);
+    auto pair = dm.acquire(2);
+  }
+  ipu::log::set_sink({});
+  ipu::log::set_level(old);
+  REQUIRE(lines.size() == 2);
+  CHECK(lines[0].find("acquired device 0 (IPU 0) for 1 IPU") != std::string::npos);
+  CHECK(lines[1].find("acquired device 17 (IPUs 2-3) for 2 IPUs") != std::string::npos);
 }
 
 TEST_CASE("the IPU count is a power of two from 1 to 64 unless auto-rounded") {

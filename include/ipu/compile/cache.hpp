@@ -101,7 +101,9 @@ class executable_cache {
         add(t.name);
         add(std::string_view(reinterpret_cast<const char*>(t.data.data()), t.data.size()));
       }
-    add(without_cache(o).to_config());
+    auto settings = without_cache(o);
+    settings.show_compilation_progress_bar(true);  // how compiling looks, not what it makes
+    add(settings.to_config());
     pb::Device dev;
     detail::to_proto(d, dev);
     add(detail::serialize_message(dev, "the device"));

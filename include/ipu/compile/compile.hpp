@@ -15,9 +15,11 @@
 // metadata. The graph is planned as it is: the file stores its tensors and ops by the same ids
 // (graph_codec.hpp), so a loaded plan and the compiled one agree without renumbering.
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "ipu/device/device_model.hpp"
@@ -27,6 +29,10 @@
 #include "ipu/poptorch/options.hpp"
 #include "ipu/compile/cache.hpp"
 #include "ipu/compile/compile_options.hpp"
+#include "ipu/compile/engine_options.hpp"
+#include "ipu/compile/progress.hpp"
+#include "ipu/exec/plan_report.hpp"
+#include "ipu/file.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/compile/precision.hpp"
 #include "ipu/popef/writer.hpp"
@@ -103,6 +109,73 @@ inline metadata make_metadata(const std::string& name, const executable& e, cons
   return m;
 }
 
+/// The progress bar of one compilation: drawn only when the options ask for it.
+class compile_progress_bar {
+ public:
+  compile_progress_bar(const ipu::options& o, const compile_options& co) {
+    if (o.show_compilation_progress_bar()) sink_ = co.progress ? co.progress : terminal_progress_bar();
+  }
+  void operator()(std::string_view stage, unsigned percent) const {
+    if (sink_) sink_(compile_progress{stage, percent});
+  }
+
+ private:
+  progress_sink sink_;
+};
+
+/// Milliseconds since `t0`, for the INFO log of compile stages.
+inline double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// What a user needs to know of a plan at INFO, and per stage at DEBUG.
+inline void log_plan(const executable& e, const std::string& name, double ms) {
+  log::info([&] {
+    std::ostringstream os;
+    const auto& p = e.predicted;
+    std::uint64_t worst = 0;
+    for (const auto& m : e.memory) worst = std::max(worst, m.worst_tile_bytes);
+    os << "compile: planned '" << name << "' in " << ms << " ms: " << e.strategy << " over " << e.ipus_reserved << " "
+       << e.device.arch.name << " IPU(s), " << e.stages.size() << " stage(s), " << e.replication_factor
+       << " replica(s), " << p.micro_batches_per_step << " micro-batch(es) per step; predicted " << p.cycles_per_step
+       << " cycles per step, " << p.samples_per_second << " samples/s; worst tile " << worst << " bytes";
+    return os.str();
+  });
+  log::debug([&] {
+    std::ostringstream os;
+    os << "compile: stages of '" << name << "':";
+    for (const auto& st : e.stages)
+      os << "\n  stage " << st.id << ": IPU " << st.ipu << (st.phase >= 0 ? ", phase " + std::to_string(st.phase) : "")
+         << ", " << st.ops.size() << " op(s), " << st.cycles << " cycles per micro-batch, " << st.inputs.size()
+         << " input(s) in, " << st.outputs.size() << " output(s) out";
+    for (const auto& m : e.memory)
+      os << "\n  IPU " << m.ipu << ": " << m.total_bytes << " bytes, worst tile " << m.worst_tile << " with "
+         << m.worst_tile_bytes << " bytes";
+    return os.str();
+  });
+}
+
+/// Writes the reports POPLAR_ENGINE_OPTIONS asks for into DIR/<executable name>/.
+inline void write_engine_reports(const engine_report_options& r, const compiled_model& m) {
+  if (!r.any()) return;
+  const auto dir = r.directory / report_folder_name(m.name);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw error(error_category::io, "cannot create the report directory: " + ec.message(), dir.string(),
+                "set POPLAR_ENGINE_OPTIONS' autoReport.directory to a writable directory");
+  auto write = [&](const char* file, const std::string& text) {
+    write_file_atomically(dir / file, std::as_bytes(std::span(text.data(), text.size())), "report");
+    log::info("compile: wrote ", (dir / file).string());
+  };
+  if (r.graph_profile) write("plan.html", plan_report_html(m.plan));
+  if (r.execution_profile) {
+    std::ostringstream os;
+    write_predicted_chrome_trace(os, m.plan);
+    write("predicted_trace.json", os.str());
+  }
+}
+
 }  // namespace detail
 
 /// Plans `g` for `device` as the options say, without attaching to a device and without looking
@@ -110,12 +183,26 @@ inline metadata make_metadata(const std::string& name, const executable& e, cons
 /// errors).
 inline compiled_model compile_uncached(const graph& g, const ipu::options& options, const device_description& device,
                                        const compile_options& co = {}) {
+  const detail::compile_progress_bar bar(options, co);
+  const auto t0 = std::chrono::steady_clock::now();
+  bar("validating the options", 0);
   options.validate(false);
+  // The compiled executable streams every output of every batch to the host; other return types
+  // are a DataFlow's business (PopART's sessions), so an outputMode asking for them is refused.
+  if (const auto mode = options.resolved_output_mode(false); mode != output_mode::all)
+    throw error(error_category::usage,
+                "outputMode(" + std::string(mode == output_mode::final ? "Final" : mode == output_mode::sum ? "Sum" : "EveryN") +
+                    ") is not supported when compiling: the executable returns every output of every batch (All)",
+                "compiling graph '" + g.name() + "'",
+                "drop it, or run with PopART's inference session and a DataFlow with that anchor return type");
   const graph* source = &g;
   graph converted;
   if (options.precision()) {
+    bar("converting the precision", 5);
+    const auto t = std::chrono::steady_clock::now();
     converted = convert_precision(g, *options.precision());
     source = &converted;
+    log::info("compile: converted '", g.name(), "' to ", to_string(*options.precision()), " in ", detail::ms_since(t), " ms");
   }
   const auto& strategy = options.execution_strategy();
   const bool explicit_placement = !strategy.stages.empty() || !strategy.phases.empty();
@@ -130,16 +217,26 @@ inline compiled_model compile_uncached(const graph& g, const ipu::options& optio
                     "compiling graph '" + g.name() + "'",
                     "the automatic planner needs an IPU's figures: compile for mk1, mk2 or bow, or annotate the model");
       // The planner sees one replica's IPUs, with the plan options the strategy will use.
+      bar("placing the model over the IPUs", 10);
+      const auto t = std::chrono::steady_clock::now();
       converted = propose_stages(*source, make_device_description(device.arch, parts), parts,
                                  plan_options_from(options, false))
                       .annotated;
       source = &converted;
+      log::info("compile: the automatic planner placed '", g.name(), "' over ", parts, " IPUs in ", detail::ms_since(t),
+                " ms (the model has no placement annotations)");
     }
   }
   compiled_model out;
   out.name = !co.name.empty() ? co.name : !g.name().empty() ? g.name() : "model";
+  bar("planning", 30);
+  const auto t_plan = std::chrono::steady_clock::now();
   out.plan = detail::plan_with(*source, options, device, co.from_annotations);
+  detail::log_plan(out.plan, out.name, detail::ms_since(t_plan));
+  bar("describing the anchors", 95);
   out.metadata = detail::make_metadata(out.name, out.plan, options);
+  log::info("compile: '", out.name, "' compiled in ", detail::ms_since(t0), " ms");
+  bar("done", 100);
   return out;
 }
 
@@ -150,8 +247,13 @@ inline compiled_model compile_uncached(const graph& g, const ipu::options& optio
 /// a damaged entry or a cache that cannot be written is only logged.
 inline cache_result compile_cached(const graph& g, const ipu::options& options, const device_description& device,
                                    const compile_options& co = {}) {
+  const auto reports = engine_options_from_environment();  // a bad value is refused before any work
   const auto dir = executable_cache::directory_for(options);
-  if (!dir) return {compile_uncached(g, options, device, co), false, false, {}};
+  if (!dir) {
+    cache_result r{compile_uncached(g, options, device, co), false, false, {}};
+    if (reports) detail::write_engine_reports(*reports, r.model);
+    return r;
+  }
   const executable_cache cache(*dir, executable_cache::source_of(options));
   const auto key = executable_cache::key(g, options, device, co);
   cache_result r;
@@ -160,6 +262,7 @@ inline cache_result compile_cached(const graph& g, const ipu::options& options, 
     r.model = std::move(*m);
     r.hit = true;
     log::info("popef: executable cache hit: ", r.file.string());
+    detail::compile_progress_bar(options, co)("loaded from the executable cache", 100);
   } else {
     r.model = compile_uncached(g, options, device, co);
     r.model.metadata.engine_options["ipu.cache_key"] = key;
@@ -167,6 +270,7 @@ inline cache_result compile_cached(const graph& g, const ipu::options& options, 
     if (r.stored) log::info("popef: executable cache miss: stored ", r.file.string());
   }
   r.model.metadata.engine_options.erase("ipu.cache_key");
+  if (reports) detail::write_engine_reports(*reports, r.model);
   return r;
 }
 

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ipu/poptorch/strategy.hpp"
+#include "ipu/compile/progress.hpp"
 
 namespace ipu::popef {
 
@@ -21,6 +22,9 @@ struct compile_options {
   /// stages, execution phases) instead of the options' strategy settings — the only way to run a
   /// phased strategy without listing its phases, which the options require.
   std::optional<execution_mode> from_annotations;
+  /// Where the compilation progress bar is drawn when the options' showCompilationProgressBar is
+  /// on (progress.hpp); empty: on stderr when it is a terminal. Not part of the cache key.
+  progress_sink progress;
 };
 
 }  // namespace ipu::popef

@@ -488,7 +488,8 @@ class options {
              "drop it, and redirect standard error to keep the log");
     if (profile_dir_)
       refuse("enableProfiling", "sessions write no profile directory",
-             "drop it; `ipu plan --trace/--report` and `ipu run --trace` write the predicted and measured traces");
+             "drop it; POPLAR_ENGINE_OPTIONS='{\"autoReport.all\":\"true\",\"autoReport.directory\":\"DIR\"}' makes "
+             "compiling write the plan report and predicted trace to DIR, and `ipu run --trace` the measured one");
     if (stable_norm_)
       refuse("enableStableNorm(True)", "the normalisation kernels have one formulation", "drop it");
     if (log_cycle_count_)

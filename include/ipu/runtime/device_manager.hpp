@@ -417,7 +417,14 @@ class device_manager {
     bool logged = false;
     for (;;) {
       for (const auto& s : candidates)
-        if (auto h = try_lock(s, requested)) return std::move(*h);
+        if (auto h = try_lock(s, requested)) {
+          log::info([&] {
+            return "acquired device " + std::to_string(s.id) + " (" +
+                   detail::runtime::format_ipus(detail::runtime::ipus_of(s)) + ") for " + ipus_text(requested) +
+                   (logged ? " after waiting " + detail::runtime::format_ms(std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start)) : std::string());
+          });
+          return std::move(*h);
+        }
       const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - start);
       if (wait.strategy == device_wait_strategy::no_wait ||
           (wait.strategy == device_wait_strategy::wait_with_timeout && waited >= wait.timeout))
