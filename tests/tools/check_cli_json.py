@@ -203,6 +203,21 @@ for i, r in enumerate(runs):
     if got != sorted((n.name or n.op_type, n.op_type) for n in m.graph.node):
         problems.append(f"profile: run {i} spans {got} are not the model's ops")
 
+# An annotated model (PopART's __pipeline_stage): each op span carries its node's stage; one run
+# without timing is the one measured.
+staged = onnx.load(lenet)
+half = len(staged.graph.node) // 2
+for i, n in enumerate(staged.graph.node):
+    n.attribute.append(onnx.helper.make_attribute("__pipeline_stage", 0 if i < half else 1))
+onnx.save(staged, os.path.join(work, "staged.onnx"))
+text = run("run", os.path.join(work, "staged.onnx"), "--output-dir", work, "--profile", trace).stdout
+expect("profile", text, rf"^wrote profile {E(trace)}: 1 of 1 measured runs, {len(staged.graph.node)} ops each$")
+with open(trace) as fh:
+    spans = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e["cat"] == "op"]
+want = {n.name: 0 if i < half else 1 for i, n in enumerate(staged.graph.node)}
+if {e["name"]: e["args"].get("stage") for e in spans} != want:
+    problems.append(f"profile: stages {[(e['name'], e['args'].get('stage')) for e in spans]}, want {want}")
+
 p = run("run", popef, "--profile", trace, "--output-dir", work, fail=True)
 if "--profile applies to an ONNX model" not in p.stderr or "--trace" not in p.stderr:
     problems.append(f"run popef --profile: {p.stderr}")

@@ -8,7 +8,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <filesystem>
@@ -94,8 +93,5 @@ class report {
  private:
   json_option j_;
 };
-
-/// A float's bits for the JSON: finite numbers as numbers, else null (JSON has no NaN or infinity).
-inline nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
 }  // namespace ipu_cli

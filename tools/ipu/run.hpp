@@ -149,7 +149,7 @@ inline bool same_bits(const ipu::host_tensor& a, const ipu::host_tensor& b) {
 /// executed in it, kept up to a cap on the spans (so a long timed run cannot exhaust memory).
 class host_profile {
  public:
-  static constexpr std::size_t max_spans = 1'000'000;
+  static constexpr std::size_t max_spans = 200'000;  // a trace file of some 30 MB
   using time_point = std::chrono::steady_clock::time_point;
 
   [[nodiscard]] bool room_for(std::size_t ops) const { return spans_ + ops + 1 <= max_spans; }
