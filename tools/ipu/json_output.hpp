@@ -47,6 +47,13 @@ class report {
   /// directory fails now, before the command's work.
   explicit report(json_option j, const std::vector<std::filesystem::path>& inputs = {}) : j_(std::move(j)) {
     if (j_.to_file()) {
+      // `--json` takes the next word as its file: `ipu inspect --json a.popef b.popef` would write
+      // over a.popef. A model's or data file's name is refused instead.
+      const auto ext = std::filesystem::path(*j_.target).extension().string();
+      for (const char* reads : {".onnx", ".popef", ".npy", ".pb"})
+        if (ext == reads)
+          throw ipu::error(ipu::error_category::usage, "--json would write the report to the " + ext + " file '" + *j_.target + "'",
+                           "--json", "put --json after the command's files, or give the report's file: --json=report.json");
       refuse_overwriting_inputs(*j_.target, inputs, "--json");
       auto dir = std::filesystem::path(*j_.target).parent_path();
       if (dir.empty()) dir = ".";
