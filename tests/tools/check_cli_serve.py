@@ -58,13 +58,20 @@ def main():
         json.dump({"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 1000}}, f)
 
     p = subprocess.Popen([ipu, "serve", "--model-repository", os.path.join(work, "repo"), "--http-port", "0",
-                          "--max-request-bytes", "4096"],
+                          "--max-request-bytes", "4096", "--json", os.path.join(work, "serve.json")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()  # printed once the server accepts connections
         if not line.startswith("serving 1 models on http://127.0.0.1:"):
             fail(f"unexpected first line {line!r}; stderr: {p.stderr.read() if p.poll() is not None else ''}")
         port = int(line.rsplit(":", 1)[1])
+        # --json FILE: the same figures, written once serving (a line says so).
+        if p.stdout.readline() != f"wrote {os.path.join(work, 'serve.json')} (JSON report)\n":
+            fail("no line saying the JSON report was written")
+        with open(os.path.join(work, "serve.json")) as f:
+            started = json.load(f)
+        if started != {"models": 1, "bind": "127.0.0.1", "port": port, "url": f"http://127.0.0.1:{port}"}:
+            fail(f"--json FILE wrote {started}, the text says {line!r}")
 
         status, _ = request(port, "/v2/health/ready")
         if status != 200:

@@ -9,6 +9,7 @@ with gradient accumulation 3 (each update uses the mean gradient of 3 micro-batc
 one clear error line and a non-zero exit.
 Usage: check_cli_train.py IPU_EXECUTABLE
 """
+import json
 import os
 import re
 import subprocess
@@ -64,6 +65,34 @@ def run(ipu, args, fail=False):
         if len(lines) != 1 or "Sanitizer" in p.stderr or "runtime error" in p.stderr:
             sys.exit(f"ipu train {' '.join(args)}: expected one error line, got:\n{p.stderr}")
     return p
+
+
+def check_json(text, j, report, alone_args=None):
+    """--json FILE holds what the text of the same run says: plan, prediction, steps, losses."""
+    def expect(pattern):
+        if not re.search(pattern, text, re.M):
+            sys.exit(f"--json {report}: no line matching {pattern!r} in:\n{text}\n(JSON {j})")
+    if "plan" in j:
+        pl = j["plan"]
+        expect(rf"^plan: training step {pl['strategy']} on {re.escape(pl['device'])}, {pl['stages']} stages on {pl['ipus']} IPUs, "
+               rf"{pl['micro_batches']} micro-batches of {pl['batch']} samples per weight update$")
+        pr = j["predicted"]
+        expect(rf"^predicted: {pr['samples_per_second']:.1f} samples/s, {pr['seconds_per_weight_update'] * 1e3:.3f} ms per weight update$")
+    if "run" in j:
+        expect(rf"^run: the training step {j['run']['schedule']} over {j['run']['stages']} stages on host threads$")
+    if not j["steps"] or j["steps"][-1]["step"] != j["total_steps"]:
+        sys.exit(f"--json {report}: steps {j['steps']}")
+    for s in j["steps"]:
+        expect(rf"^step {s['step']}/{j['total_steps']}  loss {re.escape(format(s['loss'], '.6g'))}  "
+               rf"{s['samples_per_second']:.1f} samples/s$")
+    first, last = (float(v) for v in re.search(r"^loss (\S+) -> (\S+)$", text, re.M).groups())
+    if not (np.isclose(first, j["loss"]["first"], rtol=1e-5) and np.isclose(last, j["loss"]["last"], rtol=1e-5)):
+        sys.exit(f"--json {report}: loss {j['loss']}, the text {first} -> {last}")
+    expect(rf"^wrote {re.escape(j['output'])}$")
+    if alone_args:  # the same training: the same losses, and stdout is the JSON alone (or this raises)
+        alone = subprocess.run([sys.argv[1], "train", *alone_args, "--json"], capture_output=True, text=True)
+        if alone.returncode != 0 or json.loads(alone.stdout)["loss"] != j["loss"]:
+            sys.exit(f"--json alone: {alone.stdout} {alone.stderr}")
 
 
 def main():
@@ -216,8 +245,12 @@ def main():
             reference = path(f"reference_{strategy}_{ipus}.onnx")
             args = [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", *extra]
             run(ipu, [*args, "-o", reference])
-            p = run(ipu, [*args, "--device", "mk2", "--ipus", ipus, "--strategy", strategy,
-                          "-o", path(f"planned_{strategy}_{ipus}.onnx")])
+            report = path(f"planned_{strategy}_{ipus}.json")
+            planned = [*args, "--device", "mk2", "--ipus", ipus, "--strategy", strategy,
+                       "-o", path(f"planned_{strategy}_{ipus}.onnx")]
+            p = run(ipu, [*planned, "--json", report])
+            with open(report) as f:
+                check_json(p.stdout, json.load(f), report, planned if strategy == "pipelined" else None)
             if not re.search(rf"^plan: training step \S+ on .+, [0-9]+ stages on {ipus} IPUs", p.stdout, re.M):
                 sys.exit(f"--strategy {strategy} --ipus {ipus}: no plan line in:\n{p.stdout}")
             m = re.search(r"^predicted: ([0-9.]+) samples/s", p.stdout, re.M)

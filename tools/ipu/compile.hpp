@@ -32,6 +32,7 @@
 #include "common_options.hpp"
 #include "input_shapes.hpp"
 #include "outputs.hpp"
+#include "json_output.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/onnx/import.hpp"
@@ -60,6 +61,7 @@ struct compile_args {
   std::optional<std::string> cache_dir;  // set, even empty, when --cache-dir is given
   std::string options_file;
   bool batches_per_step_given = false, replicas_given = false;
+  json_option json;
 };
 
 
@@ -67,6 +69,7 @@ inline void run_compile(const compile_args& a) {
   namespace fs = std::filesystem;
   const fs::path path = a.model;
   refuse_overwriting_inputs(a.output.empty() ? fs::path(path.stem().string() + ".popef") : fs::path(a.output), {path}, "-o");
+  report rep(a.json, {path});
   const auto mode = parse_strategy(a.strategy);
   if (a.cache_dir) {  // checked before the slow part; the cache checks it again when compiling
     if (a.cache_dir->empty())
@@ -130,15 +133,32 @@ inline void run_compile(const compile_args& a) {
   const auto& m = r.model;
   ipu::popef::export_model(m, out, co.compress);
   const auto& p = m.plan;
-  std::printf("wrote %s (%ju bytes): executable '%s'\n", out.string().c_str(),
+  rep.printf("wrote %s (%ju bytes): executable '%s'\n", out.string().c_str(),
               static_cast<std::uintmax_t>(fs::file_size(out)), m.name.c_str());
-  std::printf("plan: %s on %s, %zu stages on %u IPUs x %u replicas, %ju batches per step of %ju samples\n",
+  rep.printf("plan: %s on %s, %zu stages on %u IPUs x %u replicas, %ju batches per step of %ju samples\n",
               p.strategy.c_str(), ipu::to_string(p.device).c_str(), p.stages.size(), p.ipus_per_replica,
               p.replication_factor, static_cast<std::uintmax_t>(p.batches_per_step),
               static_cast<std::uintmax_t>(p.micro_batch_size));
   if (p.device.kind == ipu::device_kind::ipu)
-    std::printf("predicted: %.1f samples/s, %.3f ms per step, latency %.3f ms\n", p.predicted.samples_per_second,
-                p.predicted.seconds_per_step * 1e3, p.predicted.latency_seconds * 1e3);
+    rep.printf("predicted: %.1f samples/s, %.3f ms per step, latency %.3f ms\n", p.predicted.samples_per_second,
+               p.predicted.seconds_per_step * 1e3, p.predicted.latency_seconds * 1e3);
+  auto& j = rep.json;
+  j["output"] = out.string();
+  j["bytes"] = static_cast<std::uintmax_t>(fs::file_size(out));
+  j["executable"] = m.name;
+  j["plan"] = {{"strategy", p.strategy},
+               {"device", ipu::to_string(p.device)},
+               {"stages", p.stages.size()},
+               {"ipus_per_replica", p.ipus_per_replica},
+               {"replicas", p.replication_factor},
+               {"batches_per_step", p.batches_per_step},
+               {"micro_batch", p.micro_batch_size}};
+  if (p.device.kind == ipu::device_kind::ipu)
+    j["predicted"] = {{"samples_per_second", p.predicted.samples_per_second},
+                      {"seconds_per_step", p.predicted.seconds_per_step},
+                      {"latency_seconds", p.predicted.latency_seconds}};
+  if (a.cache_dir || r.hit || r.stored) j["cache"] = {{"hit", r.hit}, {"stored", r.stored}, {"file", r.file.string()}};
+  rep.finish();
 }
 
 /// Adds the `compile` subcommand to the tool.
@@ -163,6 +183,7 @@ inline void add_compile_command(CLI::App& app) {
                   "else POPTORCH_CACHE_DIR)");
   cmd->add_option("--options", a->options_file,
                   "a PopTorch options file: deviceIterations and replicationFactor (other settings are refused)");
+  add_json_option(*cmd, a->json);
   cmd->callback([a, bps, replicas] {
     a->batches_per_step_given = bps->count() > 0;
     a->replicas_given = replicas->count() > 0;

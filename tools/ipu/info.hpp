@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,7 @@
 #include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
 #include "import_limits.hpp"
+#include "json_output.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/onnx/unsupported.hpp"
@@ -30,6 +32,7 @@ struct info_args {
   std::string model;
   std::vector<std::string> input_shapes;
   bool allow_unsupported = false;
+  json_option json;
 };
 
 struct graph_totals {
@@ -60,19 +63,33 @@ inline void tally(const ipu::graph& g, graph_totals& t) {
   }
 }
 
-inline void run_info(const info_args& args, std::ostream& out) {
+inline nlohmann::json tensor_json(const ipu::graph& g, ipu::tensor_id id) {
+  const auto& n = g.tensor(id);
+  return {{"name", n.name}, {"type", ipu::to_string(n.info)}, {"dtype", std::string(ipu::to_string(n.info.type))},
+          {"shape", std::vector<std::int64_t>(n.info.shape.begin(), n.info.shape.end())}};
+}
+
+inline void run_info(const info_args& args) {
   const std::filesystem::path path = args.model;
+  report rep(args.json, {path});
+  std::ostringstream out;
+  auto& j = rep.json;
   auto model = std::make_shared<::onnx::ModelProto>();
   ipu::onnx::read_proto_file(*model, path, "ONNX model");
 
   // What the file says, before the importer normalises it.
   std::string opsets;
+  j["opsets"] = nlohmann::json::array();
   for (const auto& o : model->opset_import()) {
     if (!opsets.empty()) opsets += ", ";
     const bool onnx_domain = o.domain().empty() || o.domain() == "ai.onnx";
     opsets += (onnx_domain ? std::string("ai.onnx") : o.domain()) + " " + std::to_string(o.version());
-    if (onnx_domain && o.version() != ipu::onnx::canonical_opset)
+    nlohmann::json oj = {{"domain", onnx_domain ? std::string("ai.onnx") : o.domain()}, {"version", o.version()}};
+    if (onnx_domain && o.version() != ipu::onnx::canonical_opset) {
       opsets += " (imported as " + std::to_string(ipu::onnx::canonical_opset) + ")";
+      oj["imported_as"] = ipu::onnx::canonical_opset;
+    }
+    j["opsets"].push_back(oj);
   }
   const auto ir_version = model->ir_version();
   const auto producer = model->producer_name() + (model->producer_version().empty() ? "" : " " + model->producer_version());
@@ -125,6 +142,29 @@ inline void run_info(const info_args& args, std::ostream& out) {
   row("constants", ipu::format_grouped(t.constants) + " (" + ipu::format_grouped(t.constant_bytes) + " bytes)");
   row("unsupported", unsupported.empty() ? std::string("none")
                                          : ipu::onnx::describe_unsupported(unsupported, g.name()));
+
+  j["model"] = path.string();
+  j["ir_version"] = ir_version;
+  j["producer"] = producer;
+  j["graph"] = g.name();
+  j["inputs"] = nlohmann::json::array();
+  for (auto id : g.inputs()) j["inputs"].push_back(tensor_json(g, id));
+  j["outputs"] = nlohmann::json::array();
+  for (auto id : g.outputs()) j["outputs"].push_back(tensor_json(g, id));
+  j["ops"] = t.num_ops;
+  j["op_types"] = nlohmann::json::array();  // most used first, as the text lists them
+  for (const auto& [name, n] : hist) j["op_types"].push_back({{"type", name}, {"count", n}});
+  j["parameters"] = t.params;
+  j["weights"] = t.variables;
+  j["parameter_bytes"] = t.param_bytes;
+  j["constants"] = t.constants;
+  j["constant_bytes"] = t.constant_bytes;
+  j["unsupported"] = nlohmann::json::array();
+  for (const auto& u : unsupported)
+    j["unsupported"].push_back({{"domain", u.domain.empty() ? std::string("ai.onnx") : u.domain}, {"type", u.type},
+                                {"node", u.node}, {"graph", u.graph}, {"opset", u.opset}});
+  rep.text(out.str());
+  rep.finish();
 }
 
 inline void add_info_command(CLI::App& app) {
@@ -134,7 +174,8 @@ inline void add_info_command(CLI::App& app) {
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->add_flag("--allow-unsupported", args->allow_unsupported,
                 "describe the model even if it uses ops the library does not implement");
-  cmd->callback([args] { run_info(*args, std::cout); });
+  add_json_option(*cmd, args->json);
+  cmd->callback([args] { run_info(*args); });
 }
 
 }  // namespace ipu_cli

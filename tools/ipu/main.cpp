@@ -1,6 +1,6 @@
 // The `ipu` command-line tool. Each subcommand lives in its own header under tools/ipu/ and adds
 // itself with add_<name>_command(app); a failure is one line on stderr and exit status 1 (2 for a
-// command line the parser refuses).
+// command line the parser refuses). Every subcommand takes `--json [FILE]` (json_output.hpp).
 #include <CLI/CLI.hpp>
 
 #include <exception>

@@ -1,5 +1,5 @@
 #pragma once
-// `ipu model --device mk1|mk2|bow [--batch N] [--all-reduce-bytes B] [--json]`
+// `ipu model --device mk1|mk2|bow [--batch N] [--all-reduce-bytes B] [--json [FILE]]`
 //
 // Prints the cost model's microbenchmark-level figures for one architecture, the numbers to hold
 // against measurements of real IPUs: square GEMM throughput and efficiency per precision (one IPU,
@@ -23,6 +23,7 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/device/transfer.hpp"
 #include "ipu/error.hpp"
+#include "json_output.hpp"
 
 namespace ipu_cli {
 
@@ -30,7 +31,7 @@ struct model_args {
   std::string device = "mk2";
   std::uint64_t batch = 1;
   std::uint64_t all_reduce_bytes = 64ull << 20;
-  bool json = false;
+  json_option json;
 };
 
 namespace model_detail {
@@ -198,13 +199,12 @@ inline void add_model_command(CLI::App& app) {
   cmd->add_option("--all-reduce-bytes", args->all_reduce_bytes, "bytes each replica all-reduces")
       ->capture_default_str()
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40));
-  cmd->add_flag("--json", args->json, "print the figures as JSON");
+  add_json_option(*cmd, args->json);
   cmd->callback([args] {
-    const auto f = model_figures(*args);
-    if (args->json)
-      std::cout << f.dump(2) << '\n';
-    else
-      print_model_text(f);
+    report r(args->json);
+    r.json = model_figures(*args);
+    if (r.text_on()) print_model_text(r.json);
+    r.finish();
   });
 }
 

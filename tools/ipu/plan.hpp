@@ -50,6 +50,7 @@
 #include "ipu/exec/plan_report.hpp"
 #include "ipu/file.hpp"
 #include "ipu/compile/strategies.hpp"
+#include "json_output.hpp"
 
 namespace ipu_cli {
 
@@ -77,6 +78,7 @@ struct plan_args {
   bool shard_optimizer_state = false;
   std::string options_file;
   bool device_iterations_given = false, replicas_given = false;
+  json_option json;
 };
 
 namespace detail {
@@ -118,7 +120,7 @@ inline std::string kib(std::uint64_t bytes) {
   return buf;
 }
 
-inline void print_plan(const ipu::executable& e, bool auto_planned) {
+inline void print_plan(report& rep, const ipu::executable& e, bool auto_planned) {
   const auto& g = e.model;
   const auto& a = e.device.arch;
   std::uint64_t params = 0;
@@ -126,20 +128,37 @@ inline void print_plan(const ipu::executable& e, bool auto_planned) {
     if (t.kind == ipu::tensor_kind::variable || t.kind == ipu::tensor_kind::constant)
       params += static_cast<std::uint64_t>(std::max<std::int64_t>(t.info.num_elements(), 0));
   const auto precision = e.precision ? std::string(ipu::to_string(*e.precision)) : std::string("as the model declares");
-  std::printf("model: '%s', %zu ops, %.2f M parameters, micro-batch %llu, precision %s (partials %s)\n", g.name().c_str(),
+  rep.printf("model: '%s', %zu ops, %.2f M parameters, micro-batch %llu, precision %s (partials %s)\n", g.name().c_str(),
               g.num_ops(), static_cast<double>(params) / 1e6, static_cast<unsigned long long>(e.micro_batch_size),
               precision.c_str(), std::string(ipu::to_string(e.partials_type)).c_str());
-  std::printf("device: %s; strategy: %s, %u IPU%s per replica x %u replica%s (%u reserved)%s\n",
+  rep.printf("device: %s; strategy: %s, %u IPU%s per replica x %u replica%s (%u reserved)%s\n",
               ipu::to_string(e.device).c_str(), e.strategy.c_str(), e.ipus_per_replica, e.ipus_per_replica == 1 ? "" : "s",
               e.replication_factor, e.replication_factor == 1 ? "" : "s", e.ipus_reserved,
               auto_planned ? "; placement by the automatic planner" : "");
-  std::printf("device iterations: %llu micro-batches per step\n\n",
+  rep.printf("device iterations: %llu micro-batches per step\n\n",
               static_cast<unsigned long long>(e.predicted.micro_batches_per_step));
 
+  auto& j = rep.json;
+  j["model"] = {{"name", g.name()}, {"ops", g.num_ops()}, {"parameters", params}, {"micro_batch", e.micro_batch_size},
+                {"precision", e.precision ? nlohmann::json(std::string(ipu::to_string(*e.precision))) : nlohmann::json(nullptr)},
+                {"partials", std::string(ipu::to_string(e.partials_type))}};
+  j["device"] = ipu::to_string(e.device);
+  j["strategy"] = e.strategy;
+  j["ipus_per_replica"] = e.ipus_per_replica;
+  j["replicas"] = e.replication_factor;
+  j["ipus_reserved"] = e.ipus_reserved;
+  j["auto_planned"] = auto_planned;
+  j["device_iterations"] = e.predicted.micro_batches_per_step;
+
   const auto per_ipu = a.sram_bytes_per_ipu();
-  std::printf("%-4s %-24s %s\n", "IPU", "memory total", "worst tile");
+  j["memory"] = nlohmann::json::array();
   for (const auto& m : e.memory)
-    std::printf("%-4u %-12s (%5.1f%%)   %s (%5.1f%% of %s) on tile %u\n", m.ipu, mib(m.total_bytes).c_str(),
+    j["memory"].push_back({{"ipu", m.ipu}, {"total_bytes", m.total_bytes}, {"ipu_bytes", per_ipu},
+                           {"worst_tile_bytes", m.worst_tile_bytes}, {"tile_bytes", a.sram_bytes_per_tile},
+                           {"worst_tile", m.worst_tile}});
+  rep.printf("%-4s %-24s %s\n", "IPU", "memory total", "worst tile");
+  for (const auto& m : e.memory)
+    rep.printf("%-4u %-12s (%5.1f%%)   %s (%5.1f%% of %s) on tile %u\n", m.ipu, mib(m.total_bytes).c_str(),
                 100.0 * static_cast<double>(m.total_bytes) / static_cast<double>(per_ipu), kib(m.worst_tile_bytes).c_str(),
                 100.0 * static_cast<double>(m.worst_tile_bytes) / static_cast<double>(a.sram_bytes_per_tile),
                 kib(a.sram_bytes_per_tile).c_str(), m.worst_tile);
@@ -147,11 +166,19 @@ inline void print_plan(const ipu::executable& e, bool auto_planned) {
   const auto times = ipu::detail::sched::stage_times(e.programs[static_cast<std::size_t>(ipu::program_index::main)],
                                                      e.stages.size());
   const double us_per_cycle = 1e6 / static_cast<double>(a.clock_hz);
-  std::printf("\n%-6s %-4s %-6s %-5s %-12s %-10s %-12s %-12s %-8s %s\n", "stage", "IPU", "phase", "ops", "cycles", "us",
+  rep.printf("\n%-6s %-4s %-6s %-5s %-12s %-10s %-12s %-12s %-8s %s\n", "stage", "IPU", "phase", "ops", "cycles", "us",
               "compute", "in", "out", "sync");
+  j["clock_hz"] = a.clock_hz;
+  j["stages"] = nlohmann::json::array();
   for (const auto& st : e.stages) {
     const auto& t = times[st.id];
-    std::printf("%-6u %-4u %-6s %-5zu %-12llu %-10.2f %-12llu %-12llu %-8llu %llu%s\n", st.id, st.ipu,
+    j["stages"].push_back({{"stage", st.id}, {"ipu", st.ipu},
+                           {"phase", st.phase >= 0 ? nlohmann::json(st.phase) : nlohmann::json(nullptr)},
+                           {"ops", st.ops.size()}, {"cycles", st.cycles},
+                           {"seconds", static_cast<double>(st.cycles) / static_cast<double>(a.clock_hz)},
+                           {"compute", t.compute}, {"in", t.in}, {"out", t.to_host + t.store}, {"sync", t.sync},
+                           {"slowest", st.id == e.predicted.slowest_stage && e.stages.size() > 1}});
+    rep.printf("%-6u %-4u %-6s %-5zu %-12llu %-10.2f %-12llu %-12llu %-8llu %llu%s\n", st.id, st.ipu,
                 st.phase >= 0 ? std::to_string(st.phase).c_str() : "-", st.ops.size(),
                 static_cast<unsigned long long>(st.cycles), static_cast<double>(st.cycles) * us_per_cycle,
                 static_cast<unsigned long long>(t.compute), static_cast<unsigned long long>(t.in),
@@ -159,10 +186,15 @@ inline void print_plan(const ipu::executable& e, bool auto_planned) {
                 st.id == e.predicted.slowest_stage && e.stages.size() > 1 ? "  <- slowest" : "");
   }
   const auto& p = e.predicted;
-  std::printf("\npipeline bubble: %.1f%%\n", 100.0 * p.pipeline_bubble);
+  j["pipeline_bubble"] = p.pipeline_bubble;
+  j["streaming_memory_bytes"] = p.streaming_memory_bytes;
+  j["predicted"] = {{"cycles_per_step", p.cycles_per_step}, {"seconds_per_step", p.seconds_per_step},
+                    {"latency_cycles", p.latency_cycles}, {"latency_seconds", p.latency_seconds},
+                    {"samples_per_second", p.samples_per_second}};
+  rep.printf("\npipeline bubble: %.1f%%\n", 100.0 * p.pipeline_bubble);
   if (p.streaming_memory_bytes > 0)
-    std::printf("Streaming Memory traffic: %s per step (busiest IPU)\n", mib(p.streaming_memory_bytes).c_str());
-  std::printf("predicted: %llu cycles per step = %.3f ms; latency %llu cycles = %.3f ms; throughput %.1f samples/s\n",
+    rep.printf("Streaming Memory traffic: %s per step (busiest IPU)\n", mib(p.streaming_memory_bytes).c_str());
+  rep.printf("predicted: %llu cycles per step = %.3f ms; latency %llu cycles = %.3f ms; throughput %.1f samples/s\n",
               static_cast<unsigned long long>(p.cycles_per_step), p.seconds_per_step * 1e3,
               static_cast<unsigned long long>(p.latency_cycles), p.latency_seconds * 1e3, p.samples_per_second);
 }
@@ -189,7 +221,7 @@ inline ipu::train::optimizer make_optimizer(const plan_args& a) {
                    "use sgd, adam, adamw, rmsprop, lamb or adagrad");
 }
 
-inline void print_training_plan(const ipu::executable& e, const ipu::training_prediction& p, const plan_args& args,
+inline void print_training_plan(report& rep, const ipu::executable& e, const ipu::training_prediction& p, const plan_args& args,
                                 std::uint32_t plan_replicas, bool auto_planned) {
   const auto& g = e.model;
   const auto& a = e.device.arch;
@@ -197,47 +229,78 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
   for (const auto& t : g.tensors())
     if (t.kind == ipu::tensor_kind::variable) params += static_cast<std::uint64_t>(std::max<std::int64_t>(t.info.num_elements(), 0));
   const auto precision = e.precision ? std::string(ipu::to_string(*e.precision)) : std::string("as the model declares");
-  std::printf("training: '%s', %.2f M weights, optimizer %s, loss %s, precision %s (partials %s)\n", g.name().c_str(),
+  rep.printf("training: '%s', %.2f M weights, optimizer %s, loss %s, precision %s (partials %s)\n", g.name().c_str(),
               static_cast<double>(params) / 1e6, lower(args.optimizer.value_or("sgd")).c_str(), args.loss.value_or("mse").c_str(),
               precision.c_str(), std::string(ipu::to_string(e.partials_type)).c_str());
   const std::uint64_t global = p.micro_batch_size * p.gradient_accumulation * p.replicas;
-  std::printf("device: %s; strategy: %s, %u IPU%s per replica x %u replica%s", ipu::to_string(e.device).c_str(),
+  rep.printf("device: %s; strategy: %s, %u IPU%s per replica x %u replica%s", ipu::to_string(e.device).c_str(),
               e.strategy.c_str(), e.ipus_per_replica, e.ipus_per_replica == 1 ? "" : "s", p.replicas, p.replicas == 1 ? "" : "s");
-  if (p.all_reduce.pods > 1) std::printf(" over %u pods (%u replicas per pod)", p.all_reduce.pods, plan_replicas);
-  std::printf("%s\n", auto_planned ? "; placement by the automatic planner" : "");
-  std::printf("batch: micro-batch %llu x gradient accumulation %llu x %u replicas = global batch %llu; %llu weight update%s per step\n",
+  if (p.all_reduce.pods > 1) rep.printf(" over %u pods (%u replicas per pod)", p.all_reduce.pods, plan_replicas);
+  rep.printf("%s\n", auto_planned ? "; placement by the automatic planner" : "");
+  rep.printf("batch: micro-batch %llu x gradient accumulation %llu x %u replicas = global batch %llu; %llu weight update%s per step\n",
               static_cast<unsigned long long>(p.micro_batch_size), static_cast<unsigned long long>(p.gradient_accumulation),
               p.replicas, static_cast<unsigned long long>(global), static_cast<unsigned long long>(p.weight_updates_per_step),
               p.weight_updates_per_step == 1 ? "" : "s");
   if (p.pipelined && p.stages.size() > 1)
-    std::printf("pipeline: %llu stages (%zu forward, their backward, the last combined), %zu cycles per weight update\n",
+    rep.printf("pipeline: %llu stages (%zu forward, their backward, the last combined), %zu cycles per weight update\n",
                 static_cast<unsigned long long>(p.pipeline_stages), p.stages.size(), p.cycles.size());
   if (!p.uncosted_ops.empty()) {
     std::string names;
     for (const auto& n : p.uncosted_ops) names += (names.empty() ? "" : ", ") + n;
-    std::printf("cost rules: missing for %s (costed by the generic rule)\n", names.c_str());
+    rep.printf("cost rules: missing for %s (costed by the generic rule)\n", names.c_str());
   } else {
-    std::printf("cost rules: every op of the step has one in the op table\n");
+    rep.printf("cost rules: every op of the step has one in the op table\n");
   }
 
+  auto& j = rep.json;
+  j["training"] = {{"name", g.name()}, {"weights", params}, {"optimizer", lower(args.optimizer.value_or("sgd"))},
+                   {"loss", args.loss.value_or("mse")},
+                   {"precision", e.precision ? nlohmann::json(std::string(ipu::to_string(*e.precision))) : nlohmann::json(nullptr)},
+                   {"partials", std::string(ipu::to_string(e.partials_type))}};
+  j["device"] = ipu::to_string(e.device);
+  j["strategy"] = e.strategy;
+  j["ipus_per_replica"] = e.ipus_per_replica;
+  j["replicas"] = p.replicas;
+  j["pods"] = p.all_reduce.pods;
+  j["replicas_per_pod"] = plan_replicas;
+  j["auto_planned"] = auto_planned;
+  j["batch"] = {{"micro_batch", p.micro_batch_size}, {"gradient_accumulation", p.gradient_accumulation},
+                {"replicas", p.replicas}, {"global_batch", global}, {"weight_updates_per_step", p.weight_updates_per_step}};
+  if (p.pipelined && p.stages.size() > 1)
+    j["pipeline"] = {{"stages", p.pipeline_stages}, {"forward_stages", p.stages.size()}, {"cycles_per_weight_update", p.cycles.size()}};
+  j["uncosted_ops"] = p.uncosted_ops;
+  j["clock_hz"] = a.clock_hz;
+
   const auto per_ipu = a.sram_bytes_per_ipu();
-  std::printf("\n%-4s %-12s %-12s %-12s %-12s %-12s %s\n", "IPU", "plan", "activations", "gradients", "optimizer", "total", "of the IPU");
+  j["memory"] = nlohmann::json::array();
   for (const auto& m : p.memory)
-    std::printf("%-4u %-12s %-12s %-12s %-12s %-12s %5.1f%%\n", m.ipu, mib(m.plan_bytes).c_str(), mib(m.activation_bytes).c_str(),
+    j["memory"].push_back({{"ipu", m.ipu}, {"plan_bytes", m.plan_bytes}, {"activation_bytes", m.activation_bytes},
+                           {"gradient_bytes", m.gradient_bytes}, {"optimizer_bytes", m.optimizer_bytes},
+                           {"total_bytes", m.total()}, {"ipu_bytes", per_ipu}});
+  j["gradients"] = p.gradient_accumulation > 1 ? "accumulators" : "one per weight";
+  j["optimizer_state_sharded"] = args.shard_optimizer_state;
+  j["stages"] = nlohmann::json::array();
+  for (const auto& s : p.stages)
+    j["stages"].push_back({{"stage", s.stage}, {"ipu", s.ipu}, {"forward_ops", s.forward_ops}, {"backward_ops", s.backward_ops},
+                           {"update_ops", s.update_ops}, {"forward", s.forward + s.forward_io},
+                           {"backward", s.backward + s.backward_io}, {"recompute", s.recompute}, {"update", s.update}});
+  rep.printf("\n%-4s %-12s %-12s %-12s %-12s %-12s %s\n", "IPU", "plan", "activations", "gradients", "optimizer", "total", "of the IPU");
+  for (const auto& m : p.memory)
+    rep.printf("%-4u %-12s %-12s %-12s %-12s %-12s %5.1f%%\n", m.ipu, mib(m.plan_bytes).c_str(), mib(m.activation_bytes).c_str(),
                 mib(m.gradient_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.total()).c_str(),
                 100.0 * static_cast<double>(m.total()) / static_cast<double>(per_ipu));
-  std::printf("(plan: weights, live activations, stashes, temporaries and vertex state of the forward plan; activations: what "
+  rep.printf("(plan: weights, live activations, stashes, temporaries and vertex state of the forward plan; activations: what "
               "the backward reads; gradients: %s%s)\n",
               p.gradient_accumulation > 1 ? "accumulators" : "one per weight",
               args.shard_optimizer_state ? "; optimizer state sharded over the replicas" : "");
 
   const double us = 1e6 / static_cast<double>(a.clock_hz);
-  std::printf("\n%-6s %-4s %-14s %-12s %-12s %-12s %-12s %s\n", "stage", "IPU", "ops f/b/u", "forward", "backward",
+  rep.printf("\n%-6s %-4s %-14s %-12s %-12s %-12s %-12s %s\n", "stage", "IPU", "ops f/b/u", "forward", "backward",
               "recompute", "update", "(cycles per micro-batch; update per weight update)");
   for (const auto& s : p.stages) {
     char ops[48];
     std::snprintf(ops, sizeof ops, "%u/%u/%u", s.forward_ops, s.backward_ops, s.update_ops);
-    std::printf("%-6u %-4u %-14s %-12llu %-12llu %-12llu %-12llu\n", s.stage, s.ipu, ops,
+    rep.printf("%-6u %-4u %-14s %-12llu %-12llu %-12llu %-12llu\n", s.stage, s.ipu, ops,
                 static_cast<unsigned long long>(s.forward + s.forward_io),
                 static_cast<unsigned long long>(s.backward + s.backward_io), static_cast<unsigned long long>(s.recompute),
                 static_cast<unsigned long long>(s.update));
@@ -246,21 +309,34 @@ inline void print_training_plan(const ipu::executable& e, const ipu::training_pr
   std::uint64_t grad_bytes = 0;
   for (const auto& m : p.memory) grad_bytes = std::max(grad_bytes, m.weight_bytes);
   if (p.replicas > 1)
-    std::printf("\nall-reduce: %s of gradients per IPU over %u replicas: %llu cycles = %.3f ms (IPU-Links %.3f ms, ring of %u "
+    j["all_reduce"] = {{"gradient_bytes", grad_bytes}, {"replicas", p.replicas}, {"cycles", ar.cycles},
+                       {"seconds", static_cast<double>(ar.cycles) / static_cast<double>(a.clock_hz)},
+                       {"link_seconds", ar.link_seconds}, {"ring_links", ar.ring_links}, {"link_sharing", ar.link_sharing},
+                       {"gateway_seconds", ar.gateway_seconds}, {"sync_cycles", ar.sync_cycles}};
+  else
+    j["all_reduce"] = nullptr;
+  j["weight_update"] = {{"accumulation_cycles", p.accumulation_cycles}, {"pipeline_bubble", p.pipeline_bubble},
+                        {"all_reduce_cycles", ar.cycles}, {"optimizer_cycles", p.update_cycles},
+                        {"output_cycles", p.output_cycles}, {"cycles", p.cycles_per_update},
+                        {"seconds", static_cast<double>(p.cycles_per_update) / static_cast<double>(a.clock_hz)}};
+  j["predicted"] = {{"cycles_per_step", p.cycles_per_step}, {"seconds_per_step", p.seconds_per_step},
+                    {"samples_per_second", p.samples_per_second}};
+  if (p.replicas > 1)
+    rep.printf("\nall-reduce: %s of gradients per IPU over %u replicas: %llu cycles = %.3f ms (IPU-Links %.3f ms, ring of %u "
                 "link%s%s; gateway %.3f ms; syncs %llu cycles)\n",
                 mib(grad_bytes).c_str(), p.replicas, static_cast<unsigned long long>(ar.cycles),
                 static_cast<double>(ar.cycles) * us / 1e3, ar.link_seconds * 1e3, ar.ring_links, ar.ring_links == 1 ? "" : "s",
                 ar.link_sharing > 1 ? (" shared by " + std::to_string(ar.link_sharing) + " rings").c_str() : "",
                 ar.gateway_seconds * 1e3, static_cast<unsigned long long>(ar.sync_cycles));
   else
-    std::printf("\nall-reduce: none (one replica)\n");
-  std::printf("weight update: micro-batches %llu cycles (bubble %.1f%%) + all-reduce %llu + optimizer %llu + outputs %llu = %llu "
+    rep.printf("\nall-reduce: none (one replica)\n");
+  rep.printf("weight update: micro-batches %llu cycles (bubble %.1f%%) + all-reduce %llu + optimizer %llu + outputs %llu = %llu "
               "cycles = %.3f ms\n",
               static_cast<unsigned long long>(p.accumulation_cycles), 100.0 * p.pipeline_bubble,
               static_cast<unsigned long long>(ar.cycles), static_cast<unsigned long long>(p.update_cycles),
               static_cast<unsigned long long>(p.output_cycles),
               static_cast<unsigned long long>(p.cycles_per_update), static_cast<double>(p.cycles_per_update) * us / 1e3);
-  std::printf("predicted: %llu cycles per step = %.3f ms; throughput %.1f samples/s\n",
+  rep.printf("predicted: %llu cycles per step = %.3f ms; throughput %.1f samples/s\n",
               static_cast<unsigned long long>(p.cycles_per_step), p.seconds_per_step * 1e3, p.samples_per_second);
 }
 
@@ -290,6 +366,7 @@ inline void plan_command(const plan_args& args) {
                   "--options '" + a.options_file + "'", "set it in one place");
     a.auto_round = f.auto_round_num_ipus();
   }
+  report rep(a.json, {a.model});
   const auto mode = parse_strategy(a.strategy);
   const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
   if (a.ipus == 0 || a.replicas == 0)
@@ -405,9 +482,9 @@ inline void plan_command(const plan_args& args) {
   std::optional<ipu::training_prediction> tp;
   if (tg) {
     tp = predict_training(e, *tg, training_plan_options{&o, a.replicas, a.shard_optimizer_state});
-    detail::print_training_plan(e, *tp, a, plan_replicas, auto_planned);
+    detail::print_training_plan(rep, e, *tp, a, plan_replicas, auto_planned);
   } else {
-    detail::print_plan(e, auto_planned);
+    detail::print_plan(rep, e, auto_planned);
   }
   auto write = [](const std::string& path, const std::string& text, const char* what) {
     write_file_atomically(path, std::as_bytes(std::span(text.data(), text.size())), what);
@@ -417,12 +494,15 @@ inline void plan_command(const plan_args& args) {
     if (tp) write_predicted_training_chrome_trace(out, e, *tp);
     else write_predicted_chrome_trace(out, e);
     write(a.trace, out.str(), "trace file");
-    std::printf("wrote the predicted timeline to %s\n", a.trace.c_str());
+    rep.printf("wrote the predicted timeline to %s\n", a.trace.c_str());
+    rep.json["trace"] = a.trace;
   }
   if (!a.report.empty()) {
     write(a.report, plan_report_html(e), "plan report");
-    std::printf("wrote the plan report to %s\n", a.report.c_str());
+    rep.printf("wrote the plan report to %s\n", a.report.c_str());
+    rep.json["report"] = a.report;
   }
+  rep.finish();
 }
 
 /// Adds the `plan` subcommand to the tool.
@@ -466,6 +546,7 @@ inline void add_plan_command(CLI::App& app) {
                 "--train: shard the optimizer state over the replicas (each keeps and updates 1/R of it)");
   cmd->add_option("--options", args->options_file,
                   "a PopTorch options file: deviceIterations, replicationFactor and autoRoundNumIPUs (others are refused)");
+  add_json_option(*cmd, args->json);
   cmd->callback([args, iterations, replicas] {
     args->device_iterations_given = iterations->count() > 0;
     args->replicas_given = replicas->count() > 0;

@@ -1,7 +1,8 @@
 #pragma once
 // `ipu run MODEL [--input NAME=FILE]... [--data DIR] [--output-dir DIR] [--threads N]
 //         [--iterations N | --duration S] [--warmup N] [--synthetic random|zeros] [--seed N]
-//         [--json FILE] [--progress] [--check [--rtol R] [--atol A]] [--clients N] [--trace FILE]`
+//         [--json [FILE]] [--progress] [--check [--rtol R] [--atol A]] [--clients N] [--trace FILE]
+//         [--profile FILE]`
 //
 // Runs a model and writes every graph output to OUTPUT_DIR/<name>.npy, where each character of
 // the name outside [A-Za-z0-9._-] becomes '_'. Inputs: FILE is a NumPy .npy or an ONNX TensorProto
@@ -14,12 +15,15 @@
 // `--iterations N` runs or as many as `--duration S` seconds allow; printed are a `latency_ms` line
 // (mean, median, p90, p95, p99, min, max) and a `throughput` line (samples/s with the leading
 // dimension of the first input as the batch). A progress line goes to stderr every second after
-// the first two when stderr is a terminal or with --progress. `--json FILE` writes what the text
-// says (and every latency sample) as JSON. `--check` compares each output with DIR/output_<i>.pb
+// the first two when stderr is a terminal or with --progress. `--json` prints what the text says
+// (and every latency sample) as JSON instead of the text; `--json FILE` writes it to FILE as well. `--check` compares each output with DIR/output_<i>.pb
 // (or .npy) beside the --data inputs, as numpy.isclose with --rtol / --atol; a mismatch is an
 // error naming every output that differs, and nothing is written.
 //
-// An ONNX MODEL runs exactly on the host (the CPU device).
+// An ONNX MODEL runs exactly on the host (the CPU device). `--profile FILE` writes what the host did
+// on the measured runs (the timed ones, else the one run) as a Chrome trace: a span per run and,
+// inside it, a span per op executed, timed with a steady clock around the op's kernel (the CPU
+// device's op observer). A PopEF file has --trace instead: the runtime's schedule of its last step.
 //
 // A MODEL ending in .popef (from `ipu compile`) is served by the Model Runtime
 // (runtime/model_runner.hpp) with the schedule the file holds — pipelined stages, phases, replicas
@@ -48,6 +52,8 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <span>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -57,6 +63,7 @@
 #include "outputs.hpp"
 #include "common_options.hpp"
 #include "run_perf.hpp"
+#include "json_output.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/io/npy.hpp"
@@ -65,6 +72,7 @@
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/runtime/model_runner.hpp"
 #include "ipu/exec/timeline.hpp"
+#include "ipu/file.hpp"
 
 namespace ipu_cli {
 
@@ -80,7 +88,8 @@ struct run_args {
   std::optional<std::size_t> warmup;  // unset: 1 when timing
   std::optional<std::string> synthetic;  // unset: "random" when no input is given
   std::optional<std::int64_t> seed;      // unset: 1
-  std::string json;
+  json_option json;
+  std::string profile;  // ONNX only: the measured host ops as a Chrome trace
   bool progress = false;
   bool check = false;
   double rtol = 1e-3, atol = 1e-5;
@@ -135,6 +144,64 @@ inline void report_throughput(std::size_t runs, double seconds, std::int64_t bat
 inline bool same_bits(const ipu::host_tensor& a, const ipu::host_tensor& b) {
   return a.info() == b.info() && std::memcmp(a.data(), b.data(), a.info().num_bytes()) == 0;
 }
+
+/// --profile: per measured run, the steady-clock span of the run and of each op the CPU device
+/// executed in it, kept up to a cap on the spans (so a long timed run cannot exhaust memory).
+class host_profile {
+ public:
+  static constexpr std::size_t max_spans = 200'000;  // a trace file of some 30 MB
+  using time_point = std::chrono::steady_clock::time_point;
+
+  [[nodiscard]] bool room_for(std::size_t ops) const { return spans_ + ops + 1 <= max_spans; }
+  void begin_run() {
+    runs_.push_back({std::chrono::steady_clock::now(), {}, {}});
+    recording_ = true;
+  }
+  void end_run() {
+    recording_ = false;
+    runs_.back().end = std::chrono::steady_clock::now();
+    spans_ += runs_.back().ops.size() + 1;
+  }
+  void op(ipu::op_id id, time_point b, time_point e) {
+    if (recording_) runs_.back().ops.push_back({id, b, e});
+  }
+  [[nodiscard]] std::size_t runs() const { return runs_.size(); }
+
+  /// Chrome trace: one host track; "run" spans with their "op" spans inside, named after the op
+  /// (its type when it has no name), with the type and, when placed, the stage as arguments.
+  void write(std::ostream& os, const ipu::graph& g) const {
+    ipu::chrome_trace_writer w(os);
+    w.process_name(0, "host (measured runs)");
+    w.thread_name(0, 0, "ipu run");
+    if (runs_.empty()) return;
+    const auto t0 = runs_.front().begin;
+    auto us = [&](time_point t) { return std::chrono::duration<double, std::micro>(t - t0).count(); };
+    for (std::size_t r = 0; r < runs_.size(); ++r) {
+      const auto& run = runs_[r];
+      w.complete("run", "run " + std::to_string(r), 0, 0, us(run.begin), us(run.end) - us(run.begin),
+                 "\"run\":" + std::to_string(r) + ",\"ops\":" + std::to_string(run.ops.size()));
+      for (const auto& o : run.ops) {
+        const auto& op = g.op(o.id);
+        std::string args = "\"run\":" + std::to_string(r) + ",\"type\":" + nlohmann::json(op.type).dump();
+        if (op.where.stage) args += ",\"stage\":" + std::to_string(*op.where.stage);
+        w.complete("op", op.name.empty() ? op.type : op.name, 0, 0, us(o.begin), us(o.end) - us(o.begin), args);
+      }
+    }
+  }
+
+ private:
+  struct op_span {
+    ipu::op_id id;
+    time_point begin, end;
+  };
+  struct run_span {
+    time_point begin, end;
+    std::vector<op_span> ops;
+  };
+  std::vector<run_span> runs_;
+  std::size_t spans_ = 0;
+  bool recording_ = false;
+};
 
 /// Serves the requests through the Model Runtime (see the file comment); the graph outputs of
 /// the first response, in graph order.
@@ -292,7 +359,19 @@ inline void run_command(const run_args& args) {
                      "--clients", "compile the model with ipu compile and run the .popef file");
   if (!is_popef && !a.trace.empty())
     throw ipu::error(ipu::error_category::usage, "--trace applies to a PopEF file, not an ONNX model", "--trace",
-                     "compile the model with ipu compile and run the .popef file");
+                     "use --profile FILE for the host's ops of an ONNX model, or compile it and run the .popef file");
+  if (is_popef && !a.profile.empty())
+    throw ipu::error(ipu::error_category::usage, "--profile applies to an ONNX model run on the host, not a PopEF file",
+                     "--profile", "use --trace FILE: the Model Runtime's last step, per pipeline stage");
+  report rep(a.json, {fs::path(a.model)});
+  if (!a.profile.empty()) {
+    refuse_overwriting_inputs(a.profile, {fs::path(a.model)}, "--profile");
+    auto dir = fs::path(a.profile).parent_path();
+    std::error_code ec;
+    if (!fs::is_directory(dir.empty() ? fs::path(".") : dir, ec))
+      throw ipu::error(ipu::error_category::io, "the directory '" + dir.string() + "' does not exist",
+                       "--profile '" + a.profile + "'", "create it, or give a path in an existing directory");
+  }
   if (a.warmup && !timing(a))
     throw ipu::error(ipu::error_category::usage, "--warmup applies to a timed run", "--warmup",
                      "add --iterations N or --duration S, or leave --warmup out");
@@ -417,11 +496,26 @@ inline void run_command(const run_args& args) {
   if (compiled) {
     outputs = run_popef(*compiled, bound, a, json, text);
   } else {
-    ipu::cpu::device dev(std::move(onnx_graph), {.threads = a.threads});
+    // --profile: the observer records while `recording` is set (the measured runs), nothing else.
+    host_profile profile;
+    ipu::cpu::device_options dopts{.threads = a.threads};
+    if (!a.profile.empty())
+      dopts.on_op = [&profile](ipu::op_id op, std::chrono::steady_clock::time_point b, std::chrono::steady_clock::time_point e) {
+        profile.op(op, b, e);
+      };
+    ipu::cpu::device dev(std::move(onnx_graph), dopts);
+    const std::size_t ops_per_run = dev.plan().steps.size();
     ipu::cpu::named_tensors inputs;
     for (const auto& [name, t] : bound) inputs.emplace_back(name, t.view());
+    auto measured_run = [&] {  // one run, profiled while --profile has room
+      const bool rec = !a.profile.empty() && profile.room_for(ops_per_run);
+      if (rec) profile.begin_run();
+      auto out = dev.run(inputs);
+      if (rec) profile.end_run();
+      return out;
+    };
     if (!timing(a)) {
-      outputs = dev.run(inputs);
+      outputs = measured_run();
     } else {
       for (std::size_t i = 0; i < a.warmup.value_or(1); ++i) outputs = dev.run(inputs);
       using clock = std::chrono::steady_clock;
@@ -435,13 +529,23 @@ inline void run_command(const run_args& args) {
         if (a.duration > 0 ? !ms.empty() && (elapsed >= a.duration || ms.size() >= max_timed_runs) : ms.size() >= a.iterations)
           break;
         const auto start = clock::now();
-        outputs = dev.run(inputs);
+        outputs = measured_run();
         ms.push_back(std::chrono::duration<double, std::milli>(clock::now() - start).count());
       }
       const double seconds = std::chrono::duration<double>(clock::now() - t0).count();
       run_perf::report_latency(ms, json, text);
       report_throughput(ms.size(), seconds, batch, json, text);
       text += '\n';
+    }
+    if (!a.profile.empty()) {
+      std::ostringstream out;
+      profile.write(out, dev.model());
+      const auto trace = out.str();
+      ipu::write_file_atomically(a.profile, std::as_bytes(std::span(trace.data(), trace.size())), "profile");
+      const std::size_t runs = timing(a) ? json["iterations"].get<std::size_t>() : 1;
+      run_perf::appendf(text, "wrote profile %s: %zu of %zu measured runs, %zu ops each\n", a.profile.c_str(),
+                        profile.runs(), runs, ops_per_run);
+      json["profile"] = {{"file", a.profile}, {"runs", profile.runs()}, {"measured_runs", runs}, {"ops_per_run", ops_per_run}};
     }
   }
   json["warmup"] = timing(a) ? a.warmup.value_or(1) : 0;
@@ -483,15 +587,9 @@ inline void run_command(const run_args& args) {
                                {"file", out_paths[i].string()},
                                {"type", ipu::to_string(outputs[i].info())}});
   }
-  if (!a.json.empty()) {
-    std::ofstream out(a.json, std::ios::trunc);
-    if (out) out << json.dump(2) << '\n';
-    if (!out)
-      throw ipu::error(ipu::error_category::io, "cannot write the JSON report", "--json '" + a.json + "'",
-                       "give a writable file path");
-    run_perf::appendf(text, "wrote %s (JSON report)\n", a.json.c_str());
-  }
-  std::fputs(text.c_str(), stdout);
+  rep.json = std::move(json);
+  rep.text(text);
+  rep.finish();
 }
 
 /// Adds the `run` subcommand to the tool.
@@ -522,7 +620,10 @@ inline void add_run_command(CLI::App& app) {
                   "random or zeros: invent the inputs not given (default: random, when no input is given)")
       ->check(CLI::IsMember({"random", "zeros"}));
   cmd->add_option("--seed", args->seed, "seed of the random inputs (default 1)")->check(CLI::NonNegativeNumber);
-  cmd->add_option("--json", args->json, "also write the report (and every latency sample) as JSON to FILE");
+  add_json_option(*cmd, args->json);
+  cmd->add_option("--profile", args->profile,
+                  "ONNX: write the measured runs' host ops (a span per op, per run) as a Chrome trace to FILE; a PopEF "
+                  "file has --trace");
   cmd->add_flag("--progress", args->progress, "a progress line on stderr every second of a long timed run (default: when stderr is a terminal)");
   cmd->add_flag("--check", args->check, "compare the outputs with DIR/output_<i>.pb or .npy beside the --data inputs");
   auto* rtol = cmd->add_option("--rtol", args->rtol, "--check: relative tolerance")->check(CLI::Range(0.0, 1e6))->capture_default_str();
@@ -530,7 +631,9 @@ inline void add_run_command(CLI::App& app) {
   cmd->add_option("--clients", args->clients,
                   "PopEF: N client threads stream the requests (each its share of --iterations; default 1)")
       ->check(CLI::Range(std::size_t{0}, std::size_t{1024}));  // 0 gets its own message below
-  cmd->add_option("--trace", args->trace, "PopEF: write the runtime's last step as a Chrome trace to FILE");
+  cmd->add_option("--trace", args->trace,
+                  "PopEF: write the runtime's last step as a Chrome trace to FILE (its schedule per pipeline stage; an "
+                  "ONNX model has --profile)");
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->add_option("--options", args->options_file,
                   "a PopTorch options file: randomSeed seeds the invented inputs (other settings are refused)");

@@ -6,7 +6,8 @@
 // line "serving N models on http://ADDR:PORT" once it accepts connections (--http-port 0: the port
 // the system chose), a stderr line for each model that failed to load (it stays unavailable, with
 // the reason, in the repository index), and runs until SIGINT or SIGTERM, when it stops accepting,
-// finishes the requests under way and exits 0. gRPC is not implemented: --grpc-port is refused.
+// finishes the requests under way and exits 0. `--json` prints that line as one line of JSON
+// (models, bind, port, url) instead; `--json FILE` writes it to FILE once serving. gRPC is not implemented: --grpc-port is refused.
 #include <CLI/CLI.hpp>
 
 #include <csignal>
@@ -20,6 +21,7 @@
 #include "ipu/error.hpp"
 #include "ipu/serve/http_server.hpp"
 #include "ipu/serve/model_repository.hpp"
+#include "json_output.hpp"
 
 namespace ipu_cli {
 
@@ -30,6 +32,7 @@ struct serve_args {
   std::size_t max_request_bytes = std::size_t{64} << 20;
   bool grpc = false;  // --grpc-port given: refused
   std::string grpc_port;
+  json_option json;
 };
 
 inline void run_serve(const serve_args& a) {
@@ -38,6 +41,7 @@ inline void run_serve(const serve_args& a) {
                      "serve over HTTP (--http-port); KServe v2 clients speak both");
   // SIGINT and SIGTERM are taken by this thread alone (sigwait below): every thread started from
   // here on inherits the blocked mask, so no handler runs on a worker.
+  report rep(a.json);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -56,7 +60,11 @@ inline void run_serve(const serve_args& a) {
   o.max_body_bytes = a.max_request_bytes;
   ipu::serve::http_server server(repo, o);
   server.start();
-  std::printf("serving %zu models on http://%s:%d\n", loaded, a.bind.c_str(), server.port());
+  rep.printf("serving %zu models on http://%s:%d\n", loaded, a.bind.c_str(), server.port());
+  rep.json = {{"models", loaded}, {"bind", a.bind}, {"port", server.port()},
+              {"url", "http://" + a.bind + ":" + std::to_string(server.port())}};
+  if (rep.option().to_stdout()) std::printf("%s\n", rep.json.dump().c_str());  // one line: a script reads it and connects
+  else rep.finish();
   std::fflush(stdout);
   int sig = 0;
   sigwait(&signals, &sig);
@@ -74,6 +82,7 @@ inline void add_serve_command(CLI::App& app) {
   cmd->add_option("--max-request-bytes", a->max_request_bytes, "larger request bodies are answered 413")
       ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))->capture_default_str();
   auto* grpc = cmd->add_option("--grpc-port", a->grpc_port, "not implemented yet: refused");
+  add_json_option(*cmd, a->json);
   cmd->callback([a, grpc] {
     a->grpc = grpc->count() > 0;
     run_serve(*a);

@@ -69,10 +69,12 @@
 #endif
 #include "compile.hpp"
 #include "run.hpp"
+#include "json_output.hpp"
 
 namespace ipu_cli {
 
 struct train_args {
+  json_option json;
   std::string model;
   std::string output;  // the model output the loss applies to
   std::string loss;
@@ -286,7 +288,7 @@ inline ipu::placed_training_options placed_options(ipu::execution_mode mode) {
 /// The training step planned for the device: its graph once per micro-batch (a pipeline streams
 /// the weight update's micro-batches through its stages), then, with gradient accumulation, the
 /// update graph once. Prints the plan and the predicted samples per second.
-inline void plan_step(const ipu::train::training_graph& tg, const ipu::device_description& device, ipu::execution_mode mode,
+inline void plan_step(report& rep, const ipu::train::training_graph& tg, const ipu::device_description& device, ipu::execution_mode mode,
                       std::int64_t batch, const std::string& where) {
   std::vector<std::string> streamed = tg.model_inputs;
   streamed.push_back(tg.labels);
@@ -313,11 +315,16 @@ inline void plan_step(const ipu::train::training_graph& tg, const ipu::device_de
       throw ipu::error(e.category(), "the weight update cannot be planned for the device: " + e.message(), where, e.hint());
     }
   }
-  std::printf("plan: training step %s on %s, %zu stages on %u IPUs, %lld micro-batches of %lld samples per weight update\n",
+  rep.json["plan"] = {{"strategy", p.strategy}, {"device", ipu::to_string(p.device)}, {"stages", p.stages.size()},
+                     {"ipus", p.ipus_per_replica}, {"micro_batches", micro}, {"batch", batch}};
+  if (p.device.kind == ipu::device_kind::ipu && seconds > 0)
+    rep.json["predicted"] = {{"samples_per_second", static_cast<double>(micro) * static_cast<double>(batch) / seconds},
+                             {"seconds_per_weight_update", seconds}};
+  rep.printf("plan: training step %s on %s, %zu stages on %u IPUs, %lld micro-batches of %lld samples per weight update\n",
               p.strategy.c_str(), ipu::to_string(p.device).c_str(), p.stages.size(), p.ipus_per_replica,
               static_cast<long long>(micro), static_cast<long long>(batch));
   if (p.device.kind == ipu::device_kind::ipu && seconds > 0)
-    std::printf("predicted: %.1f samples/s, %.3f ms per weight update\n",
+    rep.printf("predicted: %.1f samples/s, %.3f ms per weight update\n",
                 static_cast<double>(micro) * static_cast<double>(batch) / seconds, seconds * 1e3);
 }
 
@@ -339,6 +346,9 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
   namespace fs = std::filesystem;
   using train_detail::usage;
   const bool leader = comm == nullptr || comm->rank() == 0;  // prints and writes
+  // Only the leader prints; the others' reports stay silent (no --json there).
+  report rep(leader ? a.json : json_option{}, {fs::path(a.model), fs::path(a.labels)});
+  auto& j = rep.json;
   if (a.replicas && *a.replicas < 1) throw usage("--replicas must be at least 1", "--replicas");
   if (a.steps < 1) throw usage("--steps must be at least 1", "--steps");
   if (!(a.lr >= 0) || !std::isfinite(a.lr)) throw usage("--lr must be a finite value >= 0", "--lr");
@@ -417,7 +427,9 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                    ipu::train::replication_options{.replicas = replicas},
                    ipu::dist::distributed_options{.steps = static_cast<std::uint64_t>(a.steps)});
     if (leader)
-      std::printf("mpi: %d processes share %lld replicas, %lld each\n", comm->size(), static_cast<long long>(replicas),
+      j["mpi"] = {{"processes", comm->size()}, {"replicas", replicas}, {"replicas_per_process", spread->local_replicas()}};
+    if (leader)
+      rep.printf("mpi: %d processes share %lld replicas, %lld each\n", comm->size(), static_cast<long long>(replicas),
                   static_cast<long long>(spread->local_replicas()));
   }
 #endif
@@ -446,16 +458,16 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                     "training step is not built yet",
                 "--replicas", "plan one replica's step with --replicas 1, or train without the plan flags");
   if (planned)  // before training: a step that does not fit is an error at once
-    train_detail::plan_step(tg, device, mode, batch,
+    train_detail::plan_step(rep, tg, device, mode, batch,
                             "--device " + a.device.value_or("mk2") + " --ipus " + std::to_string(a.ipus.value_or(1)) +
                                 " --strategy " + a.strategy.value_or("sharded"));
   // Pipelined and phased strategies also run the step so, on host threads (same results).
   std::optional<ipu::placed_training_session> placed;
   if (planned && mode != ipu::execution_mode::sharded) {
     placed.emplace(train_detail::placed_model(model, device, mode), o, train_detail::placed_options(mode));
-    if (leader) std::printf("run: the training step %s over %zu stages on host threads\n",
-                std::string(ipu::train::to_string(train_detail::placed_options(mode).placement.schedule)).c_str(),
-                placed->stages());
+    const std::string schedule(ipu::train::to_string(train_detail::placed_options(mode).placement.schedule));
+    if (leader) rep.printf("run: the training step %s over %zu stages on host threads\n", schedule.c_str(), placed->stages());
+    j["run"] = {{"schedule", schedule}, {"stages", placed->stages()}};
   }
   for (const auto& n : tg.model_inputs) {
     bool given = false;
@@ -491,6 +503,8 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
   }
 
   const double initial_loss_scale = s.loss_scaling();
+  j["steps"] = nlohmann::json::array();
+  j["total_steps"] = a.steps;
   double first = 0, last = 0;
   std::int64_t step_row = 0;  // the step's first row, kept below the number of rows (k * rows could overflow)
   const auto t0 = std::chrono::steady_clock::now();
@@ -513,15 +527,20 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                        "ipu train", "lower --lr");
     if (leader && ((k + 1) % every == 0 || k + 1 == a.steps)) {
       const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("step %lld/%lld  loss %.6g  %.1f samples/s\n", static_cast<long long>(k + 1),
-                  static_cast<long long>(a.steps), r.loss, static_cast<double>(k + 1) * static_cast<double>(rows_per_step) / std::max(secs, 1e-9));
-      std::fflush(stdout);
+      const double per_s = static_cast<double>(k + 1) * static_cast<double>(rows_per_step) / std::max(secs, 1e-9);
+      rep.printf("step %lld/%lld  loss %.6g  %.1f samples/s\n", static_cast<long long>(k + 1),
+                 static_cast<long long>(a.steps), r.loss, per_s);
+      rep.flush();
+      j["steps"].push_back({{"step", k + 1}, {"loss", r.loss}, {"samples_per_second", per_s}});
     }
   }
 
   if (!leader) return;  // the same weights as rank 0's: one file, one report
   if (o.auto_loss_scaling.enabled)
-    std::printf("automatic loss scaling: loss scale %.6g -> %.6g\n", initial_loss_scale, s.loss_scaling());
+  {
+    rep.printf("automatic loss scaling: loss scale %.6g -> %.6g\n", initial_loss_scale, s.loss_scaling());
+    j["loss_scale"] = {{"initial", initial_loss_scale}, {"final", s.loss_scaling()}};
+  }
   if (placed) {  // the session writes the model out
     for (const auto& n : placed->weight_names()) s.set_weight(n, placed->weight(n).view());
     for (const auto& n : placed->buffer_names()) s.set_buffer(n, placed->buffer(n).view());
@@ -532,8 +551,11 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
   } else {
     ipu::popef::export_model(train_detail::plan(trained, device, mode, popef_batches), a.trained, true);
   }
-  std::printf("wrote %s\n", a.trained.c_str());
-  std::printf("loss %.6g -> %.6g\n", first, last);
+  rep.printf("wrote %s\n", a.trained.c_str());
+  rep.printf("loss %.6g -> %.6g\n", first, last);
+  j["output"] = a.trained;
+  j["loss"] = {{"first", first}, {"last", last}};
+  rep.finish();
 }
 
 /// Trains, alone or, under mpirun, as one of its processes.
@@ -610,6 +632,7 @@ inline void add_train_command(CLI::App& app) {
                   "under mpirun: the longest a step waits for the other processes, in seconds (default 60)")
       ->check(CLI::Range(0.001, 1e6));
   cmd->add_option("-o", a->trained, "the trained model: TRAINED.onnx or TRAINED.popef")->required();
+  add_json_option(*cmd, a->json);
   cmd->callback([a] { run_train(*a); });
 }
 
