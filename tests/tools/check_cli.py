@@ -6,18 +6,41 @@ check_cli.py [--fail | --usage] [--stdout REGEX]... [--stderr REGEX]... [--same-
 stdout; --usage: the same with status 2 (a command line the parser refuses). Otherwise it must exit
 with 0. Either way it must not crash (no signal, no sanitizer report).
 --same-files: afterwards DIR_B holds the same file names as DIR_A (at least one), byte for byte.
+--tty-stderr: stderr is a pseudo-terminal (what a user at a terminal sees); --no-stderr REGEX: stderr
+must not match.
 """
 import os
+import pty
 import re
 import subprocess
 import sys
+
+
+def run_with_tty_stderr(cmd):
+    """Runs cmd with stderr on a pseudo-terminal; returns (status, stdout, stderr)."""
+    master, slave = pty.openpty()
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=slave, text=True, errors="replace")
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:  # EIO: the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    out = p.stdout.read()
+    p.wait(timeout=600)
+    os.close(master)
+    return p.returncode, out, b"".join(chunks).decode(errors="replace")
 
 
 def main():
     argv = sys.argv[1:]
     sep = argv.index("--")
     opts, cmd = argv[:sep], argv[sep + 1:]
-    fail, out_res, err_res, same = None, [], [], []
+    fail, out_res, err_res, same, tty, err_not = None, [], [], [], False, []
     i = 0
     while i < len(opts):
         if opts[i] == "--fail":
@@ -30,13 +53,21 @@ def main():
         elif opts[i] == "--stderr":
             i += 1
             err_res.append(opts[i])
+        elif opts[i] == "--tty-stderr":
+            tty = True
+        elif opts[i] == "--no-stderr":
+            i += 1
+            err_not.append(opts[i])
         elif opts[i] == "--same-files":
             same.append((opts[i + 1], opts[i + 2]))
             i += 2
         else:
             sys.exit(f"unknown option {opts[i]}")
         i += 1
-    p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
+    if tty:
+        p = subprocess.CompletedProcess(cmd, *run_with_tty_stderr(cmd))
+    else:
+        p = subprocess.run(cmd, capture_output=True, text=True, errors="replace", timeout=600)
     problems = []
     for marker in ("AddressSanitizer", "LeakSanitizer", "runtime error:", "terminate called", "Segmentation"):
         if marker in p.stderr:
@@ -59,6 +90,9 @@ def main():
     for r in err_res:
         if not re.search(r, p.stderr, re.M):
             problems.append(f"stderr does not match {r!r}")
+    for r in err_not:
+        if re.search(r, p.stderr, re.M):
+            problems.append(f"stderr matches {r!r}")
     for a, b in same:
         names = sorted(os.listdir(a)) if os.path.isdir(a) else []
         other = sorted(os.listdir(b)) if os.path.isdir(b) else []

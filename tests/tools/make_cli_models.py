@@ -52,6 +52,7 @@ def main():
 
     # PopTorch options files for --options: settings plan and compile apply, and one they refuse.
     write("options_ok.txt", b"# batches per step and replicas\ndeviceIterations(4)\nreplicationFactor(2)\n")
+    write("options_no_bar.txt", b"showCompilationProgressBar(False)\n")
     write("options_training.txt", b"deviceIterations(4)\nTraining.gradientAccumulation(8)\n")
 
 

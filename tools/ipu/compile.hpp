@@ -78,14 +78,16 @@ inline void run_compile(const compile_args& a) {
     (void)ipu::popef::executable_cache(*a.cache_dir, "--cache-dir");
   }
   std::int64_t batches_per_step = a.batches_per_step, replicas = a.replicas;
+  bool progress_bar = true;  // PopTorch's default: drawn when stderr is a terminal
   if (!a.options_file.empty()) {
-    static constexpr std::string_view applied[] = {"deviceIterations(", "replicationFactor("};
+    static constexpr std::string_view applied[] = {"deviceIterations(", "replicationFactor(", "showCompilationProgressBar("};
     ipu::options base;
     base.device_iterations(batches_per_step).replication_factor(replicas);
     const auto f = read_options_file(a.options_file, base, applied, "ipu compile");
     take_from_file(batches_per_step, f.device_iterations(), a.batches_per_step_given, "--batches-per-step",
                    "deviceIterations", a.options_file);
     take_from_file(replicas, f.replication_factor(), a.replicas_given, "--replicas", "replicationFactor", a.options_file);
+    progress_bar = f.show_compilation_progress_bar();
   }
   if (batches_per_step < 1)
     throw ipu::error(ipu::error_category::usage, "--batches-per-step must be at least 1", "--batches-per-step",
@@ -93,7 +95,7 @@ inline void run_compile(const compile_args& a) {
   ipu::graph g = load_model_with_batch(path, a.batch, parse_input_shapes(a.input_shapes));
 
   ipu::options opts;
-  opts.device_iterations(batches_per_step).replication_factor(replicas);
+  opts.device_iterations(batches_per_step).replication_factor(replicas).show_compilation_progress_bar(progress_bar);
   if (a.cache_dir) opts.enable_executable_caching(*a.cache_dir);
   if (a.precision == "fp16") opts.precision(ipu::data_type::F16);
   else if (a.precision == "fp32") opts.precision(ipu::data_type::F32);
