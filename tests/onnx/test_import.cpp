@@ -504,6 +504,24 @@ TEST_CASE("convolution ranks and attribute lengths are checked before ONNX's sha
   good.initializer(test_onnx::float_tensor("k", {1, 1, 3, 3}, ones));
   good.add(node("Conv", {"i", "k"}, {"c"}, {attr("pads", {1, 1, 1, 1})}, "conv"));
   CHECK_NOTHROW((void)ipu::onnx::load_model_from_bytes(good.bytes(), unchecked()));
+  // The input's rank known only once inference has run: a Conv reading a Reshape to rank 3 while its
+  // weights have rank 4 (the same read past the end inside libonnx, one node later).
+  model late(17);
+  late.input("i", {16}).output("c", {1, 1, 2, 2});
+  late.initializer(test_onnx::int64_tensor("shape", {3}, {1, 4, 4}));
+  late.initializer(test_onnx::float_tensor("k", {1, 1, 3, 3}, ones));
+  late.add(node("Reshape", {"i", "shape"}, {"r"}, {}, "reshape"));
+  late.add(node("Conv", {"r", "k"}, {"c"}, {}, "conv"));
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(late.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "Conv node: its input has rank 3 but its weights rank 4"));
+  // And a pooling of a Reshape's rank-2 output.
+  model late_pool(17);
+  late_pool.input("i", {16}).output("y", {4, 4});
+  late_pool.initializer(test_onnx::int64_tensor("shape", {2}, {4, 4}));
+  late_pool.add(node("Reshape", {"i", "shape"}, {"r"}, {}, "reshape"));
+  late_pool.add(node("MaxPool", {"r"}, {"y"}, {attr("kernel_shape", {2})}, "pool"));
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(late_pool.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "MaxPool node: its input has rank 2"));
 }
 
 TEST_CASE("stored tensors whose data disagrees with their dims are refused before ONNX's shape inference reads them") {

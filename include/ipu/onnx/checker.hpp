@@ -12,8 +12,12 @@
 #include <cstdint>
 #include <exception>
 #include <filesystem>
+#include <limits>
+#include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "ipu/error.hpp"
 #include "ipu/onnx/proto.hpp"
@@ -74,7 +78,10 @@ inline std::string declared_dims(const ::onnx::TypeProto& t) {
 /// When inference finds a declared shape (value_info or a graph output) that disagrees with what
 /// the ops compute, ONNX names neither the tensor nor both shapes: infer again without the main
 /// graph's declarations and say which declaration is wrong. Empty if none is found.
+inline void guard_inference();
+
 inline std::string declared_shape_disagreement(const ::onnx::ModelProto& model) {
+  guard_inference();
   ::onnx::ModelProto bare = model;
   auto* g = bare.mutable_graph();
   g->clear_value_info();
@@ -112,8 +119,46 @@ inline std::string declared_shape_disagreement(const ::onnx::ModelProto& model) 
 
 /// ONNX's own shape inference for convolutions and pooling (1.13) trusts that the weights have the
 /// input's rank and that the attribute lists have one entry per spatial dimension; a hostile model
-/// that breaks either makes it read past its vectors. So these are checked first, wherever the
-/// ranks are known before inference (graph inputs, initializers, declared value_info).
+/// that breaks either makes it read past its vectors. What is wrong with such a node, given the
+/// ranks known of its input `x` and weights `w` (-1: unknown) and its attributes; empty when nothing
+/// is. The first of the pair is the message, the second the hint.
+template <class Attributes>
+std::pair<std::string, std::string> convolution_problem(const std::string& node, int x, int w, const Attributes& attributes) {
+  if (x >= 0 && x < 3)
+    return {node + ": its input has rank " + std::to_string(x) +
+                "; convolution and pooling take [N, C, spatial...], rank 3 or more",
+            "give the input its batch and channel dimensions"};
+  if (x >= 0 && w >= 0 && x != w)
+    return {node + ": its input has rank " + std::to_string(x) + " but its weights rank " + std::to_string(w) +
+                "; they must have the same rank",
+            "reshape the input or the weights so that both are [N or M, C, spatial...]"};
+  const int spatial = x >= 0 ? x - 2 : w >= 2 ? w - 2 : -1;
+  for (const ::onnx::AttributeProto& a : attributes) {
+    const bool per_dim = a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations" ||
+                         a.name() == "output_padding";
+    if (!per_dim && a.name() != "pads") continue;
+    const int want = a.name() == "pads" ? 2 * spatial : spatial;
+    if (spatial >= 0 && a.ints_size() != want)
+      return {node + ": attribute '" + a.name() + "' has " + std::to_string(a.ints_size()) + " values; the input has " +
+                  std::to_string(spatial) + " spatial dimensions, so it needs " + std::to_string(want),
+              "give one value per spatial dimension (pads: a begin and an end each)"};
+    for (const auto v : a.ints())
+      if (v < (a.name() == "pads" || a.name() == "output_padding" ? 0 : 1) || v > (std::int64_t{1} << 31))
+        return {node + ": attribute '" + a.name() + "' holds " + std::to_string(v) + ", out of range",
+                "pads are at least 0, kernel sizes, strides and dilations at least 1, and none above 2^31"};
+  }
+  return {};
+}
+
+inline bool is_convolution(const std::string& op) {
+  return op == "Conv" || op == "ConvTranspose" || op == "ConvInteger" || op == "QLinearConv";
+}
+inline bool is_pooling(const std::string& op) {
+  return op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
+}
+
+/// Checks convolution_problem() wherever the ranks are known before inference (graph inputs,
+/// initializers, declared value_info); guard_inference() covers the ranks inference finds.
 inline void check_convolution_ranks(const ::onnx::GraphProto& graph, std::unordered_map<std::string, int> ranks,
                                     const std::string& where) {
   const auto note = [&](const ::onnx::ValueInfoProto& v) {
@@ -130,37 +175,14 @@ inline void check_convolution_ranks(const ::onnx::GraphProto& graph, std::unorde
   };
   for (const auto& n : graph.node()) {
     const std::string& op = n.op_type();
-    const bool conv = op == "Conv" || op == "ConvTranspose" || op == "ConvInteger" || op == "QLinearConv";
-    const bool pool = op == "MaxPool" || op == "AveragePool" || op == "LpPool" || op == "MaxUnpool";
-    const std::string node = op + " node '" + single_line(n.name()) + "'";
-    if ((conv || pool) && (n.domain().empty() || n.domain() == "ai.onnx")) {
-      const int x = rank_of(n, 0);
+    const bool conv = is_convolution(op);
+    if ((conv || is_pooling(op)) && (n.domain().empty() || n.domain() == "ai.onnx")) {
+      const std::string node = op + " node '" + single_line(n.name()) + "'";
       const int w = conv ? rank_of(n, op == "QLinearConv" ? 3 : 1) : -1;
-      if (x >= 0 && x < 3)
-        throw error(error_category::onnx, node + ": its input has rank " + std::to_string(x) +
-                    "; convolution and pooling take [N, C, spatial...], rank 3 or more", where,
-                    "give the input its batch and channel dimensions");
-      if (x >= 0 && w >= 0 && x != w)
-        throw error(error_category::onnx, node + ": its input has rank " + std::to_string(x) + " but its weights rank " +
-                    std::to_string(w) + "; they must have the same rank", where,
-                    "reshape the input or the weights so that both are [N or M, C, spatial...]");
-      const int spatial = x >= 0 ? x - 2 : w >= 2 ? w - 2 : -1;
-      for (const auto& a : n.attribute()) {
-        const bool per_dim = a.name() == "kernel_shape" || a.name() == "strides" || a.name() == "dilations" ||
-                             a.name() == "output_padding";
-        if (!per_dim && a.name() != "pads") continue;
-        const int want = a.name() == "pads" ? 2 * spatial : spatial;
-        if (spatial >= 0 && a.ints_size() != want)
-          throw error(error_category::onnx, node + ": attribute '" + a.name() + "' has " + std::to_string(a.ints_size()) +
-                      " values; the input has " + std::to_string(spatial) + " spatial dimensions, so it needs " +
-                      std::to_string(want), where, "give one value per spatial dimension (pads: a begin and an end each)");
-        for (const auto v : a.ints())
-          if (v < (a.name() == "pads" || a.name() == "output_padding" ? 0 : 1) || v > (std::int64_t{1} << 31))
-            throw error(error_category::onnx, node + ": attribute '" + a.name() + "' holds " + std::to_string(v) +
-                        ", out of range", where, "pads are at least 0, kernel sizes, strides and dilations at least 1, "
-                        "and none above 2^31");
-      }
+      if (auto [message, hint] = convolution_problem(node, rank_of(n, 0), w, n.attribute()); !message.empty())
+        throw error(error_category::onnx, message, where, hint);
     }
+    const std::string node = op + " node '" + single_line(n.name()) + "'";
     for (const auto& a : n.attribute()) {
       if (a.has_g()) check_convolution_ranks(a.g(), ranks, where + ", a subgraph of " + node);
       for (const auto& g : a.graphs()) check_convolution_ranks(g, ranks, where + ", a subgraph of " + node);
@@ -286,6 +308,47 @@ inline void check_graph_tensors(const ::onnx::GraphProto& graph, const std::stri
   for (const auto& n : graph.node()) check_node_tensors(n, where);
 }
 
+
+/// The same checks at inference time, with the ranks inference has found so far (a Conv reading a
+/// Reshape's output, say): ONNX's inference functions of the convolution and pooling ops, every
+/// version, are wrapped once per process so that a bad node fails inference with ONNX's own
+/// InferenceError before the original function reads past its vectors.
+inline void guard_inference() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (const char* op : {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool",
+                           "MaxUnpool"}) {
+      const std::string name = op;
+      const bool conv = is_convolution(name);
+      const int weights = name == "QLinearConv" ? 3 : 1;
+      for (int version = std::numeric_limits<int>::max(); version >= 1;) {
+        const auto* schema = ::onnx::OpSchemaRegistry::Schema(name, version, "");
+        if (schema == nullptr) break;
+        // The registry owns its schemas as mutable objects and hands out const pointers only.
+        auto* mutable_schema = const_cast<::onnx::OpSchema*>(schema);
+        auto original = schema->GetTypeAndShapeInferenceFunction();
+        if (original)
+          mutable_schema->TypeAndShapeInferenceFunction([name, conv, weights, original](::onnx::InferenceContext& ctx) {
+            const auto rank = [&](std::size_t i) {
+              if (i >= ctx.getNumInputs()) return -1;
+              const auto* t = ctx.getInputType(i);
+              if (t == nullptr || !t->has_tensor_type() || !t->tensor_type().has_shape()) return -1;
+              return t->tensor_type().shape().dim_size();
+            };
+            std::vector<::onnx::AttributeProto> attributes;
+            for (const char* a : {"kernel_shape", "strides", "dilations", "output_padding", "pads"})
+              if (const auto* p = ctx.getAttribute(a)) attributes.push_back(*p);
+            const auto [message, hint] =
+                convolution_problem(name + " node", rank(0), conv ? rank(static_cast<std::size_t>(weights)) : -1, attributes);
+            if (!message.empty()) throw ::onnx::InferenceError("[ShapeInferenceError] " + message + "; " + hint);
+            original(ctx);
+          });
+        version = schema->since_version() - 1;
+      }
+    }
+  });
+}
+
 }  // namespace detail
 
 /// Runs ONNX shape inference in its strictest mode: node-level inference errors are errors, input
@@ -299,6 +362,7 @@ inline void infer_shapes(::onnx::ModelProto& model, std::string_view stage = {})
     for (const auto& n : f.node()) detail::check_node_tensors(n, where + ", function '" + detail::single_line(f.name()) + "'");
   detail::check_convolution_ranks(model.graph(), {}, where);
   detail::check_shape_operands(model.graph(), {}, where);
+  detail::guard_inference();
   try {
     const ::onnx::ShapeInferenceOptions options(/*check_type=*/true, /*strict_mode=*/1, /*data_prop=*/true);
     std::unordered_map<std::string, ::onnx::TensorShapeProto> generated;

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "ipu/error.hpp"
+#include "ipu/onnx/checker.hpp"
 #include "ipu/onnx/proto.hpp"
 
 namespace ipu::onnx {
@@ -47,6 +48,7 @@ inline void upgrade_opset(::onnx::ModelProto& model, std::int64_t from, std::int
   const std::string fix = "re-export the model at ai.onnx opset " + std::to_string(to) +
                           " or later, or convert it with onnx.version_converter.convert_version first";
   detail::check_outputs_defined(model.graph(), {}, where);
+  detail::guard_inference();  // the converter infers shapes too
   try {
     ::onnx::ModelProto converted = ::onnx::version_conversion::ConvertVersion(model, static_cast<int>(to));
     model = std::move(converted);
