@@ -27,8 +27,10 @@
 // phased also runs the step so on host threads (ipu/exec/training_executor.hpp): the automatic
 // planner cuts the model into one stage per IPU (or into phases), the backward pass gets its own
 // stages, and micro-batches overlap; the trained weights are bit for bit those of a plain run.
-// --replicas R runs each step's micro-batches on R replicas at once (planning a replicated step is
-// not built yet, so it does not combine with --device/--ipus/--strategy).
+// Sharded and pipelined steps on mk1/mk2/bow are predicted by sched::predict_training, and print
+// what `ipu plan --train` prints for the same flags (its default batches per step). --replicas R
+// runs each step's micro-batches on R replicas at once; it combines with --device/--ipus/--strategy
+// for sharded and pipelined steps (the prediction includes the gradients' all-reduce), not phased.
 //
 // Under `mpirun -np P` (OpenMPI's OMPI_COMM_WORLD_SIZE set; the tool built with the ipu::mpi
 // component) the P processes share the R replicas, R / P each, as PopRun's instances do
@@ -68,6 +70,7 @@
 #include "ipu/dist/session.hpp"
 #endif
 #include "compile.hpp"
+#include "plan.hpp"
 #include "run.hpp"
 
 namespace ipu_cli {
@@ -441,11 +444,33 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                        "-o " + a.trained, e.hint().empty() ? "write TRAINED.onnx, or choose another --strategy or --ipus" : e.hint());
     }
   }
-  if (planned && replicas > 1)
-    throw usage("--replicas " + std::to_string(replicas) + " with --device, --ipus or --strategy: planning a replicated "
-                    "training step is not built yet",
-                "--replicas", "plan one replica's step with --replicas 1, or train without the plan flags");
-  if (planned)  // before training: a step that does not fit is an error at once
+  // Sharded and pipelined steps on an IPU are predicted by the training planner, as `ipu plan --train`
+  // predicts them for the same flags (replicas and their all-reduce included); phased ones and the
+  // host device keep the per-graph estimate below.
+  const bool by_planner = planned && device.kind == ipu::device_kind::ipu &&
+                          (mode == ipu::execution_mode::sharded || mode == ipu::execution_mode::pipelined);
+  if (by_planner) {
+    plan_args pa;
+    pa.model = a.model;
+    pa.device = a.device.value_or("mk2");
+    pa.ipus = a.ipus.value_or(1);
+    pa.strategy = a.strategy.value_or("sharded");
+    if (replicas > (1 << 20)) throw usage("--replicas " + std::to_string(replicas) + " is too large to plan", "--replicas", "use at most 2^20 replicas");
+    pa.replicas = static_cast<std::uint32_t>(replicas);
+    pa.batch = batch;
+    pa.train = true;
+    pa.optimizer = a.optimizer;
+    pa.momentum = a.momentum;
+    pa.loss = a.loss;
+    pa.output = a.output;
+    pa.gradient_accumulation = static_cast<std::uint64_t>(o.gradient_accumulation);
+    plan_command(pa);  // before training: a step that does not fit is an error at once
+  }
+  if (planned && !by_planner && replicas > 1)
+    throw usage("--replicas " + std::to_string(replicas) + " with a phased strategy or the host device: planning that "
+                    "replicated training step is not built yet",
+                "--replicas", "use --strategy sharded or pipelined on mk1, mk2 or bow, or --replicas 1");
+  if (planned && !by_planner)  // before training: a step that does not fit is an error at once
     train_detail::plan_step(tg, device, mode, batch,
                             "--device " + a.device.value_or("mk2") + " --ipus " + std::to_string(a.ipus.value_or(1)) +
                                 " --strategy " + a.strategy.value_or("sharded"));
