@@ -34,7 +34,8 @@
 //
 // Under `mpirun -np P` (OpenMPI's OMPI_COMM_WORLD_SIZE set; the tool built with the ipu::mpi
 // component) the P processes share the R replicas, R / P each, as PopRun's instances do
-// (ipu/dist/session.hpp): every process reads the same files, the weights are those of one process
+// (ipu/dist/session.hpp): every process reads the same files but is given only its replicas' rows
+// of each step (micro-batch a * R + r to the process running replica r), the weights are those of one process
 // running the R replicas, bit for bit, and only rank 0 prints the steps and writes -o. Each step's
 // exchange waits at most --mpi-timeout seconds (default 60) for the other ranks, then fails naming
 // the step and the ranks that did not arrive; a rank that fails ends the job (MPI_Abort) so that no
@@ -413,12 +414,17 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     throw usage("--device, --ipus or --strategy under mpirun: planning a step spread over processes is not built",
                 "mpirun", "plan with one process, or train under mpirun without the plan flags");
   std::optional<ipu::train::training_session> alone;
+  // Under mpirun each process is given only its replicas' rows of a step (local inputs): micro-batch
+  // a * R + r of the step goes to the process running replica r.
+  std::int64_t local_first = 0, local_count = replicas;
 #ifdef IPU_WITH_MPI
   std::optional<ipu::dist::distributed_training_session> spread;
   if (comm != nullptr) {
     spread.emplace(*comm, model, o, ipu::cpu::device_options{}, ipu::train::output_mode::final,
                    ipu::train::replication_options{.replicas = replicas},
-                   ipu::dist::distributed_options{.steps = static_cast<std::uint64_t>(a.steps)});
+                   ipu::dist::distributed_options{.steps = static_cast<std::uint64_t>(a.steps), .local_inputs = true});
+    local_first = spread->replica_offset();
+    local_count = spread->local_replicas();
     if (leader)
       std::printf("mpi: %d processes share %lld replicas, %lld each\n", comm->size(), static_cast<long long>(replicas),
                   static_cast<long long>(spread->local_replicas()));
@@ -524,11 +530,27 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     std::vector<ipu::host_tensor> batches;
     batches.reserve(data.size());
     std::vector<std::pair<std::string, ipu::const_tensor_view>> in;
+    // This process's rows of the step: for each accumulation index a, micro-batches
+    // a * R + local_first .. + local_count (every row when it runs every replica).
+    auto rows_of = [&](const ipu::host_tensor& t) {
+      if (local_count == replicas) return ipu::train::take_rows(t, step_row, rows_per_step);
+      const auto per_index = local_count * batch;
+      auto dims = t.info().shape.dims();
+      dims[0] = o.gradient_accumulation * per_index;
+      ipu::host_tensor mine(ipu::tensor_info{t.info().type, ipu::shape(dims)});
+      const auto chunk = mine.bytes().size() / static_cast<std::size_t>(o.gradient_accumulation);
+      for (std::int64_t acc = 0; acc < o.gradient_accumulation; ++acc) {
+        const auto from = (step_row + ((acc * replicas + local_first) * batch) % total) % total;
+        const auto part = ipu::train::take_rows(t, from, per_index);
+        std::memcpy(mine.bytes().data() + static_cast<std::size_t>(acc) * chunk, part.bytes().data(), chunk);
+      }
+      return mine;
+    };
     for (const auto& [n, t] : data) {
-      batches.push_back(ipu::train::take_rows(t, step_row, rows_per_step));
+      batches.push_back(rows_of(t));
       in.emplace_back(n, batches.back().view());
     }
-    const auto lb = ipu::train::take_rows(labels, step_row, rows_per_step);
+    const auto lb = rows_of(labels);
     step_row = (step_row + rows_per_step % total) % total;
     const auto r = placed ? placed->run(in, lb.view()) : s.run(in, lb.view());
     if (k == 0) first = r.loss;
