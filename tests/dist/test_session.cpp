@@ -169,6 +169,12 @@ TEST_CASE("local inputs: each rank given only its replicas' rows trains as one p
   for (const auto type : {test_dist_session::comm_group_type::orthogonal, test_dist_session::comm_group_type::consecutive})
     test_dist_session::check_same_as_one_process(test_dist_session::mlp(), {4, 8}, 4, 2,
                                                  {.replicas = 4, .inputs = replica_grouping{type, 2}}, 2, true);
+  // Local inputs need replicas spread over processes: one process running all of them is refused.
+  ipu::train::replication_options all_here{.replicas = 2};
+  all_here.instance.local_inputs = true;
+  CHECK_THROWS_WITH_AS(ipu::train::training_session(test_dist_session::mlp(), test_dist_session::adam_mse(1), {.threads = 1},
+                                                    ipu::train::output_mode::final, all_here),
+                       doctest::Contains("local inputs, but this process runs every replica"), ipu::error);
 }
 
 TEST_CASE("replicas over MPI ranks train as one process with every replica, bit for bit: a small CNN") {
