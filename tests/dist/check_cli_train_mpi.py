@@ -4,7 +4,8 @@ running every replica trains, bit for bit; only rank 0 prints and writes; refusa
 
 An MLP (ONNX built here, random weights) is trained for 4 steps of Adam with --replicas 2 and 4
 (gradient accumulation 2) by one process and by `mpirun -np 2`; every initializer of the two
-trained models must be equal byte for byte, and the weights must have moved. Then: replicas the
+trained models must be equal byte for byte, and the weights must have moved (each process is fed
+only its replicas' rows of a step, so this checks the split too). Then: replicas the
 ranks do not divide, --mpi-timeout without mpirun, and a bad --mpi-timeout, each a clear error.
 Usage: check_cli_train_mpi.py IPU_EXECUTABLE MPIRUN
 """

@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <iostream>
@@ -76,12 +77,14 @@ inline ipu::train::training_options adam_mse(std::int64_t accumulation) {
 /// Trains `model` `steps` steps in one process with R replicas and over the MPI ranks with the
 /// same R; checks the losses, every weight and the optimizer state, bit for bit.
 inline void check_same_as_one_process(const ipu::graph& model, std::vector<std::int64_t> x_dims, std::int64_t labels_cols,
-                                      std::int64_t accumulation, ipu::train::replication_options replication, int steps) {
+                                      std::int64_t accumulation, ipu::train::replication_options replication, int steps,
+                                      bool local_inputs = false) {
   ipu::dist::communicator comm(std::chrono::seconds(30));
   const auto o = adam_mse(accumulation);
   ipu::train::training_session one(model, o, {.threads = 1}, ipu::train::output_mode::all, replication);
   ipu::dist::distributed_training_session dist(comm, model, o, {.threads = 1}, ipu::train::output_mode::all,
-                                               replication, {.steps = static_cast<std::uint64_t>(steps)});
+                                               replication,
+                                               {.steps = static_cast<std::uint64_t>(steps), .local_inputs = local_inputs});
   const auto groups = replication.inputs ? ipu::train::groups_of(*replication.inputs, replication.replicas, "inputs").count
                                          : replication.replicas;
   const auto micro = accumulation * groups;
@@ -95,7 +98,28 @@ inline void check_same_as_one_process(const ipu::graph& model, std::vector<std::
     const auto x = ipu::train::take_rows(xs, k * rows * micro, rows * micro);
     const auto y = ipu::train::take_rows(ys, k * rows * micro, rows * micro);
     const auto a = one.run({{"x", x.view()}}, y.view());
-    const auto b = dist.run({{"x", x.view()}}, y.view());
+    // Local inputs: this rank's rows only, per accumulation index its replicas' input groups, ascending.
+    std::vector<std::int64_t> mine;
+    for (std::int64_t r = dist.replica_offset(); r < dist.replica_offset() + dist.local_replicas(); ++r) {
+      const auto g = replication.inputs ? ipu::train::groups_of(*replication.inputs, replication.replicas, "inputs").group_of(r) : r;
+      if (std::find(mine.begin(), mine.end(), g) == mine.end()) mine.push_back(g);
+    }
+    std::sort(mine.begin(), mine.end());
+    auto local = [&](const ipu::host_tensor& t) {
+      auto dims = t.info().shape.dims();
+      dims[0] = rows * accumulation * static_cast<std::int64_t>(mine.size());
+      ipu::host_tensor l(ipu::tensor_info{t.info().type, ipu::shape(dims)});
+      const auto block = t.bytes().size() / static_cast<std::size_t>(micro);
+      std::size_t at = 0;
+      for (std::int64_t acc = 0; acc < accumulation; ++acc)
+        for (const auto g : mine) {
+          std::memcpy(l.bytes().data() + at, t.bytes().data() + static_cast<std::size_t>(acc * groups + g) * block, block);
+          at += block;
+        }
+      return l;
+    };
+    const auto lx = local(x), ly = local(y);
+    const auto b = local_inputs ? dist.run({{"x", lx.view()}}, ly.view()) : dist.run({{"x", x.view()}}, y.view());
     CHECK(a.loss == b.loss);
     CHECK(a.micro_batch_losses == b.micro_batch_losses);
     REQUIRE(a.outputs.size() == b.outputs.size());
@@ -135,6 +159,22 @@ TEST_CASE("replicas over MPI ranks: weights grouped across replicas (orthogonal,
                   {"b1", replica_grouping{test_dist_session::comm_group_type::consecutive, 2}}},
       .inputs = replica_grouping{test_dist_session::comm_group_type::consecutive, 2}};
   test_dist_session::check_same_as_one_process(test_dist_session::mlp(), {4, 8}, 4, 2, r, 3);
+}
+
+TEST_CASE("local inputs: each rank given only its replicas' rows trains as one process given all, bit for bit") {
+  using ipu::train::replica_grouping;
+  test_dist_session::check_same_as_one_process(test_dist_session::mlp(), {4, 8}, 4, 2, {.replicas = 4}, 2, true);
+  // Orthogonal input groups of 2 over 4 replicas: rank 0 (replicas 0, 1) takes groups 0 and 1, as
+  // does rank 1 (replicas 2, 3); consecutive groups of 2: each rank one group.
+  for (const auto type : {test_dist_session::comm_group_type::orthogonal, test_dist_session::comm_group_type::consecutive})
+    test_dist_session::check_same_as_one_process(test_dist_session::mlp(), {4, 8}, 4, 2,
+                                                 {.replicas = 4, .inputs = replica_grouping{type, 2}}, 2, true);
+  // Local inputs need replicas spread over processes: one process running all of them is refused.
+  ipu::train::replication_options all_here{.replicas = 2};
+  all_here.instance.local_inputs = true;
+  CHECK_THROWS_WITH_AS(ipu::train::training_session(test_dist_session::mlp(), test_dist_session::adam_mse(1), {.threads = 1},
+                                                    ipu::train::output_mode::final, all_here),
+                       doctest::Contains("local inputs, but this process runs every replica"), ipu::error);
 }
 
 TEST_CASE("replicas over MPI ranks train as one process with every replica, bit for bit: a small CNN") {
@@ -177,6 +217,31 @@ TEST_CASE("MPI ranks that disagree are refused before the first step, naming wha
                          ipu::error);
     CHECK(mine.session().steps() == (rank == 0 ? 1u : 0u));  // the failed step changed nothing
   }
+}
+
+TEST_CASE("a replica that fails on one rank fails the other ranks at once with its message, and the ranks go on together") {
+  ipu::dist::communicator comm(std::chrono::seconds(60));
+  const auto rank = comm.rank();
+  ipu::dist::distributed_training_session s(comm, test_dist_session::mlp(), test_dist_session::adam_mse(1), {.threads = 1},
+                                            ipu::train::output_mode::final, {.replicas = 2});
+  const auto x = test_dist_session::random_tensor({8, 8}, 1, 1.0f), y = test_dist_session::random_tensor({8, 4}, 2, 1.0f);
+  // Rank 1's replica is given 9 rows: its micro-batch is refused inside the replica's run. Were
+  // rank 0 not told, it would wait out the 60 s timeout and report rank 1 as not arriving.
+  const auto bad = test_dist_session::random_tensor({9, 8}, 1, 1.0f);
+  std::string message;
+  try {
+    (void)s.run({{"x", rank == 1 ? bad.view() : x.view()}}, y.view());
+  } catch (const ipu::error& e) {
+    message = e.what();
+  }
+  CAPTURE(message);
+  if (rank == 0) {
+    CHECK(message.find("step 0 (accumulation index 0): a replica of rank 1 failed: ") != std::string::npos);
+  }
+  CHECK(message.find("'x' is F32[9,8]") != std::string::npos);
+  CHECK(s.session().steps() == 0u);  // no rank took the step
+  (void)s.run({{"x", x.view()}}, y.view());  // the ranks are still in step
+  CHECK(s.session().steps() == 1u);
 }
 
 namespace test_dist_session {

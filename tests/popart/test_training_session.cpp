@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -246,9 +248,9 @@ TEST_CASE("a training session refuses what it cannot do, before any work") {
   const ipu::data_flow flow(1, {{m.loss, ipu::anchor_return_type::all()}});
   SUBCASE("an option it does not apply") {
     ipu::options o;
-    o.replication_factor(2);
+    o.replication_factor(2).input_replica_grouping(2, ipu::comm_group_type::consecutive);
     CHECK_THROWS_WITH_AS(ipu::runtime::training_session(m.g, flow, m.loss, ipu::train::const_sgd(0.1), {}, o),
-                         doctest::Contains("does not apply these options yet: replicationFactor(2)"), ipu::error);
+                         doctest::Contains("does not apply these options yet: inputReplicaGrouping(2"), ipu::error);
   }
   SUBCASE("a loss that is no tensor, or not a scalar") {
     CHECK_THROWS_WITH_AS(ipu::runtime::training_session(m.g, flow, "nope", ipu::train::const_sgd(0.1)),
@@ -303,6 +305,83 @@ void run_updates(ipu::runtime::training_session& s, std::int64_t bps, std::int64
 }
 
 }  // namespace
+
+TEST_CASE("replicated graphs: R replicas of G micro-batches train as one replica accumulating G x R, bit for bit") {
+  constexpr std::int64_t n = 2, bps = 2, G = 2, R = 2;
+  auto m = make_model(n);
+  const ipu::data_flow flow(bps, {{m.loss, ipu::anchor_return_type::all()}, {m.probs, ipu::anchor_return_type::final()}});
+  SUBCASE("bit for bit, mean and sum") for (const auto reduction : {ipu::reduction_type::mean, ipu::reduction_type::sum}) {
+    CAPTURE(static_cast<int>(reduction));
+    ipu::runtime::session_options so;
+    so.enable_replicated_graphs = true;
+    so.replicated_graph_count = R;
+    so.enable_gradient_accumulation = true;
+    so.accumulation_factor = G;
+    so.accumulation_and_replication_reduction_type = reduction;
+    ipu::runtime::training_session rep(m.g, flow, m.loss, ipu::train::sgd{.lr = 0.3, .momentum = 0.5}, {}, so.to_options());
+    ipu::options plain_options;
+    plain_options.gradient_accumulation(G * R).accumulation_and_replication_reduction_type(reduction);
+    ipu::runtime::training_session plain(m.g, flow, m.loss, ipu::train::sgd{.lr = 0.3, .momentum = 0.5}, {}, plain_options);
+    rep.prepare_device();
+    plain.prepare_device();
+    // StepIO: batches x accumulation x replicas x the tensor, PopART's layout, and the same bytes as
+    // the plain session's batches x (accumulation x replicas).
+    CHECK(rep.input_array_info("x") == ipu::tensor_info{data_type::F32, {bps, G, R, n, kIn}});
+    CHECK(rep.init_anchor_arrays().at(m.probs).info() == ipu::tensor_info{data_type::F32, {R, n, kClasses}});
+    const auto x = inputs(bps * G * R * n);
+    const auto y = labels_for(bps * G * R * n);
+    auto xs = ipu::host_tensor::from<float>({bps, G * R, n, kIn}, x);
+    auto ys = ipu::host_tensor::from<std::int32_t>({bps, G * R, n}, y);
+    auto ra = rep.init_anchor_arrays(), pa = plain.init_anchor_arrays();
+    ipu::step_io rio({{"x", ipu::const_tensor_view(rep.input_array_info("x"), xs.bytes().data())},
+                      {"labels", ipu::const_tensor_view(rep.input_array_info("labels"), ys.bytes().data())}},
+                     ra);
+    ipu::step_io pio({{"x", xs.view()}, {"labels", ys.view()}}, pa);
+    for (int step = 0; step < 2; ++step) {
+      rep.run(rio);
+      plain.run(pio);
+    }
+    CHECK(rep.updates() == 2 * bps);
+    check_same_weights(rep, plain);
+    // Every micro-batch's loss, [batches][accumulation][replica] = the plain session's order.
+    REQUIRE(ra.at(m.loss).bytes().size() == pa.at(m.loss).bytes().size());
+    CHECK(std::equal(ra.at(m.loss).bytes().begin(), ra.at(m.loss).bytes().end(), pa.at(m.loss).bytes().begin()));
+    // Final: each replica's last micro-batch, the plain session's last R micro-batches.
+    const auto probs = pa.at(m.probs).bytes();
+    REQUIRE(ra.at(m.probs).bytes().size() == R * probs.size());
+    CHECK(std::equal(probs.begin(), probs.end(), ra.at(m.probs).bytes().begin() + static_cast<std::ptrdiff_t>(probs.size())));
+  }
+  SUBCASE("the step's arrays must hold batches x accumulation x replicas micro-batches") {
+    ipu::options o;
+    o.replication_factor(R);
+    ipu::runtime::training_session s(m.g, flow, m.loss, ipu::train::const_sgd(0.1), {}, o);
+    s.prepare_device();
+    auto xs = ipu::host_tensor::from<float>({bps, n, kIn}, inputs(bps * n));  // one replica's rows
+    auto ys = ipu::host_tensor::from<std::int32_t>({bps, R, n}, labels_for(bps * R * n));
+    auto anchors = s.init_anchor_arrays();
+    ipu::step_io io({{"x", xs.view()}, {"labels", ys.view()}}, anchors);
+    CHECK_THROWS_WITH_AS(s.run(io), doctest::Contains("2 batches x 1 accumulation x 2 replicas"), ipu::error);
+    CHECK(s.updates() == 0);
+    CHECK_THROWS_WITH_AS(s.compile_and_export(std::filesystem::temp_directory_path() / "ipu_popart_replicated.popef"),
+                         doctest::Contains("a PopEF training step holds no replicas yet"), ipu::error);
+  }
+  SUBCASE("PopART's counts without their switches, or below 1, are refused") {
+    ipu::runtime::session_options so;
+    so.replicated_graph_count = 2;
+    CHECK_THROWS_WITH_AS((void)so.to_options(), doctest::Contains("replicatedGraphCount is 2 but enableReplicatedGraphs is off"),
+                         ipu::error);
+    so = {};
+    so.accumulation_factor = 4;
+    CHECK_THROWS_WITH_AS((void)so.to_options(), doctest::Contains("accumulationFactor is 4 but enableGradientAccumulation is off"),
+                         ipu::error);
+    so.enable_gradient_accumulation = true;
+    so.accumulation_factor = 0;
+    CHECK_THROWS_WITH_AS((void)so.to_options(), doctest::Contains("accumulationFactor is 0"), ipu::error);
+    so.accumulation_factor = 4;
+    CHECK(so.to_options().gradient_accumulation() == 4);
+    CHECK(so.to_options().replication_factor() == 1);
+  }
+}
 
 TEST_CASE("compile_and_export writes a training step that training resumes from, bit for bit") {
   constexpr std::int64_t n = 4;

@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -292,6 +293,76 @@ TEST_CASE("a training model's replication factor and input grouping: replicas tr
   const auto x2 = ipu::train::take_rows(x4, 0, 20), t2 = ipu::train::take_rows(t4, 0, 20);
   CHECK(trained(ipu::options().replication_factor(4).input_replica_grouping(2, ipu::comm_group_type::consecutive), x2, t2) ==
         trained(ipu::options().gradient_accumulation(4), xx, t4));
+}
+
+TEST_CASE("a training model's per-weight replicaGrouping: the seed's 8 replicas, W over orthogonal groups, as numpy") {
+  // poptorch-features.txt 4.4.3 through the wrapper: tests/train/numpy_replica_grouping.py computes
+  // the whole problem; copy_weights_to_host returns what the retrieval mode says.
+  const auto dir = ipu_test::pytorch_runs("numpy_replica_grouping.py") / "grouping";
+  const auto x = ipu::io::read_npy(dir / "x.npy");
+  const auto w_init = ipu::io::read_npy(dir / "w_init.npy");  // [4, 40, 14]: one value per group
+  const auto w_final = ipu::io::read_npy(dir / "w_final.npy");
+  const auto losses = ipu::io::read_npy(dir / "losses.npy");
+  ipu::builder b("model_with_loss");
+  const auto xi = b.add_input_tensor({ipu::data_type::F32, {12, 40}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{40, 14}, std::vector<float>(40 * 14, 0.0f)), "W");
+  const auto z = b.matmul(xi, w, "Z");
+  b.add_output(z);
+  b.add_output(b.reduce_mean(b.mul(z, z), {0, 1}, false, "loss"));
+  const auto network = b.build();
+  ipu::poptorch::loss_spec identity;
+  identity.output = "loss";
+  identity.loss.kind = ipu::train::loss_kind::output;
+  const auto o = ipu::options()
+                     .replication_factor(8)
+                     .input_replica_grouping(4, ipu::comm_group_type::consecutive)
+                     .output_mode(ipu::output_mode::all);
+  using ipu::train::variable_retrieval_mode;
+  for (const auto retrieval : {variable_retrieval_mode::one_per_group, variable_retrieval_mode::all_replicas}) {
+    CAPTURE(static_cast<int>(retrieval));
+    ipu::poptorch::model m(network);
+    ipu::poptorch::training_model train(m, o, ipu::train::sgd{.lr = 0.01}, identity);
+    train.replica_grouping("W", ipu::comm_group_type::orthogonal, 2, retrieval);
+    // Each group starts from the host's value: the host copy is now one per group (or replica).
+    CHECK(m.weight("W").info().shape[0] == (retrieval == variable_retrieval_mode::one_per_group ? 4 : 8));
+    CHECK_THROWS_WITH_AS(ipu::poptorch::inference_model{m}, doctest::Contains("a training model grouped it across replicas"),
+                         ipu::error);
+    if (retrieval == variable_retrieval_mode::one_per_group) {
+      m.set_weight("W", w_init.view());
+    } else {  // one value per replica: replica r is in group r % 4
+      host_tensor per_replica({ipu::data_type::F32, {8, 40, 14}});
+      for (std::int64_t r = 0; r < 8; ++r) {
+        const auto g = ipu_test::row(w_init, r % 4);
+        std::memcpy(per_replica.bytes().data() + r * 40 * 14 * 4, g.bytes().data(), g.bytes().size());
+      }
+      m.set_weight("W", per_replica.view());
+    }
+    train.copy_weights_to_device();
+    for (std::int64_t k = 0; k < 4; ++k)
+      CHECK(train({{"x", x.view()}}).loss == doctest::Approx(losses.as<double>()[static_cast<std::size_t>(k)]).epsilon(1e-5));
+    CHECK_THROWS_WITH_AS(train.replica_grouping("W", ipu::comm_group_type::all), doctest::Contains("after the first call"),
+                         ipu::error);
+    const auto& got = m.weight("W");  // the implicit copyWeightsToHost
+    if (retrieval == variable_retrieval_mode::one_per_group) {
+      CHECK(got.info() == ipu::tensor_info{ipu::data_type::F32, {4, 40, 14}});
+      CHECK(relative_difference(got, w_final) < 1e-5);
+    } else {
+      REQUIRE(got.info() == ipu::tensor_info{ipu::data_type::F32, {8, 40, 14}});
+      for (std::int64_t r = 0; r < 8; ++r) CHECK(relative_difference(ipu_test::row(got, r), ipu_test::row(w_final, r % 4)) < 1e-5);
+    }
+  }
+  SUBCASE("a grouping that does not fit, or of no weight, changes nothing") {
+    ipu::poptorch::model m(network);
+    ipu::poptorch::training_model train(m, o, ipu::train::sgd{.lr = 0.01}, identity);
+    CHECK_THROWS_WITH_AS(train.replica_grouping("W", ipu::comm_group_type::orthogonal, 3),
+                         doctest::Contains("Orthogonal groups of 3 replicas do not divide the replication factor 8"), ipu::error);
+    CHECK_THROWS_WITH_AS(train.replica_grouping("V", ipu::comm_group_type::consecutive, 2), doctest::Contains("'V'"), ipu::error);
+    CHECK(m.weight("W").info() == ipu::tensor_info{ipu::data_type::F32, {40, 14}});
+    train.replica_grouping("W", ipu::comm_group_type::ungrouped);  // each replica alone: 8 values
+    CHECK(m.weight("W").info() == ipu::tensor_info{ipu::data_type::F32, {8, 40, 14}});
+    CHECK_THROWS_WITH_AS(train.replica_grouping("W", ipu::comm_group_type::all), doctest::Contains("replica grouping twice"),
+                         ipu::error);
+  }
 }
 
 }  // namespace test_model

@@ -250,12 +250,26 @@ def main():
                        "-o", path(f"planned_{strategy}_{ipus}.onnx")]
             p = run(ipu, [*planned, "--json", report])
             with open(report) as f:
-                check_json(p.stdout, json.load(f), report, planned if strategy == "pipelined" else None)
-            if not re.search(rf"^plan: training step \S+ on .+, [0-9]+ stages on {ipus} IPUs", p.stdout, re.M):
-                sys.exit(f"--strategy {strategy} --ipus {ipus}: no plan line in:\n{p.stdout}")
-            m = re.search(r"^predicted: ([0-9.]+) samples/s", p.stdout, re.M)
-            if not m or float(m.group(1)) <= 0:
-                sys.exit(f"--strategy {strategy} --ipus {ipus}: no predicted throughput in:\n{p.stdout}")
+                j = json.load(f)
+            check_json(p.stdout, j, report, planned if strategy == "pipelined" else None)
+            if strategy in ("sharded", "pipelined"):
+                # The training planner's prediction: what `ipu plan --train` prints for the same flags.
+                m = re.search(r"^predicted: .*throughput ([0-9.]+) samples/s", p.stdout, re.M)
+                planned = subprocess.run([ipu, "plan", path("mlp.onnx"), "--train", "--output", "y", "--loss", "cross-entropy",
+                                          "--device", "mk2", "--ipus", ipus, "--strategy", strategy, *extra],
+                                         capture_output=True, text=True)
+                want = re.search(r"^predicted: .*throughput ([0-9.]+) samples/s", planned.stdout, re.M)
+                if planned.returncode != 0 or not want or not m or m.group(0) != want.group(0) or float(m.group(1)) <= 0:
+                    sys.exit(f"--strategy {strategy} --ipus {ipus}: ipu train predicts\n{p.stdout}\nipu plan --train:\n"
+                             f"{planned.stdout}{planned.stderr}")
+                if f"{j['planner']['predicted']['samples_per_second']:.1f}" != m.group(1):
+                    sys.exit(f"--json {report}: the planner's samples/s {j['planner']['predicted']} against {m.group(0)}")
+            else:
+                if not re.search(rf"^plan: training step \S+ on .+, [0-9]+ stages on {ipus} IPUs", p.stdout, re.M):
+                    sys.exit(f"--strategy {strategy} --ipus {ipus}: no plan line in:\n{p.stdout}")
+                m = re.search(r"^predicted: ([0-9.]+) samples/s", p.stdout, re.M)
+                if not m or float(m.group(1)) <= 0:
+                    sys.exit(f"--strategy {strategy} --ipus {ipus}: no predicted throughput in:\n{p.stdout}")
             print(f"--strategy {strategy} --ipus {ipus}: {m.group(0)}")
             placed = re.search(r"^run: the training step (.+) over ([0-9]+) stages on host threads", p.stdout, re.M)
             if (strategy != "sharded") != bool(placed):
@@ -287,6 +301,15 @@ def main():
         ok, err = same_weights(path("replicas2x2.onnx"), path("accumulate4.onnx"), 0)
         if not ok:
             sys.exit(f"replicationFactor(2) with 2 micro-batches trains other weights than 4 micro-batches ({err:.2e})")
+        # A replicated step is planned as `ipu plan --train --replicas` plans it, all-reduce included.
+        p = run(ipu, [path("mlp.onnx"), *common, "--replicas", "2", "--device", "mk2", "-o", path("replicas2_planned.onnx")])
+        planned = subprocess.run([ipu, "plan", path("mlp.onnx"), "--train", "--output", "y", "--loss", "cross-entropy",
+                                  "--device", "mk2", "--replicas", "2"], capture_output=True, text=True)
+        for line in ("all-reduce:", "predicted:"):
+            got_line = [x for x in p.stdout.splitlines() if x.startswith(line)]
+            want_line = [x for x in planned.stdout.splitlines() if x.startswith(line)]
+            if not got_line or got_line != want_line or "none" in got_line[0]:
+                sys.exit(f"--replicas 2 --device mk2: ipu train prints {got_line}, ipu plan --train {want_line}")
 
         write("unsupported.conf", "randomSeed(3)\nPrecision.setPartialsType(torch.half)\n")
         write("iterations.conf", "deviceIterations(4)\n")
@@ -297,17 +320,17 @@ def main():
             ([*common, "--options", path("iterations.conf"), "-o", path("t.onnx")], "sets deviceIterations(4)"),
             ([*common, "--options", path("replicated.conf"), "--replicas", "3", "-o", path("t.onnx")],
              "--replicas 3 but the options file says replicationFactor(2)"),
-            ([*common, "--replicas", "2", "--device", "mk2", "-o", path("t.onnx")],
-             "planning a replicated training step is not built yet"),
+            ([*common, "--replicas", "2", "--device", "mk2", "--ipus", "2", "--strategy", "serial-phased",
+              "-o", path("t.onnx")], "planning that replicated training step is not built yet"),
             ([*common, "--replicas", "0", "-o", path("t.onnx")], "--replicas"),
             ([*common, "--options", path("unknown.conf"), "-o", path("t.onnx")], "did you mean Training.gradientAccumulation"),
             ([*common, "--options", path("accumulate.conf"), "--gradient-accumulation", "2", "-o", path("t.onnx")],
              "--gradient-accumulation 2 but the options file says Training.gradientAccumulation(3)"),
             ([*common, "--strategy", "diagonal", "-o", path("t.onnx")], "unknown strategy 'diagonal'"),
             ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "-o", path("t.onnx")],
-             "the training step does not pipeline"),
+             "the training pipeline has 3 stages (2 forward, their backward, the last combined) but gradient accumulation is 1"),
             ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "--gradient-accumulation", "2",
-              "-o", path("t.onnx")], "gradient accumulation of 2 is below the pipeline's 3 stages"),
+              "-o", path("t.onnx")], "the training pipeline has 3 stages (2 forward, their backward, the last combined) but gradient accumulation is 2"),
             ([*common, "--device", "mk2", "--ipus", "4", "--strategy", "pipelined", "--gradient-accumulation", "4",
               "-o", path("t.popef")], "the trained model cannot be planned for its PopEF file: the model has 3 ops"),
 

@@ -342,7 +342,8 @@ inline void print_training_plan(report& rep, const ipu::executable& e, const ipu
 
 }  // namespace detail
 
-inline void plan_command(const plan_args& args) {
+/// Plans as plan_command() does, writing the text and JSON into `rep` (ipu train shares its own).
+inline void plan_into(report& rep, const plan_args& args) {
   using namespace ipu;
   plan_args a = args;  // with the options file's settings
   if (!a.options_file.empty()) {
@@ -366,7 +367,6 @@ inline void plan_command(const plan_args& args) {
                   "--options '" + a.options_file + "'", "set it in one place");
     a.auto_round = f.auto_round_num_ipus();
   }
-  report rep(a.json, {a.model});
   const auto mode = parse_strategy(a.strategy);
   const bool phased = mode == execution_mode::serial_phased || mode == execution_mode::parallel_phased;
   if (a.ipus == 0 || a.replicas == 0)
@@ -502,6 +502,11 @@ inline void plan_command(const plan_args& args) {
     rep.printf("wrote the plan report to %s\n", a.report.c_str());
     rep.json["report"] = a.report;
   }
+}
+
+inline void plan_command(const plan_args& args) {
+  report rep(args.json, {args.model});
+  plan_into(rep, args);
   rep.finish();
 }
 

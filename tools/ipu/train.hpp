@@ -27,12 +27,15 @@
 // phased also runs the step so on host threads (ipu/exec/training_executor.hpp): the automatic
 // planner cuts the model into one stage per IPU (or into phases), the backward pass gets its own
 // stages, and micro-batches overlap; the trained weights are bit for bit those of a plain run.
-// --replicas R runs each step's micro-batches on R replicas at once (planning a replicated step is
-// not built yet, so it does not combine with --device/--ipus/--strategy).
+// Sharded and pipelined steps on mk1/mk2/bow are predicted by sched::predict_training, and print
+// what `ipu plan --train` prints for the same flags (its default batches per step). --replicas R
+// runs each step's micro-batches on R replicas at once; it combines with --device/--ipus/--strategy
+// for sharded and pipelined steps (the prediction includes the gradients' all-reduce), not phased.
 //
 // Under `mpirun -np P` (OpenMPI's OMPI_COMM_WORLD_SIZE set; the tool built with the ipu::mpi
 // component) the P processes share the R replicas, R / P each, as PopRun's instances do
-// (ipu/dist/session.hpp): every process reads the same files, the weights are those of one process
+// (ipu/dist/session.hpp): every process reads the same files but is given only its replicas' rows
+// of each step (micro-batch a * R + r to the process running replica r), the weights are those of one process
 // running the R replicas, bit for bit, and only rank 0 prints the steps and writes -o. Each step's
 // exchange waits at most --mpi-timeout seconds (default 60) for the other ranks, then fails naming
 // the step and the ranks that did not arrive; a rank that fails ends the job (MPI_Abort) so that no
@@ -68,6 +71,7 @@
 #include "ipu/dist/session.hpp"
 #endif
 #include "compile.hpp"
+#include "plan.hpp"
 #include "run.hpp"
 #include "json_output.hpp"
 
@@ -420,12 +424,17 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     throw usage("--device, --ipus or --strategy under mpirun: planning a step spread over processes is not built",
                 "mpirun", "plan with one process, or train under mpirun without the plan flags");
   std::optional<ipu::train::training_session> alone;
+  // Under mpirun each process is given only its replicas' rows of a step (local inputs): micro-batch
+  // a * R + r of the step goes to the process running replica r.
+  std::int64_t local_first = 0, local_count = replicas;
 #ifdef IPU_WITH_MPI
   std::optional<ipu::dist::distributed_training_session> spread;
   if (comm != nullptr) {
     spread.emplace(*comm, model, o, ipu::cpu::device_options{}, ipu::train::output_mode::final,
                    ipu::train::replication_options{.replicas = replicas},
-                   ipu::dist::distributed_options{.steps = static_cast<std::uint64_t>(a.steps)});
+                   ipu::dist::distributed_options{.steps = static_cast<std::uint64_t>(a.steps), .local_inputs = true});
+    local_first = spread->replica_offset();
+    local_count = spread->local_replicas();
     if (leader)
       j["mpi"] = {{"processes", comm->size()}, {"replicas", replicas}, {"replicas_per_process", spread->local_replicas()}};
     if (leader)
@@ -453,11 +462,37 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                        "-o " + a.trained, e.hint().empty() ? "write TRAINED.onnx, or choose another --strategy or --ipus" : e.hint());
     }
   }
-  if (planned && replicas > 1)
-    throw usage("--replicas " + std::to_string(replicas) + " with --device, --ipus or --strategy: planning a replicated "
-                    "training step is not built yet",
-                "--replicas", "plan one replica's step with --replicas 1, or train without the plan flags");
-  if (planned)  // before training: a step that does not fit is an error at once
+  // Sharded and pipelined steps on an IPU are predicted by the training planner, as `ipu plan --train`
+  // predicts them for the same flags (replicas and their all-reduce included); phased ones and the
+  // host device keep the per-graph estimate below.
+  const bool by_planner = planned && device.kind == ipu::device_kind::ipu &&
+                          (mode == ipu::execution_mode::sharded || mode == ipu::execution_mode::pipelined);
+  if (by_planner) {
+    plan_args pa;
+    pa.model = a.model;
+    pa.device = a.device.value_or("mk2");
+    pa.ipus = a.ipus.value_or(1);
+    pa.strategy = a.strategy.value_or("sharded");
+    if (replicas > (1 << 20)) throw usage("--replicas " + std::to_string(replicas) + " is too large to plan", "--replicas", "use at most 2^20 replicas");
+    pa.replicas = static_cast<std::uint32_t>(replicas);
+    pa.batch = batch;
+    pa.train = true;
+    pa.optimizer = a.optimizer;
+    pa.momentum = a.momentum;
+    pa.loss = a.loss;
+    pa.output = a.output;
+    pa.gradient_accumulation = static_cast<std::uint64_t>(o.gradient_accumulation);
+    // Before training: a step that does not fit is an error at once. The planner's text goes with
+    // this command's, its JSON under "planner".
+    report planner(rep.text_on() ? json_option{} : json_option{std::string()});
+    plan_into(planner, pa);
+    rep.json["planner"] = std::move(planner.json);
+  }
+  if (planned && !by_planner && replicas > 1)
+    throw usage("--replicas " + std::to_string(replicas) + " with a phased strategy or the host device: planning that "
+                    "replicated training step is not built yet",
+                "--replicas", "use --strategy sharded or pipelined on mk1, mk2 or bow, or --replicas 1");
+  if (planned && !by_planner)  // before training: a step that does not fit is an error at once
     train_detail::plan_step(rep, tg, device, mode, batch,
                             "--device " + a.device.value_or("mk2") + " --ipus " + std::to_string(a.ipus.value_or(1)) +
                                 " --strategy " + a.strategy.value_or("sharded"));
@@ -513,11 +548,27 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     std::vector<ipu::host_tensor> batches;
     batches.reserve(data.size());
     std::vector<std::pair<std::string, ipu::const_tensor_view>> in;
+    // This process's rows of the step: for each accumulation index a, micro-batches
+    // a * R + local_first .. + local_count (every row when it runs every replica).
+    auto rows_of = [&](const ipu::host_tensor& t) {
+      if (local_count == replicas) return ipu::train::take_rows(t, step_row, rows_per_step);
+      const auto per_index = local_count * batch;
+      auto dims = t.info().shape.dims();
+      dims[0] = o.gradient_accumulation * per_index;
+      ipu::host_tensor mine(ipu::tensor_info{t.info().type, ipu::shape(dims)});
+      const auto chunk = mine.bytes().size() / static_cast<std::size_t>(o.gradient_accumulation);
+      for (std::int64_t acc = 0; acc < o.gradient_accumulation; ++acc) {
+        const auto from = (step_row + ((acc * replicas + local_first) * batch) % total) % total;
+        const auto part = ipu::train::take_rows(t, from, per_index);
+        std::memcpy(mine.bytes().data() + static_cast<std::size_t>(acc) * chunk, part.bytes().data(), chunk);
+      }
+      return mine;
+    };
     for (const auto& [n, t] : data) {
-      batches.push_back(ipu::train::take_rows(t, step_row, rows_per_step));
+      batches.push_back(rows_of(t));
       in.emplace_back(n, batches.back().view());
     }
-    const auto lb = ipu::train::take_rows(labels, step_row, rows_per_step);
+    const auto lb = rows_of(labels);
     step_row = (step_row + rows_per_step % total) % total;
     const auto r = placed ? placed->run(in, lb.view()) : s.run(in, lb.view());
     if (k == 0) first = r.loss;

@@ -7,7 +7,9 @@
 // runs the same update: the weights are those of one process running the R replicas
 // (ipu/train/session.hpp), bit for bit, on every rank. Every replica grouping of one process works
 // the same way. Each rank is given the whole step's inputs, as one process is, and takes its
-// replicas' micro-batches from them.
+// replicas' micro-batches from them; or, with distributed_options::local_inputs, only its
+// replicas' micro-batches. A replica that fails on one rank fails the others' step at once, with
+// its message, through the same exchange; no rank takes that step.
 //
 // Up front the ranks exchange a fingerprint (the training step's hash, the initial weights, the
 // replicas, micro-batches, kernel threads and planned steps) and refuse to train if any differ;
@@ -18,6 +20,7 @@
 //   ipu::dist::distributed_training_session s(comm, model, options, {}, output_mode::final,
 //                                             {.replicas = 4}, {.steps = 10});
 //   for (int k = 0; k < 10; ++k) s.run({{"x", x.view()}}, labels.view());
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -41,6 +44,10 @@ namespace ipu::dist {
 struct distributed_options {
   /// The steps this rank will run, compared across ranks before the first (0: not compared).
   std::uint64_t steps = 0;
+  /// Each rank is given only its replicas' micro-batches (train::replica_instance::local_inputs):
+  /// per accumulation index, one per input group of its replicas (with ungrouped inputs, one per
+  /// local replica), so a rank reads only its rows. Unset: every rank is given the whole step's.
+  bool local_inputs = false;
 };
 
 /// The share of the replicas of rank `rank` of `ranks` (PopDist's getReplicaIndexOffset and
@@ -123,7 +130,7 @@ class distributed_training_session {
                                cpu::device_options device, train::output_mode outputs,
                                train::replication_options replication, distributed_options dist = {})
       : comm_(&comm), share_(share_of(replication.replicas, comm.rank(), comm.size())),
-        session_(model, std::move(options), device, outputs, with_instance(std::move(replication), share_, comm)) {
+        session_(model, std::move(options), device, outputs, with_instance(std::move(replication), share_, comm, dist.local_inputs)) {
     check_agreement(model, device, dist);
   }
 
@@ -145,36 +152,61 @@ class distributed_training_session {
   [[nodiscard]] std::int64_t local_replicas() const noexcept { return share_.count; }
 
  private:
-  static train::replication_options with_instance(train::replication_options r, replica_share s, communicator& comm) {
+  static train::replication_options with_instance(train::replication_options r, replica_share s, communicator& comm,
+                                                  bool local_inputs) {
     if (r.instance.count != 0)
       throw error(error_category::usage, "replication_options::instance is given to a distributed session",
                   "distributed training", "leave it unset: the session spreads the replicas over the MPI ranks");
     r.instance.first = s.first;
     r.instance.count = s.count;
+    r.instance.local_inputs = local_inputs;
     r.instance.gather = [c = &comm](std::uint64_t step, std::int64_t a, std::span<const std::byte> mine,
-                                    std::span<std::byte> all) {
-      // Each message leads with its step and accumulation index: ranks out of step (one skipped a
-      // run) are an error, not one step's gradients added to another's.
-      const auto what = "step " + std::to_string(step) + " (accumulation index " + std::to_string(a) + ")";
-      const std::uint64_t header[2] = {step, static_cast<std::uint64_t>(a)};
-      const auto n = sizeof header + mine.size();
-      std::vector<std::byte> out(n), in(n * static_cast<std::size_t>(c->size()));
-      std::memcpy(out.data(), header, sizeof header);
-      if (!mine.empty()) std::memcpy(out.data() + sizeof header, mine.data(), mine.size());
-      c->all_gather(what, out, in);
-      for (int q = 0; q < c->size(); ++q) {
-        const auto* p = in.data() + static_cast<std::size_t>(q) * n;
-        std::uint64_t theirs[2];
-        std::memcpy(theirs, p, sizeof theirs);
-        if (theirs[0] != header[0] || theirs[1] != header[1])
-          throw error(error_category::runtime,
-                      what + ": rank " + std::to_string(q) + " sent step " + std::to_string(theirs[0]) +
-                          " (accumulation index " + std::to_string(theirs[1]) + ")",
-                      "distributed training", "run every step on every rank, in the same order");
-        std::memcpy(all.data() + static_cast<std::size_t>(q) * mine.size(), p + sizeof header, mine.size());
-      }
+                                    std::span<std::byte> all) { exchange(*c, step, a, mine, mine.size(), all, nullptr); };
+    r.instance.fail = [c = &comm](std::uint64_t step, std::int64_t a, std::size_t bytes, const std::string& message) {
+      exchange(*c, step, a, {}, bytes, {}, &message);
     };
     return r;
+  }
+
+  /// One record per rank through all_gather: the step and accumulation index, then either this
+  /// rank's replicas' outputs or (`failure` set) its replica's error message, in a payload of the
+  /// same size on every rank (at least room for a message). A rank that sent an error makes every
+  /// other rank's exchange fail at once with that message; out-of-step ranks are an error, not one
+  /// step's gradients added to another's.
+  static void exchange(communicator& c, std::uint64_t step, std::int64_t a, std::span<const std::byte> mine, std::size_t bytes,
+                       std::span<std::byte> all, const std::string* failure) {
+    static constexpr std::size_t message_room = 1024;
+    const auto what = "step " + std::to_string(step) + " (accumulation index " + std::to_string(a) + ")";
+    const auto payload = std::max(bytes, message_room);
+    const std::size_t text = failure ? std::min(failure->size(), payload) : 0;
+    const std::uint64_t header[3] = {step, static_cast<std::uint64_t>(a), failure ? text + 1 : 0};
+    const auto n = sizeof header + payload;
+    std::vector<std::byte> out(n), in(n * static_cast<std::size_t>(c.size()));
+    std::memcpy(out.data(), header, sizeof header);
+    if (failure && text > 0) std::memcpy(out.data() + sizeof header, failure->data(), text);
+    else if (!mine.empty()) std::memcpy(out.data() + sizeof header, mine.data(), mine.size());
+    c.all_gather(what, out, in);
+    for (int q = 0; q < c.size(); ++q) {
+      const auto* p = in.data() + static_cast<std::size_t>(q) * n;
+      std::uint64_t theirs[3];
+      std::memcpy(theirs, p, sizeof theirs);
+      if (theirs[0] != header[0] || theirs[1] != header[1])
+        throw error(error_category::runtime,
+                    what + ": rank " + std::to_string(q) + " sent step " + std::to_string(theirs[0]) +
+                        " (accumulation index " + std::to_string(theirs[1]) + ")",
+                    "distributed training", "run every step on every rank, in the same order");
+      if (theirs[2] != 0 && q != c.rank()) {
+        const auto length = std::min<std::uint64_t>(theirs[2] - 1, payload);
+        throw error(error_category::runtime,
+                    what + ": a replica of rank " + std::to_string(q) + " failed: " +
+                        std::string(reinterpret_cast<const char*>(p + sizeof header), static_cast<std::size_t>(length)),
+                    "distributed training", "fix what rank " + std::to_string(q) + " reports; no rank took this step");
+      }
+    }
+    if (failure) return;
+    for (int q = 0; q < c.size(); ++q)
+      std::memcpy(all.data() + static_cast<std::size_t>(q) * mine.size(), in.data() + static_cast<std::size_t>(q) * n + sizeof header,
+                  mine.size());
   }
 
   /// What the ranks must agree on, exchanged and compared before the first step.

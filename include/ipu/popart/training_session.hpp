@@ -41,6 +41,7 @@
 #include "ipu/onnx/export.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/popart/batches_per_step.hpp"
+#include "ipu/popart/session_options.hpp"
 #include "ipu/popart/signature.hpp"
 #include "ipu/popef/compiled_model.hpp"
 #include "ipu/popef/training_state.hpp"
@@ -57,7 +58,9 @@ class training_session {
  public:
   /// A model built in this process; `loss` names the scalar tensor it computes as its loss. The
   /// options may set device iterations (equal to the data flow's batches per step), gradient
-  /// accumulation, its reduction type, the random seed (the masks of training-mode Dropout) and the
+  /// accumulation, the replication factor (R replicas, train::replication: an update takes
+  /// accumulation x R micro-batches, input arrays are [batches, accumulation, R, *tensor]; see
+  /// session_options.hpp for PopART's names), their reduction type, the random seed (the masks of training-mode Dropout) and the
   /// log level; any other option is an ipu::error
   /// (usage) naming it, as are a loss that is not a scalar tensor of the model, an anchor naming
   /// no tensor, and an op on a weight's path to the loss without a gradient rule.
@@ -69,7 +72,8 @@ class training_session {
     check_options();
     train::check(opt_);
     mark_anchors_as_outputs();
-    counts_ = {flow_.batches_per_step(), static_cast<std::uint64_t>(options_.gradient_accumulation()), 1};
+    counts_ = {flow_.batches_per_step(), static_cast<std::uint64_t>(options_.gradient_accumulation()),
+               static_cast<std::uint64_t>(options_.replication_factor())};
     layout_ = step_layout::of(model_, flow_, counts_);
     for (const auto& a : flow_.anchors())
       if (a.type.id() == anchor_return_type_id::sum) {
@@ -93,13 +97,16 @@ class training_session {
     o.reduction = options_.accumulation_and_replication_reduction_type() == reduction_type::sum
                       ? train::accumulation_reduction::sum
                       : train::accumulation_reduction::mean;
-    session_ = std::make_unique<train::training_session>(model_, o, cpu::device_options{}, train::output_mode::all);
-    if (counts_.accumulation > 1)
+    // Replicas run through train::replication: each accumulation index's R micro-batches at once,
+    // their gradients reduced in the order of [accumulation][replica], PopART's layout of the data.
+    session_ = std::make_unique<train::training_session>(model_, o, cpu::device_options{}, train::output_mode::all,
+                                                         train::replication_options{.replicas = options_.replication_factor()});
+    if (counts_.accumulation * counts_.replicas > 1)
       for (auto t : model_.inputs())
         if (model_.tensor(t).info.shape.rank() == 0)
           throw error(error_category::usage,
-                      "input '" + model_.tensor(t).name + "' is a scalar; gradient accumulation stacks micro-batches "
-                                                          "along an input's first axis",
+                      "input '" + model_.tensor(t).name + "' is a scalar; gradient accumulation and replication stack "
+                                                          "micro-batches along an input's first axis",
                       where(), "give the input a batch axis");
   }
   /// An ONNX file (PopART's TrainingSession::createFromOnnxModel).
@@ -125,6 +132,7 @@ class training_session {
   /// host's copy) and the optimizer's state, with the model, the loss, the optimizer and the
   /// updates made (popef/training_state.hpp).
   void compile_and_export(const std::filesystem::path& popef_file, bool compress = true) {
+    refuse_replicated_popef("compile_and_export");
     if (!compiled_) compiled_ = popef::compile(session_->graph_of_step().step, ipu::options{}, device_.description());
     popef::training_state st;
     st.model = model_;
@@ -181,6 +189,7 @@ class training_session {
     auto loss = f.state.loss;
     auto opt = f.state.opt;
     training_session s(std::move(model), std::move(flow), std::move(loss), std::move(opt), std::move(device), std::move(options));
+    s.refuse_replicated_popef("from_executable");
     s.adopt(std::move(f), popef_file);
     return s;
   }
@@ -195,6 +204,7 @@ class training_session {
     if (prepared_)
       throw error(error_category::usage, "load_executable after prepare_device", where(),
                   "load the executable before preparing the device");
+    refuse_replicated_popef("load_executable");
     auto f = popef::load_training(popef_file);
     const std::string fix = "load a step exported from this model with this loss, optimizer and options";
     if (f.state.loss != loss_)
@@ -264,7 +274,8 @@ class training_session {
   void run(step_io& io) {
     auto& s = prepared("run()");
     layout_.check(io);
-    const auto micro = counts_.accumulation;
+    // One update takes G x R micro-batches, [accumulation][replica] as the arrays hold them.
+    const auto replicas = counts_.replicas, micro = counts_.accumulation * replicas;
     const auto& tg = s.graph_of_step();
     for (std::uint64_t b = 0; b < counts_.batches_per_step; ++b) {
       std::vector<std::pair<std::string, const_tensor_view>> inputs;
@@ -282,11 +293,12 @@ class training_session {
         const auto n = all.bytes().size() / micro;
         auto* out = io.output(a.name);
         for (std::uint64_t j = 0; j < micro; ++j) {
-          const auto f = a.type.fetch_of(b * micro + j, counts_);
+          const auto m = b * counts_.accumulation + j / replicas, replica = j % replicas;  // this replica's micro-batch m
+          const auto f = a.type.fetch_of(m, counts_);
           if (!f) continue;
-          auto* dst = out->data() + *f * n;
+          auto* dst = out->data() + (*f * replicas + replica) * n;
           const auto* src = all.bytes().data() + j * n;
-          if (a.type.id() == anchor_return_type_id::sum && b * micro + j > 0) add_into(dst, src, all.info().type, n);
+          if (a.type.id() == anchor_return_type_id::sum && m > 0) add_into(dst, src, all.info().type, n);
           else std::memcpy(dst, src, n);
         }
       }
@@ -389,14 +401,24 @@ class training_session {
   /// What the options may set; anything else is refused by name (nothing is accepted and ignored).
   void check_options() {
     take_batches_per_step(options_, flow_, where());
-    static constexpr std::string_view applied[] = {"deviceIterations(", "Training.gradientAccumulation(",
+    static constexpr std::string_view applied[] = {"deviceIterations(", "Training.gradientAccumulation(", "replicationFactor(",
                                                    "Training.accumulationAndReplicationReductionType(",
                                                    "Training.setAutomaticLossScaling(", "randomSeed("};
     std::string refused;
     for (const auto& line : settings_not_applied(options_, applied)) refused += (refused.empty() ? "" : ", ") + line;
     if (!refused.empty())
       throw error(error_category::usage, "a training session does not apply these options yet: " + refused, where(),
-                  "leave them at their defaults (replicated, pipelined and phased training is a later step)");
+                  "leave them at their defaults (pipelined and phased training is a later step)");
+  }
+
+  /// The PopEF training state records gradient accumulation, not replicas: a replicated step
+  /// would resume as another step.
+  void refuse_replicated_popef(const char* call) const {
+    if (counts_.replicas > 1)
+      throw error(error_category::usage,
+                  std::string(call) + " with a replication factor of " + std::to_string(counts_.replicas) +
+                      ": a PopEF training step holds no replicas yet",
+                  where(), "export or load without replicatedGraphCount");
   }
 
   /// The loss and every anchor become outputs of the model (a PopART anchor can be any tensor).

@@ -210,6 +210,19 @@ inline void take_options(const ipu::options& o, bool training, std::span<const s
                                            " model does not apply these options yet: " + refused,
                 where, "leave them at their defaults");
 }
+/// A host copy whose shape is not the graph's is a weight a training model grouped across
+/// replicas (one value per group or per replica): another wrapper cannot run the graph with it.
+inline void refuse_grouped(const graph& g, const std::vector<std::string>& names, const std::vector<host_tensor>& values,
+                           const std::string& where) {
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto t = g.find_tensor(names[i]);
+    if (t && g.tensor(*t).info != values[i].info())
+      throw error(error_category::usage,
+                  "weight '" + names[i] + "' holds " + to_string(values[i].info()) + ", not the graph's " +
+                      to_string(g.tensor(*t).info) + ": a training model grouped it across replicas",
+                  where, "set_weight one value of the graph's shape first, then wrap the model");
+  }
+}
 }  // namespace wrapping
 
 /// poptorch.trainingModel: each call is one weight update (with gradient accumulation G, of G
@@ -229,6 +242,8 @@ class training_model {
                                                    "Training.setAutomaticLossScaling(", "replicationFactor(",
                                                    "inputReplicaGrouping("};
     wrapping::take_options(o, true, allowed, where());
+    host_->sync();
+    wrapping::refuse_grouped(host_->network, host_->names, host_->values, where());
     if (!host_->buffers.empty())
       throw error(error_category::usage,
                   "the model has registered buffers (" + model::join(m.buffer_names()) +
@@ -246,7 +261,6 @@ class training_model {
     t.auto_loss_scaling.enabled = o.automatic_loss_scaling();
     t.reduction = o.accumulation_and_replication_reduction_type() == reduction_type::sum ? train::accumulation_reduction::sum
                                                                                           : train::accumulation_reduction::mean;
-    host_->sync();  // the newest weights, from a training model that has them
     train::replication_options replication{.replicas = o.replication_factor()};
     if (o.input_group_size() != 1 || o.input_group_type() != comm_group_type::ungrouped) {
       const auto type = o.input_group_type();
@@ -257,11 +271,12 @@ class training_model {
                                                  : train::comm_group_type::none,
           o.input_group_size()};
     }
-    session_.emplace(with_host_values(), t, cpu::device_options{},
-                     mode == ipu::output_mode::all   ? train::output_mode::all
-                     : mode == ipu::output_mode::sum ? train::output_mode::sum
-                                                     : train::output_mode::final,
-                     std::move(replication));
+    training_ = t;
+    mode_ = mode == ipu::output_mode::all   ? train::output_mode::all
+            : mode == ipu::output_mode::sum ? train::output_mode::sum
+                                            : train::output_mode::final;
+    replication_ = std::move(replication);
+    session_ = std::make_unique<train::training_session>(with_host_values(), training_, cpu::device_options{}, mode_, replication_);
     // Every weight and buffer of the step is a host weight (the host model's graph is untied as the
     // step's is), so the two copies map one to one.
     for (const auto& names : {session_->weight_names(), session_->buffer_names()})
@@ -283,6 +298,7 @@ class training_model {
   /// One weight update: the model's inputs by name, and the labels.
   train::step_result operator()(const cpu::named_tensors& inputs, const_tensor_view labels) {
     refresh();
+    called_ = true;
     auto r = session_->run(inputs, labels);
     host_->newer_owner = this;
     host_->pull_newer = [this] { pull(); };
@@ -305,6 +321,44 @@ class training_model {
     push();
   }
 
+  /// PopTorch's `replicaGrouping` of a weight (`pt_m.W.replicaGrouping(type, size, mode)`): its
+  /// value is one per group of replicas (train::replication: All, Consecutive, Orthogonal, or
+  /// ungrouped: each replica alone), its gradients reduced within the group. Set before the first
+  /// call, as PopTorch compiles then. From then on the host's copy of the weight (m.weight,
+  /// copy_weights_to_host) holds what `mode` says: one value per group, or one per replica,
+  /// stacked along a new first axis; every group starts from the weight's current value, and
+  /// m.set_weight of a stacked value followed by copy_weights_to_device gives each group its own.
+  /// Throws ipu::error (usage) after the first call, for a name that is no trained weight, a
+  /// weight grouped twice and a group size that does not fit the replication factor; nothing
+  /// changes then.
+  void replica_grouping(std::string_view weight, comm_group_type type, std::int64_t group_size = 0,
+                        train::variable_retrieval_mode mode = train::variable_retrieval_mode::one_per_group) {
+    const std::string name(weight);
+    if (called_)
+      throw error(error_category::usage, "replicaGrouping of '" + name + "' after the first call: the step is compiled", where(),
+                  "group weights before calling the training model");
+    refresh();
+    auto replication = replication_;
+    replication.weights.emplace_back(name, train::replica_grouping{
+                                               type == comm_group_type::all           ? train::comm_group_type::all
+                                               : type == comm_group_type::consecutive ? train::comm_group_type::consecutive
+                                               : type == comm_group_type::orthogonal  ? train::comm_group_type::orthogonal
+                                                                                      : train::comm_group_type::none,
+                                               group_size, mode});
+    // A new step with the grouping, fed the host's values (the grouped ones included); the old one
+    // stays unless all of it works.
+    auto next = std::make_unique<train::training_session>(with_host_values(), training_, cpu::device_options{}, mode_, replication);
+    std::swap(session_, next);
+    try {
+      push();
+    } catch (...) {
+      std::swap(session_, next);
+      throw;
+    }
+    replication_ = std::move(replication);
+    host_->values[host_->find(name)] = session_->weight(name);
+  }
+
   /// The session running the step: its optimizer state, set_optimizer, the step's graph.
   [[nodiscard]] train::training_session& session() noexcept { return *session_; }
 
@@ -316,8 +370,10 @@ class training_model {
     for (tensor_id t = 0; t < g.num_tensors(); ++t) {
       const auto& n = g.tensor(t);
       const auto i = host_->find(n.name);
-      r.add_tensor(n.name, n.info, n.kind,
-                   i != model::npos && n.kind == tensor_kind::variable ? byte_buffer::copy(host_->values[i].bytes()) : n.data);
+      // A grouped weight's host copy is one value per group: the step starts from the graph's, and
+      // push() then sets the groups.
+      const bool host = i != model::npos && n.kind == tensor_kind::variable && host_->values[i].info() == n.info;
+      r.add_tensor(n.name, n.info, n.kind, host ? byte_buffer::copy(host_->values[i].bytes()) : n.data);
     }
     for (const auto& op : g.ops()) r.add_op(op);
     for (auto t : g.outputs()) r.mark_output(t);
@@ -341,8 +397,12 @@ class training_model {
   }
 
   std::shared_ptr<model::state> host_;
-  std::optional<train::training_session> session_;
+  train::training_options training_;
+  train::output_mode mode_ = train::output_mode::final;
+  train::replication_options replication_;
+  std::unique_ptr<train::training_session> session_;  // not movable: replica_grouping replaces it
   std::uint64_t seen_ = 0;  // the host generation the device's weights are
+  bool called_ = false;     // replica groupings are set before the first call
 };
 
 /// poptorch.inferenceModel: each call runs the model once on the given inputs and returns its
@@ -352,6 +412,7 @@ class inference_model {
   explicit inference_model(model& m, const ipu::options& o = {}) : host_(m.s_) {
     wrapping::take_options(o, false, {}, where());
     host_->sync();
+    wrapping::refuse_grouped(host_->network, host_->names, host_->values, where());
     const auto& g = host_->network;
     // The device's graph: every host weight an input, fed from the device's copy of the weights;
     // each buffer's update an output.

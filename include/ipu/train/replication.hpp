@@ -109,6 +109,14 @@ struct replica_instance {
   std::function<void(std::uint64_t step, std::int64_t accumulation, std::span<const std::byte> mine,
                      std::span<std::byte> all)>
       gather{};
+  /// The inputs this process is given: false, the whole step's (every input group's micro-batches,
+  /// as one process takes them); true, only its own replicas' input groups (in group order, G times
+  /// over), so each process reads only its rows. The training is the same either way.
+  bool local_inputs = false;
+  /// Called instead of `gather` when one of this process's replicas failed at that accumulation
+  /// index, with the failure's message: it tells the other processes, whose `gather` then fails at
+  /// once with this message instead of waiting for outputs that will not come. Unset: not told.
+  std::function<void(std::uint64_t step, std::int64_t accumulation, std::size_t bytes, const std::string& message)> fail{};
 };
 
 /// Replicated training: the replication factor, the weights grouped across replicas (by name; a

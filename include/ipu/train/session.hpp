@@ -164,7 +164,7 @@ class training_session {
                     "give every model input: " + join(tg_.model_inputs));
     const auto micro = tg_.micro_batches;
     // The micro-batches the inputs hold: with replicas, G per input group.
-    const auto given_micro = replicated_ ? micro / replicas_ * input_groups_.count : micro;
+    const auto given_micro = replicated_ ? micro / replicas_ * given_groups() : micro;
     // Each micro-batch is a view into the caller's rows: no copy.
     auto micro_batch = [&](const const_tensor_view& all, const std::string& name, std::int64_t j) {
       if (given_micro == 1) return all;
@@ -180,7 +180,9 @@ class training_session {
                     "'" + name + "' is " + to_string(all.info()) + "; a step takes " + std::to_string(given_micro) +
                         " micro-batches of " + to_string(want) +
                         (replicated_ ? " (gradient accumulation " + std::to_string(micro / replicas_) + " times " +
-                                           std::to_string(input_groups_.count) + " input groups)"
+                                           std::to_string(given_groups()) +
+                                           (replication_.instance.local_inputs ? " input groups of this process's replicas)"
+                                                                               : " input groups)")
                                      : std::string()),
                     where(), "stack the step's micro-batches along the first axis");
       return const_tensor_view(want, all.data() + static_cast<std::size_t>(j) * want.num_bytes());
@@ -654,6 +656,12 @@ class training_session {
       local_first_ = 0;
       local_count_ = replicas_;
     }
+    if (inst.local_inputs && inst.count == 0)
+      throw error(error_category::usage, "local inputs, but this process runs every replica", where(),
+                  "set local_inputs only with replicas spread over processes (replica_instance::count)");
+    for (std::int64_t r = local_first_; r < local_first_ + local_count_; ++r) local_groups_.push_back(input_groups_.group_of(r));
+    std::sort(local_groups_.begin(), local_groups_.end());
+    local_groups_.erase(std::unique(local_groups_.begin(), local_groups_.end()), local_groups_.end());
     for (const auto t : step_.model().outputs()) {
       const auto n = step_.model().tensor(t).info.num_bytes();
       constexpr auto most = std::numeric_limits<std::size_t>::max() / 2;
@@ -698,6 +706,18 @@ class training_session {
     }
   }
 
+  /// The input groups a step's inputs hold per accumulation index: every group, or (local inputs)
+  /// those of this process's replicas.
+  [[nodiscard]] std::int64_t given_groups() const noexcept {
+    return replication_.instance.local_inputs ? static_cast<std::int64_t>(local_groups_.size()) : input_groups_.count;
+  }
+  /// Where replica `r`'s input group is among them.
+  [[nodiscard]] std::int64_t given_group_of(std::int64_t r) const noexcept {
+    const auto g = input_groups_.group_of(r);
+    if (!replication_.instance.local_inputs) return g;
+    return static_cast<std::int64_t>(std::lower_bound(local_groups_.begin(), local_groups_.end(), g) - local_groups_.begin());
+  }
+
   /// One step of a replicated session: each accumulation index's micro-batches run on the replicas
   /// at once, each from zero accumulators; their gradients are then added in the order of the
   /// global micro-batch index, within each weight's groups; the update runs once per distinct
@@ -722,7 +742,7 @@ class training_session {
       const auto ri = static_cast<std::size_t>(r);
       try {
         const auto j = a * R + r;
-        const auto m = a * input_groups_.count + input_groups_.group_of(r);
+        const auto m = a * given_groups() + given_group_of(r);
         std::vector<host_tensor> keep;
         auto views = views_for(
             step_in_, step_.model(), scalars, keep, buffers[ri],
@@ -745,7 +765,15 @@ class training_session {
         run_one(local_first_, a);
       }
       for (const auto& f : failed)
-        if (f) std::rethrow_exception(f);
+        if (f) {
+          // The other processes are waiting for this one's outputs: tell them why none come (their
+          // step then fails at once, with this message), and fail here with the replica's own error.
+          if (distributed_ && replication_.instance.fail) try {
+              replication_.instance.fail(steps_, a, replica_bytes_ * static_cast<std::size_t>(local_count_), message_of(f));
+            } catch (...) {  // the exchange's own failure (a timeout) says less than the replica's
+            }
+          std::rethrow_exception(f);
+        }
       if (distributed_) gather_replicas(outs, buffers, a);
       for (std::int64_t r = 0; r < R; ++r) {  // in the order of j = a * R + r
         auto& out = outs[static_cast<std::size_t>(r)];
@@ -941,6 +969,16 @@ class training_session {
     als_upper_ = als_lower_ = 0;
   }
 
+  static std::string message_of(const std::exception_ptr& f) {
+    try {
+      std::rethrow_exception(f);
+    } catch (const std::exception& e) {
+      return e.what();
+    } catch (...) {
+      return "an exception that is no std::exception";
+    }
+  }
+
   /// Output `i` of micro-batch `j`, kept as the output mode says.
   void keep_output(step_result& r, std::size_t i, host_tensor t, std::int64_t j) const {
     if (r.outputs.size() <= i) r.outputs.resize(i + 1);
@@ -997,6 +1035,7 @@ class training_session {
   bool replicated_ = false;
   std::int64_t replicas_ = 1;
   replica_groups input_groups_{};
+  std::vector<std::int64_t> local_groups_;  // the input groups of this process's replicas, ascending
   std::vector<replica_groups> weight_groups_;
   std::vector<bool> stacked_, all_replicas_;
   std::vector<std::size_t> state_weight_, accumulator_weight_;
