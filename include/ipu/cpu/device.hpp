@@ -267,8 +267,14 @@ class device final : public subgraph_runner {
       }
       for (auto t : op.outputs) {
         std::byte* p = writable(t);
-        if (plan.tensors[t].where == storage::arena && plan.tensors[t].alias_of == no_tensor)
-          std::memset(p, 0, plan.tensors[t].bytes);  // kernels may accumulate; stale arena bytes must not leak in
+        if (plan.tensors[t].where == storage::arena && plan.tensors[t].alias_of == no_tensor) {
+          if (!step.writes_all)
+            std::memset(p, 0, plan.tensors[t].bytes);  // kernels may accumulate; stale arena bytes must not leak in
+#ifndef NDEBUG
+          else
+            std::memset(p, 0xff, plan.tensors[t].bytes);  // NaNs: a kernel that skips an element fails its tests
+#endif
+        }
         out_views.emplace_back(g.tensor(t).info, p);
         f.at[t] = p;
       }
