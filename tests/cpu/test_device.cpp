@@ -213,6 +213,30 @@ void add_into(const ipu::kernel_context& c) {
 }
 }  // namespace
 
+TEST_CASE("cpu device: recycled tensors become later outputs of the same type and shape, zeroed first") {
+  ipu::op_registry reg = registry();
+  reg.add({"", "AddInto", &add_into});
+  ipu::graph g("recycle");
+  auto x = g.add_tensor("x", f32({4}), ipu::tensor_kind::input);
+  g.mark_output(op(g, "AddInto", {x}, "y", f32({4})));
+  ipu::cpu::device dev(std::move(g), {.threads = 1, .registry = &reg});
+  auto in = ipu::host_tensor::from<float>({4}, {1, 2, 3, 4});
+  auto out = dev.run(std::vector<ipu::host_tensor>{in});
+  REQUIRE(out.size() == 1);
+  CHECK(values(out[0]) == std::vector<float>{1, 2, 3, 4});
+  for (auto& v : out[0].as<float>()) v = 100;  // the holder's last use: zeroing must not be skipped
+  const std::byte* storage = out[0].data();
+  dev.recycle(std::move(out[0]));
+  dev.recycle(ipu::host_tensor(f32({3})));  // another shape: never handed out as this output
+  auto again = dev.run(std::vector<ipu::host_tensor>{in});
+  CHECK(again[0].data() == storage);
+  CHECK(again[0].info() == f32({4}));
+  CHECK(values(again[0]) == std::vector<float>{1, 2, 3, 4});
+  auto third = dev.run(std::vector<ipu::host_tensor>{in});  // nothing of its shape recycled: fresh
+  CHECK(third[0].info() == f32({4}));
+  CHECK(values(third[0]) == std::vector<float>{1, 2, 3, 4});
+}
+
 TEST_CASE("cpu device: arena outputs are zeroed unless the kernel says it writes every element") {
   auto model = [] {
     ipu::graph g("accumulate");
