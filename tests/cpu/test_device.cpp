@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <thread>
 #include <memory>
@@ -201,6 +202,63 @@ TEST_CASE("cpu device: in-place and view-only steps give the same results as fre
   const std::vector<float> expect{-2, 0, -6, 0, -10, 0};
   CHECK(values(fast.run(std::vector<ipu::host_tensor>{in})[0]) == expect);
   CHECK(values(plain.run(std::vector<ipu::host_tensor>{in})[0]) == expect);
+}
+
+namespace {
+// Adds its input into its output, so it reads what the output held before the kernel ran.
+void add_into(const ipu::kernel_context& c) {
+  auto x = c.input(0).as<float>();
+  auto y = c.outputs[0].as<float>();
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] += x[i];
+}
+}  // namespace
+
+TEST_CASE("cpu device: recycled tensors become later outputs of the same type and shape, zeroed first") {
+  ipu::op_registry reg = registry();
+  reg.add({"", "AddInto", &add_into});
+  ipu::graph g("recycle");
+  auto x = g.add_tensor("x", f32({4}), ipu::tensor_kind::input);
+  g.mark_output(op(g, "AddInto", {x}, "y", f32({4})));
+  ipu::cpu::device dev(std::move(g), {.threads = 1, .registry = &reg});
+  auto in = ipu::host_tensor::from<float>({4}, {1, 2, 3, 4});
+  auto out = dev.run(std::vector<ipu::host_tensor>{in});
+  REQUIRE(out.size() == 1);
+  CHECK(values(out[0]) == std::vector<float>{1, 2, 3, 4});
+  for (auto& v : out[0].as<float>()) v = 100;  // the holder's last use: zeroing must not be skipped
+  const std::byte* storage = out[0].data();
+  dev.recycle(std::move(out[0]));
+  dev.recycle(ipu::host_tensor(f32({3})));  // another shape: never handed out as this output
+  auto again = dev.run(std::vector<ipu::host_tensor>{in});
+  CHECK(again[0].data() == storage);
+  CHECK(again[0].info() == f32({4}));
+  CHECK(values(again[0]) == std::vector<float>{1, 2, 3, 4});
+  auto third = dev.run(std::vector<ipu::host_tensor>{in});  // nothing of its shape recycled: fresh
+  CHECK(third[0].info() == f32({4}));
+  CHECK(values(third[0]) == std::vector<float>{1, 2, 3, 4});
+}
+
+TEST_CASE("cpu device: arena outputs are zeroed unless the kernel says it writes every element") {
+  auto model = [] {
+    ipu::graph g("accumulate");
+    auto x = g.add_tensor("x", f32({3}), ipu::tensor_kind::input);
+    auto y = op(g, "AddInto", {x}, "y", f32({3}));
+    g.mark_output(op(g, "Neg", {y}, "z", f32({3})));  // y lives in the arena
+    return g;
+  };
+  auto in = ipu::host_tensor::from<float>({3}, {1, -2, 3});
+  ipu::op_registry honest = registry();
+  honest.add({"", "AddInto", &add_into});
+  ipu::cpu::device dev(model(), {.threads = 1, .registry = &honest});
+  for (int run = 0; run < 3; ++run)  // the arena is reused: stale sums must not leak into the next run
+    CHECK(values(dev.run(std::vector<ipu::host_tensor>{in})[0]) == std::vector<float>{-1, 2, -3});
+#ifndef NDEBUG
+  // A kernel that claims to write every element but reads its output sees the debug build's NaN
+  // fill, so the built-in kernels' claims are checked by every test that runs them.
+  ipu::op_registry lying = registry();
+  lying.add({"", "AddInto", &add_into, true});
+  ipu::cpu::device liar(model(), {.threads = 1, .registry = &lying});
+  for (float v : values(liar.run(std::vector<ipu::host_tensor>{in})[0])) CHECK(std::isnan(v));
+#endif
 }
 
 TEST_SUITE("concurrent") {

@@ -72,6 +72,7 @@ struct plan_step {
   op_id op = no_op;
   kernel_fn kernel = nullptr;
   bool view_only = false;  // a view op whose output aliases its input: nothing to compute
+  bool writes_all = false;  // op_entry::writes_all_outputs: no zeroing of its arena outputs first
 };
 
 struct execution_plan {
@@ -258,7 +259,7 @@ inline execution_plan make_plan(const graph& g, const op_registry& registry, con
   p.steps.reserve(order.size());
   for (std::size_t s = 0; s < order.size(); ++s) {
     const auto& op = g.op(order[s]);
-    plan_step step{order[s], registry.kernel(op.domain, op.type), false};
+    plan_step step{order[s], registry.kernel(op.domain, op.type), false, registry.find(op.domain, op.type)->writes_all_outputs};
     const bool view = ipu::is_view(g, op);
     if (options.in_place && !op.outputs.empty() && p.tensors[op.outputs[0]].where == storage::arena &&
         (view || flags_of(op.domain, op.type).in_place)) {

@@ -211,10 +211,19 @@ class training_session {
     double total = 0;
     for (double l : r.micro_batch_losses) total += l;
     r.loss = options_.reduction == accumulation_reduction::mean ? total / static_cast<double>(micro) : total;
+    // The replaced values go back to the device that produced their successors, whose next step
+    // writes its outputs into them rather than into freshly allocated memory.
+    cpu::device& producer = update_ ? *update_ : step_;
     for (std::size_t i = 0; i < weights_.size(); ++i)
-      if (next.weights[i]) weights_[i] = std::move(*next.weights[i]);
+      if (next.weights[i]) {
+        producer.recycle(std::move(weights_[i]));
+        weights_[i] = std::move(*next.weights[i]);
+      }
     for (std::size_t i = 0; i < state_.size(); ++i)
-      if (next.state[i]) state_[i] = std::move(*next.state[i]);
+      if (next.state[i]) {
+        producer.recycle(std::move(state_[i]));
+        state_[i] = std::move(*next.state[i]);
+      }
     buffers_ = std::move(next.buffers);
     previous_momentum_ = momentum();
     ++steps_;

@@ -213,7 +213,7 @@ inline void prelu_kernel(const kernel_context& ctx) {
 }
 
 inline void register_activation_kernels(op_registry& r) {
-  r.add({"", "Relu", &relu_kernel});
+  r.add({"", "Relu", &relu_kernel, true});
   r.add({"", "LeakyRelu", &leaky_relu_kernel});
   r.add({"", "ThresholdedRelu", &thresholded_relu_kernel});
   r.add({"", "PRelu", &prelu_kernel});

@@ -472,8 +472,8 @@ inline void conv_transpose_kernel(const kernel_context& ctx) {
 }
 
 inline void register_conv_kernels(op_registry& r) {
-  r.add({"", "Conv", &conv_kernel});
-  r.add({"", "ConvTranspose", &conv_transpose_kernel});
+  r.add({"", "Conv", &conv_kernel, true});
+  r.add({"", "ConvTranspose", &conv_transpose_kernel, true});
 }
 
 }  // namespace ipu::detail::math_ops

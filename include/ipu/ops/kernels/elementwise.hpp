@@ -450,11 +450,11 @@ inline void where_kernel(const kernel_context& ctx) {
 
 inline void register_elementwise_kernels(op_registry& r) {
   r.add({"", "Abs", &unary_kernel<abs_op>});
-  r.add({"", "Neg", &unary_kernel<neg_op>});
+  r.add({"", "Neg", &unary_kernel<neg_op>, true});
   r.add({"", "Sign", &unary_kernel<sign_op>});
-  r.add({"", "Exp", &unary_kernel<exp_op>});
+  r.add({"", "Exp", &unary_kernel<exp_op>, true});
   r.add({"", "Log", &unary_kernel<log_op>});
-  r.add({"", "Sqrt", &unary_kernel<sqrt_op>});
+  r.add({"", "Sqrt", &unary_kernel<sqrt_op>, true});
   r.add({"", "Reciprocal", &unary_kernel<reciprocal_op>});
   r.add({"", "Floor", &unary_kernel<floor_op>});
   r.add({"", "Ceil", &unary_kernel<ceil_op>});
@@ -475,14 +475,14 @@ inline void register_elementwise_kernels(op_registry& r) {
   r.add({"", "Not", &not_kernel});
   r.add({"", "BitwiseNot", &bitwise_not_kernel});
 
-  r.add({"", "Add", &binary_kernel<add_op>});
-  r.add({"", "Sub", &binary_kernel<sub_op>});
-  r.add({"", "Mul", &binary_kernel<mul_op>});
-  r.add({"", "Div", &binary_kernel<div_op>});
+  r.add({"", "Add", &binary_kernel<add_op>, true});
+  r.add({"", "Sub", &binary_kernel<sub_op>, true});
+  r.add({"", "Mul", &binary_kernel<mul_op>, true});
+  r.add({"", "Div", &binary_kernel<div_op>, true});
   r.add({"", "Mod", &mod_kernel});
-  r.add({"", "Pow", &pow_kernel});
+  r.add({"", "Pow", &pow_kernel, true});
   r.add({"", "Equal", &compare_kernel<std::equal_to<>, true>});
-  r.add({"", "Greater", &compare_kernel<std::greater<>, false>});
+  r.add({"", "Greater", &compare_kernel<std::greater<>, false>, true});
   r.add({"", "GreaterOrEqual", &compare_kernel<std::greater_equal<>, false>});
   r.add({"", "Less", &compare_kernel<std::less<>, false>});
   r.add({"", "LessOrEqual", &compare_kernel<std::less_equal<>, false>});
@@ -498,7 +498,7 @@ inline void register_elementwise_kernels(op_registry& r) {
   r.add({"", "Min", &variadic_kernel<min_op>});
   r.add({"", "Sum", &variadic_kernel<sum_op>});
   r.add({"", "Mean", &variadic_kernel<sum_op, true>});
-  r.add({"", "Where", &where_kernel});
+  r.add({"", "Where", &where_kernel, true});
 }
 
 }  // namespace ipu::detail::math_ops

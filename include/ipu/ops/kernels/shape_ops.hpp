@@ -284,7 +284,7 @@ inline void register_shape_ops(op_registry& r) {
   for (const char* type : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity"}) r.add({"", type, copy_kernel});
   r.add({"", "Dropout", dropout_kernel});
   r.add({"ipu", "DropoutMask", dropout_mask_kernel});
-  r.add({"", "Transpose", transpose_kernel});
+  r.add({"", "Transpose", transpose_kernel, true});
   r.add({"", "DepthToSpace", depth_to_space_kernel});
   r.add({"", "SpaceToDepth", space_to_depth_kernel});
   r.add({"", "Shape", shape_kernel});

@@ -331,7 +331,7 @@ inline void register_slice_ops(op_registry& r) {
   r.add({"", "Split", split_kernel});
   r.add({"", "Slice", slice_kernel});
   r.add({"", "Pad", pad_kernel});
-  r.add({"", "Expand", expand_kernel});
+  r.add({"", "Expand", expand_kernel, true});
   r.add({"", "Tile", tile_kernel});
 }
 
