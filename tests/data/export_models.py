@@ -81,7 +81,8 @@ def main():
     out_dir = sys.argv[1]
     os.makedirs(out_dir, exist_ok=True)
     torch.set_num_threads(min(2, os.cpu_count() or 1))
-    for name in sys.argv[2:] or [*MODELS, *TRAINING]:
+    # resnet18_train only when named: its test is skipped by default (too slow under ASan).
+    for name in sys.argv[2:] or [*MODELS, "encoder_layer_train"]:
         export(name, out_dir)
 
 
