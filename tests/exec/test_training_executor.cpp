@@ -1,17 +1,25 @@
 // Pipelined and phased training (exec/training_executor.hpp, train/training_placement.hpp) against
 // the single-device training session: the same weights, statistics and losses bit for bit after
-// several steps; PopTorch's accumulation rule and annotation errors.
+// several steps; PopTorch's accumulation rule and annotation errors. Issue 12's done-when on whole
+// models exported by PyTorch (tests/data/export_models.py): ResNet-18 and a transformer encoder
+// layer trained 10 steps pipelined over 4 IPUs, serial and parallel phased, and replicated over 2
+// and 4 replicas give the single-IPU session's weights bit for bit.
 #include "ipu/exec/training_executor.hpp"
 
 #include <doctest/doctest.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ipu/builder/builder.hpp"
+#include "ipu/onnx/import.hpp"
 #include "ipu/ops/all.hpp"
 #include "ipu/train/session.hpp"
 
@@ -22,8 +30,9 @@ namespace {
 using ipu::train::training_schedule;
 
 /// An MLP of `layers` Linear + ReLU layers of width 8 over x [4, 8] (a BatchNormalization after the
-/// second), layer i annotated with forward stage (or phase) i * stages / layers.
-ipu::graph mlp(int layers, int stages, bool phases, bool batch_norm = true) {
+/// second), layer i annotated with forward stage (or phase) i * stages / layers; with
+/// `checkpoint_after`, that layer's MatMul output a recomputation checkpoint.
+ipu::graph mlp(int layers, int stages, bool phases, bool batch_norm = true, int checkpoint_after = -1) {
   ipu::builder b("mlp");
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> u(-0.5f, 0.5f);
@@ -39,7 +48,9 @@ ipu::graph mlp(int layers, int stages, bool phases, bool batch_norm = true) {
     if (phases) s.phase(at).ipu(at % 2);
     else s.stage(at).ipu(at);
     const auto n = std::to_string(i);
-    h = b.add(b.matmul(h, b.add_initialized_input(random({8, 8}), "w" + n)), b.add_initialized_input(random({8}), "b" + n));
+    auto m = b.matmul(h, b.add_initialized_input(random({8, 8}), "w" + n));
+    if (i == checkpoint_after) m = b.checkpoint_output(m, "checkpoint");
+    h = b.add(m, b.add_initialized_input(random({8}), "b" + n));
     if (batch_norm && i == 1) {
       const std::vector<float> one(8, 1.0f), zero(8, 0.0f);
       h = b.batch_normalization(h, b.add_initialized_input(random({8}), "bn/scale"),
@@ -212,11 +223,91 @@ TEST_CASE("recomputation (Standard, NormOnly) changes what a pipeline stashes, n
   CHECK(standard_ops > norm_ops);
   CHECK(norm_ops > 0);
   CHECK(norm_only);
+  // RecomputeAll: in a pipeline the ops Standard reruns.
+  check_same_as_session(model, o, with(ipu::recomputation::all), 2, 7);
+  std::size_t all_ops = 0;
+  CHECK(peak(ipu::recomputation::all, &all_ops) == standard);
+  CHECK(all_ops == standard_ops);
   CHECK_THROWS_WITH_AS(ipu::placed_training_session(mlp(4, 4, true), o, [] {
     auto p = schedule(training_schedule::serial_phased);
     p.recompute = ipu::recomputation::standard;
     return p;
   }()), doctest::Contains("recomputation was asked of phased execution"), ipu::error);
+}
+
+TEST_CASE("a recomputation checkpoint is stashed: what comes before it is not recomputed for what reads it") {
+  // 2 forward stages of 2 layers each; layer 1's MatMul output is a checkpoint inside stage 0. The
+  // backward reads the ops after it (the bias Add, for the BatchNormalization's gradient), but not
+  // the MatMul's own output: with the checkpoint, that MatMul is not rerun.
+  const auto o = mse(3, ipu::train::sgd{.lr = 0.05, .momentum = 0.9});
+  auto p = schedule(training_schedule::pipelined);
+  p.recompute = ipu::recomputation::all;
+  const auto with = mlp(4, 2, false, true, 1), without = mlp(4, 2, false);
+  std::size_t marked = 0;
+  for (const auto& op : with.ops()) marked += op.where.checkpoint ? 1 : 0;
+  CHECK(marked == 1);
+  check_same_as_session(with, o, p, 2, 3);
+  const auto x = random_tensor({12, 8}, 1), y = random_tensor({12, 8}, 2);
+  auto measure = [&](const ipu::graph& g, ipu::recomputation r, std::size_t& ops) {
+    auto q = p;
+    q.recompute = r;
+    q.threads = 1;
+    ipu::placed_training_session s(g, o, q);
+    (void)s.run({{"x", x.view()}}, y.view());
+    ops = 0;
+    for (std::size_t k = 0; k < s.stages(); ++k)
+      for (auto id : s.recomputed_ops(k)) {
+        ++ops;
+        CHECK_FALSE(s.graph_of_step().step.op(id).where.checkpoint);  // never recomputed
+      }
+    return s.peak_stashed_bytes();
+  };
+  std::size_t ops_plain = 0, ops_checkpoint = 0, ops_none = 0;
+  const auto plain = measure(without, ipu::recomputation::all, ops_plain);
+  const auto checkpointed = measure(with, ipu::recomputation::all, ops_checkpoint);
+  const auto none = measure(with, ipu::recomputation::none, ops_none);
+  CHECK(ops_none == 0);
+  CHECK(ops_checkpoint > 0);
+  CHECK(ops_checkpoint < ops_plain);  // layer 1 reads the checkpoint from the stash
+  CHECK(checkpointed > plain);        // which costs its bytes per micro-batch in flight
+  CHECK(checkpointed < none);
+  // Without placement a checkpoint changes nothing: the single-device session trains the model.
+  CHECK_NOTHROW(ipu::train::training_session(unannotated(with), o));
+  ipu::builder b("unplaced");
+  const std::vector<float> w(64, 0.1f);
+  auto h = b.add_input_tensor({ipu::data_type::F32, {4, 8}}, "x");
+  h = b.checkpoint_output(b.matmul(h, b.add_initialized_input(ipu::make_constant<float>({8, 8}, std::span<const float>(w)), "w0")));
+  b.add_output(h);
+  CHECK_NOTHROW(ipu::train::training_session(b.build(), o));
+}
+
+TEST_CASE("each stage's memory plan holds its stash: a hand-computed two-layer case") {
+  // Layer 0 (stage 0): a0 = x w0 + b0, h = Relu(a0); layer 1 (stage 1): h w1 + b1, the loss and its
+  // backward, which sends dh [4, 8] back. Stage 2, layer 0's backward, reads a0 (Relu's gradient);
+  // stage 1 reads h. Each is F32 [4, 8]: 128 bytes.
+  const auto model = mlp(2, 2, false, false);
+  const auto o = mse(3, ipu::train::sgd{.lr = 0.05});
+  ipu::placed_training_session s(model, o, schedule(training_schedule::pipelined));
+  REQUIRE(s.stages() == 3);
+  // Lockstep: h is held for 2 micro-batches (made at 0, read at 1), a0 for 3 (0 to 2), dh for 2 (1 to 2).
+  CHECK(s.memory_plan(0).stash_bytes_per_micro_batch == 256);
+  CHECK(s.memory_plan(0).stash_bytes == 128 * 2 + 128 * 3);
+  CHECK(s.memory_plan(1).stash_bytes_per_micro_batch == 128);
+  CHECK(s.memory_plan(1).stash_bytes == 128 * 2);
+  CHECK(s.memory_plan(2).stash_bytes == 0);
+  for (std::size_t k = 0; k < 3; ++k) {
+    CHECK(s.memory_plan(k).arena_bytes > 0);
+    CHECK(s.memory_plan(k).total() == s.memory_plan(k).arena_bytes + s.memory_plan(k).stash_bytes);
+  }
+  // Recomputing stage 0 for its backward stashes nothing for stage 2: a0 is made again there.
+  auto r = schedule(training_schedule::pipelined);
+  r.recompute = ipu::recomputation::all;
+  CHECK(ipu::placed_training_session(model, o, r).memory_plan(0).stash_bytes == 128 * 2);
+  // Serial phased: every micro-batch (2) passes a phase before the next reads it.
+  ipu::placed_training_session phased(mlp(2, 2, true, false), mse(2, ipu::train::sgd{.lr = 0.05}),
+                                      schedule(training_schedule::serial_phased));
+  CHECK(phased.memory_plan(0).stash_bytes == 256 * 2);
+  CHECK(phased.memory_plan(1).stash_bytes == 128 * 2);
 }
 
 TEST_CASE("phased training, serial and parallel, with and without a separate backward phase, equals the session") {
@@ -303,6 +394,176 @@ TEST_CASE("placed training refuses annotations it cannot run, saying which op an
   o.auto_loss_scaling.enabled = true;
   CHECK_THROWS_WITH_AS(ipu::placed_training_session(mlp(4, 2, false), o, schedule(training_schedule::pipelined)),
                        doctest::Contains("automatic loss scaling is not supported"), ipu::error);
+}
+
+namespace {
+
+/// `g` with the ops that compute from its inputs cut, in topological order, into `parts` runs of
+/// about as many ops each, run k annotated stage k on IPU k, or phase k on IPU k % 2. An op reading
+/// only weights and constants (PyTorch's export makes Identity copies of shared initializers) goes
+/// with its first reader.
+ipu::graph in_parts(const ipu::graph& g, std::size_t parts, bool phases) {
+  const auto order = ipu::topological_order(g);
+  std::vector<bool> computed(g.num_tensors(), false), from_input(g.num_ops(), false);
+  for (auto t : g.inputs()) computed[t] = g.tensor(t).kind == ipu::tensor_kind::input;
+  std::size_t computing = 0;
+  for (auto id : order) {
+    for (auto t : g.op(id).inputs) from_input[id] = from_input[id] || (t != ipu::no_tensor && computed[t]);
+    for (auto t : g.op(id).outputs)
+      if (t != ipu::no_tensor) computed[t] = from_input[id];
+    computing += from_input[id] ? 1 : 0;
+  }
+  std::vector<std::int64_t> part(g.num_ops(), 0);
+  std::size_t i = 0;
+  for (auto id : order)
+    if (from_input[id]) part[id] = static_cast<std::int64_t>(i++ * parts / computing);
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    if (from_input[*it]) continue;
+    auto first = static_cast<std::int64_t>(parts - 1);
+    for (auto t : g.op(*it).outputs)
+      if (t != ipu::no_tensor)
+        for (auto c : g.tensor(t).consumers) first = std::min(first, part[c]);
+    part[*it] = first;
+  }
+  ipu::graph r(g.name());
+  for (ipu::tensor_id t = 0; t < g.num_tensors(); ++t) {
+    const auto& n = g.tensor(t);
+    r.add_tensor(n.name, n.info, n.kind, n.data);
+  }
+  for (ipu::op_id id = 0; id < g.num_ops(); ++id) {
+    auto op = g.op(id);
+    op.where = {};
+    if (phases) op.where.phase = part[id];
+    else op.where.stage = part[id];
+    op.where.ipu = phases ? part[id] % 2 : part[id];
+    r.add_op(std::move(op));
+  }
+  for (auto t : g.outputs()) r.mark_output(t);
+  r.set_opset_imports(g.opset_imports());
+  return r;
+}
+
+/// A model of the exported set, loaded once per process; exported first when the fixture's default
+/// set leaves it out (ResNet-18's, for the skipped case).
+const ipu::graph& exported(const std::string& name) {
+  static std::map<std::string, ipu::graph> loaded;
+  auto it = loaded.find(name);
+  const auto file = std::filesystem::path(IPU_TEST_MODELS) / (name + ".onnx");
+  if (it == loaded.end() && !std::filesystem::exists(file)) {
+    const std::string cmd = std::string(IPU_PYTHON) + " " + IPU_SOURCE_DIR + "/tests/data/export_models.py " +
+                            IPU_TEST_MODELS + " " + name;
+    REQUIRE(std::system(cmd.c_str()) == 0);
+  }
+  if (it == loaded.end()) it = loaded.emplace(name, ipu::onnx::load_model(file)).first;
+  return it->second;
+}
+
+/// Step k's inputs: `micro` micro-batches of x (normal) and class labels, stacked.
+struct step_data {
+  ipu::host_tensor x, labels;
+};
+step_data data_for(const ipu::graph& g, std::int64_t micro, std::int64_t classes, int k) {
+  auto dims = g.tensor(g.inputs()[0]).info.shape.dims();
+  const auto rows = dims[0];
+  dims[0] *= micro;
+  step_data d{random_tensor(ipu::shape(dims), 300 + static_cast<unsigned>(k)),
+              ipu::host_tensor({ipu::data_type::S64, {rows * micro}})};
+  std::mt19937 rng(400 + static_cast<unsigned>(k));
+  for (auto& l : d.labels.as<std::int64_t>()) l = static_cast<std::int64_t>(rng() % static_cast<unsigned>(classes));
+  return d;
+}
+
+ipu::train::training_options cross_entropy(std::int64_t accumulation) {
+  ipu::train::training_options o;
+  o.loss.kind = ipu::train::loss_kind::cross_entropy;
+  o.gradient_accumulation = accumulation;
+  o.opt = ipu::train::sgd{.lr = 0.01, .momentum = 0.9, .weight_decay = 1e-3};
+  return o;
+}
+
+/// Trains exported model `name` 10 steps on the single-IPU session with `micro` micro-batches per
+/// update, and with `run` (a placed or replicated session over the same micro-batches), and checks
+/// every loss and weight (and, with `buffers`, running statistic) bit for bit.
+template <class Session>
+void check_ten_steps(const std::string& name, std::int64_t classes, std::int64_t micro, Session& other, bool buffers) {
+  const auto& g = exported(name);
+  ipu::train::training_session reference(g, cross_entropy(micro));
+  std::vector<ipu::host_tensor> initial;
+  for (const auto& n : reference.weight_names()) initial.push_back(reference.weight(n));
+  const auto started = std::chrono::steady_clock::now();
+  for (int k = 0; k < 10; ++k) {
+    const auto d = data_for(g, micro, classes, k);
+    const auto a = reference.run({{"x", d.x.view()}}, d.labels.view());
+    const auto b = other.run({{"x", d.x.view()}}, d.labels.view());
+    INFO("step " << k);
+    CHECK(a.micro_batch_losses == b.micro_batch_losses);
+  }
+  MESSAGE(name << ": 10 steps of " << micro << " micro-batches, both ways, in "
+               << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() << " s");
+  std::size_t moved = 0;
+  const auto names = reference.weight_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    INFO("weight " << names[i]);
+    CHECK(same_bytes(reference.weight(names[i]), other.weight(names[i])));
+    if (!same_bytes(reference.weight(names[i]), initial[i])) ++moved;
+  }
+  CHECK(moved * 2 > names.size());  // most weights moved: not a comparison of initial values
+  if (buffers)
+    for (const auto& n : reference.buffer_names()) {
+      INFO("buffer " << n);
+      CHECK(same_bytes(reference.buffer(n), other.buffer(n)));
+    }
+}
+
+/// Issue 12's done-when for one exported model.
+void check_across_ipus(const std::string& name, std::int64_t classes) {
+  const auto& g = exported(name);
+  SUBCASE("pipelined over 4 IPUs: 7 stages, 7 micro-batches") {
+    ipu::placed_training_session s(in_parts(g, 4, false), cross_entropy(7), schedule(training_schedule::pipelined));
+    CHECK(s.stages() == 7);
+    check_ten_steps(name, classes, 7, s, true);
+  }
+  SUBCASE("serial phased, 4 phases over 2 IPUs, 2 micro-batches") {
+    ipu::placed_training_session s(in_parts(g, 4, true), cross_entropy(2), schedule(training_schedule::serial_phased));
+    check_ten_steps(name, classes, 2, s, true);
+  }
+  SUBCASE("parallel phased, 4 phases over 2 IPUs, 2 micro-batches") {
+    ipu::placed_training_session s(in_parts(g, 4, true), cross_entropy(2), schedule(training_schedule::parallel_phased));
+    check_ten_steps(name, classes, 2, s, true);
+  }
+  // Each replica keeps its own running statistics (those of its micro-batches): only the weights
+  // are the single IPU's.
+  SUBCASE("2 replicas, 1 micro-batch each") {
+    ipu::train::training_session s(g, cross_entropy(1), {}, ipu::train::output_mode::final, {.replicas = 2});
+    check_ten_steps(name, classes, 2, s, false);
+  }
+  SUBCASE("4 replicas, 1 micro-batch each") {
+    ipu::train::training_session s(g, cross_entropy(1), {}, ipu::train::output_mode::final, {.replicas = 4});
+    check_ten_steps(name, classes, 4, s, false);
+  }
+}
+
+}  // namespace
+
+// Skipped by default: under CI's ASan it ran over 10 minutes (the 11M weights' updates and the
+// weight-bound convolutions dominate even at 16x16), far over the suite's budget. Run it with
+// `ipu_test_exec -tc='*ResNet-18*' --no-skip`.
+TEST_CASE("ResNet-18 (16x16 images, 2 per micro-batch) trains 10 steps across IPUs and replicas as on one, bit for bit" *
+          doctest::skip()) {
+  check_across_ipus("resnet18_train", 10);
+}
+
+TEST_CASE("a transformer encoder layer trains 10 steps across IPUs and replicas as on one, bit for bit") {
+  check_across_ipus("encoder_layer_train", 3);
+}
+
+TEST_CASE("PopART's RecomputationType names and values map to the executor's recomputation") {
+  CHECK(ipu::recomputation_from("None") == ipu::recomputation::none);
+  CHECK(ipu::recomputation_from("Standard") == ipu::recomputation::standard);
+  CHECK(ipu::recomputation_from("2") == ipu::recomputation::norm_only);
+  CHECK(ipu::recomputation_from("RecomputeAll") == ipu::recomputation::all);
+  CHECK(ipu::recomputation_from("Pipeline") == ipu::recomputation::all);
+  CHECK_THROWS_WITH_AS(ipu::recomputation_from("Some"), doctest::Contains("use None, Standard, NormOnly"), ipu::error);
 }
 
 TEST_CASE("PopTorch's execution strategies choose the placement; what the executor does not apply is refused") {

@@ -133,15 +133,20 @@ def optimizer_for(name, params):
     raise ValueError(name)
 
 
+def export_for_training(model, example, path):
+    """Exports `model` as a training session takes it: input "x", output "y", PyTorch's parameter
+    names as initializer names. Eval mode, but TrainingMode.PRESERVE: the default (EVAL) folds a
+    BatchNorm that directly follows a Conv into the Conv, leaving no BatchNorm to train in train() mode."""
+    model.eval()
+    torch.onnx.export(model, (example,), path, opset_version=13, do_constant_folding=False,
+                      training=torch.onnx.TrainingMode.PRESERVE, input_names=["x"], output_names=["y"])
+    model.train()  # the export ran the model in eval mode
+
+
 def run(out_dir, case, model, x, labels, loss_fn, opt_name, steps):
     d = os.path.join(out_dir, case)
     os.makedirs(d, exist_ok=True)
-    # Eval mode, but TrainingMode.PRESERVE: the default (EVAL) folds a BatchNorm that directly follows
-    # a Conv into the Conv, leaving no BatchNorm to train in train() mode.
-    model.eval()
-    torch.onnx.export(model, (x[0],), os.path.join(d, "model.onnx"), opset_version=13, do_constant_folding=False,
-                      training=torch.onnx.TrainingMode.PRESERVE, input_names=["x"], output_names=["y"])
-    model.train()  # the export ran the model in eval mode
+    export_for_training(model, x[0], os.path.join(d, "model.onnx"))
     np.save(os.path.join(d, "x.npy"), x.numpy())
     np.save(os.path.join(d, "labels.npy"), labels.numpy())
     opt = optimizer_for(opt_name, model.parameters())

@@ -208,6 +208,14 @@ class builder {
   }
 
   constexpr tensor_id identity(tensor_id x, std::string_view name = {}) { return one("Identity", {x}, {}, name); }
+  /// PopART's Builder::checkpointOutput, PopTorch's recomputationCheckpoint: `x` through an
+  /// Identity marked as a recomputation checkpoint (annotation::checkpoint), so a recomputing
+  /// pipeline stashes it and reruns only what comes after it.
+  constexpr tensor_id checkpoint_output(tensor_id x, std::string_view name = {}) {
+    auto s = scope();  // restores the annotation
+    where_.checkpoint = true;
+    return identity(x, name);
+  }
   constexpr tensor_id relu(tensor_id x, std::string_view name = {}) { return one("Relu", {x}, {}, name); }
   constexpr tensor_id sigmoid(tensor_id x, std::string_view name = {}) { return one("Sigmoid", {x}, {}, name); }
   constexpr tensor_id tanh(tensor_id x, std::string_view name = {}) { return one("Tanh", {x}, {}, name); }

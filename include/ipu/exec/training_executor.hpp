@@ -17,7 +17,8 @@
 // What a micro-batch's later stages read (the stashed activations) is kept from the stage that makes
 // it to the last stage that reads it, then freed. With recomputation a backward stage runs again
 // the forward ops whose results it reads, from what the forward stage received, so those results
-// are not kept (PopART's autoRecomputation; the forward stages' boundaries are the checkpoints).
+// are not kept (PopART's autoRecomputation; the forward stages' boundaries are the checkpoints, and
+// so are the ops marked annotation::checkpoint, whose outputs are stashed instead).
 //
 // Not supported (refused): automatic loss scaling, and output modes other than the last
 // micro-batch's outputs.
@@ -60,6 +61,34 @@ enum class recomputation : std::uint8_t {
   standard,   // recompute every op of the forward stages but the last (whose backward shares its stage)
   norm_only,  // recompute only the normalisations (BatchNormalization's training ops, Layer-, Instance-,
               // MeanVariance-Normalization)
+  all,        // RecomputeAll (and PopART's Pipeline): every op of the forward stages but the last. In a
+              // pipeline Standard's checkpoints are the stages' inputs, so the two rerun the same ops.
+};
+
+/// PopART's RecomputationType by name (None, Standard, NormOnly, RecomputeAll, Pipeline), or its
+/// value in that order; PopTorch sets it as `_Popart.set("autoRecomputation", value)`.
+inline recomputation recomputation_from(std::string_view name) {
+  if (name == "None" || name == "0") return recomputation::none;
+  if (name == "Standard" || name == "1") return recomputation::standard;
+  if (name == "NormOnly" || name == "2") return recomputation::norm_only;
+  if (name == "RecomputeAll" || name == "Pipeline" || name == "3" || name == "4") return recomputation::all;
+  throw error(error_category::usage, "unknown recomputation type '" + std::string(name) + "'", "autoRecomputation",
+              "use None, Standard, NormOnly, RecomputeAll or Pipeline (or 0 to 4)");
+}
+
+/// A stage's host memory, as planned before any step runs: its device's arena (cpu/plan.hpp) and
+/// the stash, the values it makes that later stages read, times the micro-batches holding them at
+/// once. In a lockstep pipeline a value made at stage k and last read at stage l is held for
+/// l - k + 1 micro-batches (PopART's 2 (N - s) - 1 for a forward stage s read by its backward);
+/// phased execution runs every micro-batch through a phase before the next reads it, so all G.
+/// At most the step's G either way. Host threads running ahead of lockstep may hold more; the
+/// measured figure is placed_training_session::peak_stashed_bytes().
+struct stage_memory {
+  std::size_t arena_bytes = 0;                  // the stage device's intermediates
+  std::size_t stash_bytes_per_micro_batch = 0;  // what one micro-batch leaves for later stages
+  std::size_t stash_bytes = 0;                  // that, for every micro-batch holding it at once
+  [[nodiscard]] constexpr std::size_t total() const noexcept { return arena_bytes + stash_bytes; }
+  friend constexpr bool operator==(const stage_memory&, const stage_memory&) = default;
 };
 
 struct placed_training_options {
@@ -132,6 +161,8 @@ class placed_training_session {
   /// The most bytes of micro-batch values (stashed activations and what crosses between stages)
   /// held at once during the last step.
   [[nodiscard]] std::size_t peak_stashed_bytes() const noexcept { return peak_stashed_; }
+  /// Stage `k`'s planned host memory: its arena and its stash (stage_memory).
+  [[nodiscard]] const stage_memory& memory_plan(std::size_t k) const { return stages_.at(k).memory; }
   /// Host threads the last step ran on.
   [[nodiscard]] std::size_t threads_used() const noexcept { return threads_used_; }
 
@@ -305,6 +336,7 @@ class placed_training_session {
     std::vector<bool> out_to_later;                 // read by a later stage
     std::vector<std::vector<out_binding>> out_to;   // step outputs each output is
     std::vector<tensor_id> last_read;               // values of earlier stages nobody reads after this stage
+    stage_memory memory;
   };
   /// What a stage carries from one micro-batch to the next: a gradient accumulator or a running statistic.
   struct carried_value {
@@ -408,8 +440,9 @@ class placed_training_session {
     const auto nf = placement_.forward_stages;
     auto recomputable = [&](op_id id) {
       if (p_.recompute == recomputation::none || id >= tg.forward_ops || placement_.stage_of[id] + 1 >= nf) return false;
-      if (p_.recompute == recomputation::standard) return true;
       const auto& op = g.op(id);
+      if (op.where.checkpoint) return false;  // stashed: recomputation starts after it
+      if (p_.recompute != recomputation::norm_only) return true;
       return op.name.rfind("bn_train/", 0) == 0 ||
              ((op.domain.empty() || op.domain == "ai.onnx") &&
               (op.type == "LayerNormalization" || op.type == "InstanceNormalization" ||
@@ -530,6 +563,18 @@ class placed_training_session {
         s.out_to.push_back(std::move(to));
       }
       s.device = std::make_unique<cpu::device>(std::move(sg.model), p_.device);
+      s.memory.arena_bytes = s.device->plan().arena_bytes;
+      const auto micro = static_cast<std::size_t>(tg.micro_batches);
+      for (std::size_t q = 0; q < s.out.size(); ++q) {
+        if (!s.out_to_later[q]) continue;
+        const auto t = s.out[q];
+        const auto bytes = g.tensor(t).info.num_bytes();
+        const auto holding = p_.placement.schedule == train::training_schedule::pipelined
+                                 ? std::min(last_read[t] - k + 1, micro)
+                                 : micro;
+        s.memory.stash_bytes_per_micro_batch += bytes;
+        s.memory.stash_bytes += bytes * holding;  // a step's values: far below size_t's range
+      }
     }
   }
 

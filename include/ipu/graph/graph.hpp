@@ -61,6 +61,10 @@ struct annotation {
   std::optional<std::int64_t> stage;
   std::optional<std::int64_t> phase;
   std::string block;
+  /// A recomputation checkpoint (PopART's RecomputeType::Checkpoint, Builder::checkpointOutput;
+  /// PopTorch's recomputationCheckpoint): the op's outputs are stashed for the backward pass, never
+  /// recomputed, so recomputation reruns only the ops after the last checkpoint.
+  bool checkpoint = false;
   friend constexpr bool operator==(const annotation&, const annotation&) = default;
 };
 

@@ -420,7 +420,7 @@ constexpr training_graph detail::build_training_graph(const graph& exported, con
                   where, "update the scale every 1 or more weight updates");
   }
   for (const auto& op : model.ops())
-    if (!placed && op.where != annotation{})
+    if (!placed && (op.where.ipu || op.where.stage || op.where.phase || !op.where.block.empty()))  // a checkpoint places nothing
       throw error(error_category::usage, "op " + graph::describe(op) + " carries an IPU, stage or phase annotation",
                   where, "train it with ipu::placed_training_session (pipelined or phased), or drop the annotations");
   for (const auto& f : o.frozen)
