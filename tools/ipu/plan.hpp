@@ -83,10 +83,9 @@ struct plan_args {
 
 namespace detail {
 
-inline std::string lower(std::string s) { return lower_case(std::move(s)); }
 
 inline ipu::liveness parse_liveness(const std::string& s) {
-  const auto l = lower(s);
+  const auto l = lower_case(s);
   if (l == "always-live") return ipu::liveness::always_live;
   if (l == "off-chip-after-fwd") return ipu::liveness::off_chip_after_fwd;
   if (l == "off-chip-after-fwd-no-overlap") return ipu::liveness::off_chip_after_fwd_no_overlap;
@@ -96,7 +95,7 @@ inline ipu::liveness parse_liveness(const std::string& s) {
 }
 
 inline ipu::data_type parse_float_type(const std::string& s, const char* flag) {
-  const auto l = lower(s);
+  const auto l = lower_case(s);
   if (l == "fp32" || l == "float32" || l == "f32") return ipu::data_type::F32;
   if (l == "fp16" || l == "float16" || l == "f16" || l == "half") return ipu::data_type::F16;
   throw ipu::error(ipu::error_category::usage, "unknown precision '" + s + "'", flag, "use fp32 or fp16");
@@ -200,7 +199,7 @@ inline void print_plan(report& rep, const ipu::executable& e, bool auto_planned)
 }
 
 inline ipu::train::optimizer make_optimizer(const plan_args& a) {
-  const auto kind = lower(a.optimizer.value_or("sgd"));
+  const auto kind = lower_case(a.optimizer.value_or("sgd"));
   if (a.momentum && kind != "sgd" && kind != "rmsprop")
     throw ipu::error(ipu::error_category::usage, "--momentum applies to sgd and rmsprop, not " + kind, "--momentum",
                      "leave it out, or use --optimizer sgd");
@@ -230,7 +229,7 @@ inline void print_training_plan(report& rep, const ipu::executable& e, const ipu
     if (t.kind == ipu::tensor_kind::variable) params += static_cast<std::uint64_t>(std::max<std::int64_t>(t.info.num_elements(), 0));
   const auto precision = e.precision ? std::string(ipu::to_string(*e.precision)) : std::string("as the model declares");
   rep.printf("training: '%s', %.2f M weights, optimizer %s, loss %s, precision %s (partials %s)\n", g.name().c_str(),
-              static_cast<double>(params) / 1e6, lower(args.optimizer.value_or("sgd")).c_str(), args.loss.value_or("mse").c_str(),
+              static_cast<double>(params) / 1e6, lower_case(args.optimizer.value_or("sgd")).c_str(), args.loss.value_or("mse").c_str(),
               precision.c_str(), std::string(ipu::to_string(e.partials_type)).c_str());
   const std::uint64_t global = p.micro_batch_size * p.gradient_accumulation * p.replicas;
   rep.printf("device: %s; strategy: %s, %u IPU%s per replica x %u replica%s", ipu::to_string(e.device).c_str(),
@@ -253,7 +252,7 @@ inline void print_training_plan(report& rep, const ipu::executable& e, const ipu
   }
 
   auto& j = rep.json;
-  j["training"] = {{"name", g.name()}, {"weights", params}, {"optimizer", lower(args.optimizer.value_or("sgd"))},
+  j["training"] = {{"name", g.name()}, {"weights", params}, {"optimizer", lower_case(args.optimizer.value_or("sgd"))},
                    {"loss", args.loss.value_or("mse")},
                    {"precision", e.precision ? nlohmann::json(std::string(ipu::to_string(*e.precision))) : nlohmann::json(nullptr)},
                    {"partials", std::string(ipu::to_string(e.partials_type))}};
@@ -447,7 +446,7 @@ inline void plan_into(report& rep, const plan_args& args) {
                   "plan an unannotated model: the automatic planner places its stages");
     train::training_options to;
     to.output = a.output.value_or("");
-    to.loss.kind = train::parse_loss_kind(detail::lower(a.loss.value_or("mse")));
+    to.loss.kind = train::parse_loss_kind(lower_case(a.loss.value_or("mse")));
     to.opt = detail::make_optimizer(a);
     to.gradient_accumulation = static_cast<std::int64_t>(o.gradient_accumulation);
     tg = train::make_training_graph(forward, to);
