@@ -1,6 +1,7 @@
 #pragma once
 // A tensor shape: a list of non-negative dimensions. Rank 0 is a scalar (one element).
 #include <cstdint>
+#include <limits>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -29,8 +30,12 @@ class shape {
 
   /// Number of elements: the product of the dimensions (1 for a scalar).
   [[nodiscard]] constexpr std::int64_t num_elements() const noexcept {
+    // An empty shape may hold dimensions whose product overflows ([0, 2^62, 30] passes check()):
+    // its count is 0 whatever the order of the factors.
+    for (auto d : dims_)
+      if (d == 0) return 0;
     std::int64_t n = 1;
-    for (auto d : dims_) n *= d;
+    for (auto d : dims_) n *= d;  // check() bounds the product of a non-empty shape
     return n;
   }
 
@@ -50,7 +55,9 @@ class shape {
   /// Row-major strides in elements.
   [[nodiscard]] constexpr std::vector<std::int64_t> strides() const {
     std::vector<std::int64_t> s(rank(), 1);
-    for (std::size_t i = rank(); i-- > 1;) s[i - 1] = s[i] * dims_[i];
+    // Only an empty shape's strides can overflow, and they never address an element: saturate.
+    for (std::size_t i = rank(); i-- > 1;)
+      if (__builtin_mul_overflow(s[i], dims_[i], &s[i - 1])) s[i - 1] = std::numeric_limits<std::int64_t>::max();
     return s;
   }
 

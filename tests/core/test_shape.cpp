@@ -1,6 +1,7 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "ipu/error.hpp"
@@ -51,6 +52,15 @@ TEST_CASE("shape: row-major strides") {
   CHECK(ipu::shape{7}.strides() == std::vector<std::int64_t>{1});
   CHECK(ipu::shape{}.strides().empty());
   CHECK(ipu::shape{3, 0, 2}.strides() == std::vector<std::int64_t>{0, 2, 1});
+}
+
+TEST_CASE("shape: an empty shape with huge dimensions has 0 elements and no overflow (the ONNX fuzzer's find)") {
+  constexpr std::int64_t huge = std::int64_t{1} << 62;
+  const ipu::shape s{0, huge, 30};  // 30 * 2^62 overflowed when the factors were multiplied in order
+  CHECK(s.num_elements() == 0);
+  CHECK(ipu::tensor_info{ipu::data_type::F32, ipu::shape{huge, 33, 0}}.num_bytes() == 0);
+  CHECK(s.strides() == std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max(), 30, 1});
+  static_assert(ipu::shape{0, huge, 30}.num_elements() == 0);
 }
 
 TEST_CASE("shape: negative dimensions are rejected by every constructor") {

@@ -524,6 +524,16 @@ TEST_CASE("convolution ranks and attribute lengths are checked before ONNX's sha
   CHECK(contains(e.what(), "MaxPool node: its input has rank 2"));
 }
 
+TEST_CASE("a declared dimension below 0 is refused before ONNX's shape inference indexes with it") {
+  // The fuzzer's find: GatherND's inference took indices' last dimension, -7, as a count and read
+  // data's dimension -6 (a crash inside libonnx).
+  model m(13);
+  m.input("data", {2, 4, 3}, i64).input("indices", {1, -7}, i64).output("y", {2}, i64);
+  m.add(node("GatherND", {"data", "indices"}, {"y"}, {attr("batch_dims", 1)}, "gather"));
+  const auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "'indices' is declared with the dimension -7"));
+}
+
 TEST_CASE("stored tensors whose data disagrees with their dims are refused before ONNX's shape inference reads them") {
   // The fuzzer's second find: Range's inference reads its scalar bounds with ONNX's ParseData, which
   // copies 8 bytes from a raw_data of 3 (a crash inside libonnx).

@@ -367,6 +367,16 @@ TEST_CASE("opsets 1-6 are upgraded by ONNX's version converter; a failed convers
   model undefined(1);
   undefined.input("x", {2}).output("nowhere", {2}).add(node("Relu", {"x"}, {"y"}));
   CHECK(contains(error_of(undefined), "has the output 'nowhere', which nothing in it defines"));
+  // Gemm-6 -> 7 reads A's and B's shapes as rank 2 (the fuzzer's next find: B declared [0] crashed
+  // the converter, and ONNX's Python converter too): a declared rank other than 2 is an error first.
+  model gemm(6);
+  gemm.input("a", {3, 6}).input("b", {0}).input("c", {3, 4}).output("y", {3, 4});
+  gemm.add(node("Gemm", {"a", "b", "c"}, {"y"}, {}, "gemm"));
+  CHECK(contains(error_of(gemm), "Gemm node 'gemm': input B ('b') is declared with rank 1"));
+  model good_gemm(6);
+  good_gemm.input("a", {3, 6}).input("b", {6, 4}).input("c", {3, 4}).output("y", {3, 4});
+  good_gemm.add(node("Gemm", {"a", "b", "c"}, {"y"}, {}, "gemm"));
+  CHECK(shape_of(import(good_gemm), "y") == shape{3, 4});
 }
 
 TEST_CASE("Scan-8 is refused with a clear error") {

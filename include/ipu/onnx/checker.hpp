@@ -299,7 +299,24 @@ inline void check_node_tensors(const ::onnx::NodeProto& n, const std::string& wh
   }
 }
 
+/// A declared dimension below 0 (ONNX writes unknown sizes as dim_param or leaves them out) makes
+/// ONNX's inference index shapes backwards (GatherND read data's dimension -6: the fuzzer's find).
+inline void check_declared_type(const ::onnx::TypeProto& t, const std::string& name, const std::string& where) {
+  if (t.has_tensor_type() && t.tensor_type().has_shape())
+    for (const auto& d : t.tensor_type().shape().dim())
+      if (d.has_dim_value() && d.dim_value() < 0)
+        throw error(error_category::onnx, "'" + single_line(name) + "' is declared with the dimension " +
+                    std::to_string(d.dim_value()), where,
+                    "declare sizes of 0 or more; write an unknown size as a dim_param or leave it out");
+  if (t.has_sequence_type()) check_declared_type(t.sequence_type().elem_type(), name, where);
+  if (t.has_optional_type()) check_declared_type(t.optional_type().elem_type(), name, where);
+  if (t.has_map_type()) check_declared_type(t.map_type().value_type(), name, where);
+}
+
 inline void check_graph_tensors(const ::onnx::GraphProto& graph, const std::string& where) {
+  for (const auto& v : graph.input()) check_declared_type(v.type(), v.name(), where);
+  for (const auto& v : graph.output()) check_declared_type(v.type(), v.name(), where);
+  for (const auto& v : graph.value_info()) check_declared_type(v.type(), v.name(), where);
   for (const auto& t : graph.initializer()) check_tensor_data(t, "initializer", where);
   for (const auto& s : graph.sparse_initializer()) {
     check_tensor_data(s.values(), "sparse initializer values", where);

@@ -41,6 +41,19 @@ inline std::vector<std::int64_t> offsets_of(const std::vector<std::int64_t>& dim
 }
 
 inline reduce_plan plan_reduce(const shape& s, const std::vector<bool>& reduced) {
+  reduce_plan p;
+  if (s.num_elements() == 0) {
+    // An empty input: outputs exist only over non-empty kept axes. Nothing is computed from its
+    // dimensions beyond that count: an empty shape's other dimensions may be huge (the fuzzer's find).
+    std::int64_t n = 1;
+    for (std::size_t k = 0; k < s.rank(); ++k)
+      if (!reduced[k] && s[k] == 0) n = 0;
+    for (std::size_t k = 0; k < s.rank() && n != 0; ++k)
+      if (!reduced[k]) n *= s[k];  // the output's own count: its shape is checked before this runs
+    p.base.assign(static_cast<std::size_t>(n), 0);
+    p.outer.clear();  // nothing to reduce: every output is the reduction's identity
+    return p;
+  }
   // Merge neighbouring axes that are both kept or both reduced; size-1 axes drop out.
   struct group {
     std::int64_t dim, stride;
@@ -62,16 +75,7 @@ inline reduce_plan plan_reduce(const shape& s, const std::vector<bool>& reduced)
     (g.reduced ? rd : kd).push_back(g.dim);
     (g.reduced ? rs : ks).push_back(g.stride);
   }
-  reduce_plan p;
   p.base = offsets_of(kd, ks);
-  if (s.num_elements() == 0) {  // an empty input: outputs exist only over non-empty kept axes
-    std::int64_t n = 1;
-    for (std::size_t k = 0; k < s.rank(); ++k)
-      if (!reduced[k]) n *= s[k];
-    p.base.assign(static_cast<std::size_t>(n), 0);
-    p.outer.clear();
-    return p;
-  }
   if (!rd.empty()) {
     p.inner_count = rd.back();
     p.inner_stride = rs.back();
@@ -187,7 +191,8 @@ void reduce_kernel(const kernel_context& ctx) {
   // Kept innermost axes contiguous (a bias's gradient: [rows, features] summed over rows): sum whole
   // rows into a vector of outputs. Each output still adds its inputs in the same order.
   std::int64_t run = 1;
-  for (std::size_t k = s.rank(); k-- > 0 && !reduced[k];) run *= s[k];
+  if (s.num_elements() != 0)  // an empty input's dimensions may be huge; it has no rows anyway
+    for (std::size_t k = s.rank(); k-- > 0 && !reduced[k];) run *= s[k];
   [[maybe_unused]] const bool by_rows = (K == reduce_kind::sum || K == reduce_kind::mean) && run >= 16 &&
                                         run < s.num_elements() && plan.base.size() % static_cast<std::size_t>(run) == 0;
   visit_numeric(x.info().type, ctx, [&]<class T>() {
