@@ -1,7 +1,6 @@
 #pragma once
 // A tensor shape: a list of non-negative dimensions. Rank 0 is a scalar (one element).
 #include <cstdint>
-#include <limits>
 #include <initializer_list>
 #include <span>
 #include <string>
@@ -15,6 +14,8 @@ class shape {
  public:
   using dim_type = std::int64_t;
   /// The most elements a tensor may have (2^59): bytes = elements x element size never overflows.
+  /// The bound holds for the product of the non-zero dimensions too, so that an empty tensor's
+  /// partial products (rows, slices, strides a kernel forms) cannot overflow either.
   static constexpr dim_type max_elements = dim_type{1} << 59;
 
   constexpr shape() = default;
@@ -30,12 +31,8 @@ class shape {
 
   /// Number of elements: the product of the dimensions (1 for a scalar).
   [[nodiscard]] constexpr std::int64_t num_elements() const noexcept {
-    // An empty shape may hold dimensions whose product overflows ([0, 2^62, 30] passes check()):
-    // its count is 0 whatever the order of the factors.
-    for (auto d : dims_)
-      if (d == 0) return 0;
     std::int64_t n = 1;
-    for (auto d : dims_) n *= d;  // check() bounds the product of a non-empty shape
+    for (auto d : dims_) n *= d;  // check() bounds every partial product
     return n;
   }
 
@@ -55,9 +52,7 @@ class shape {
   /// Row-major strides in elements.
   [[nodiscard]] constexpr std::vector<std::int64_t> strides() const {
     std::vector<std::int64_t> s(rank(), 1);
-    // Only an empty shape's strides can overflow, and they never address an element: saturate.
-    for (std::size_t i = rank(); i-- > 1;)
-      if (__builtin_mul_overflow(s[i], dims_[i], &s[i - 1])) s[i - 1] = std::numeric_limits<std::int64_t>::max();
+    for (std::size_t i = rank(); i-- > 1;) s[i - 1] = s[i] * dims_[i];  // check() bounds every product
     return s;
   }
 
@@ -65,20 +60,24 @@ class shape {
 
  private:
   constexpr void check() const {
-    // Every size computed from a shape (elements, bytes, strides) stays representable: the element
-    // count is at most max_elements, so even 16-byte elements fit an int64 byte count.
+    // Every size computed from a shape (elements, bytes, strides, any partial product) stays
+    // representable: the non-zero dimensions multiply to at most max_elements, so even 16-byte
+    // elements fit an int64 byte count. An empty tensor is held to the same bound ([0, 2^62, 30]
+    // is refused): kernels loop over its other dimensions, and the fuzzer found their products
+    // overflowing.
     dim_type n = 1;
-    bool overflow = false, empty = false;
+    bool overflow = false;
     for (auto d : dims_) {
       if (d < 0)
         throw error(error_category::shape, "dimension " + std::to_string(d) + " is negative", {},
                     "shapes hold known, non-negative sizes; fix dynamic dimensions before building the IR");
-      empty = empty || d == 0;
-      overflow = overflow || __builtin_mul_overflow(n, d, &n) || n > max_elements;
+      if (d != 0) overflow = overflow || __builtin_mul_overflow(n, d, &n) || n > max_elements;
     }
-    if (overflow && !empty)
-      throw error(error_category::shape, "a shape of dimensions " + list() + " has more than 2^59 elements", {},
-                  "check the model's shapes: no tensor can be that large");
+    if (overflow)
+      throw error(error_category::shape,
+                  "a shape of dimensions " + list() + " has more than 2^59 elements, or its non-zero dimensions do", {},
+                  "check the model's shapes: no tensor can be that large, and an empty one's other dimensions "
+                  "are held to the same bound");
   }
   [[nodiscard]] std::string list() const {
     std::string r;

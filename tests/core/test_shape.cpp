@@ -54,13 +54,25 @@ TEST_CASE("shape: row-major strides") {
   CHECK(ipu::shape{3, 0, 2}.strides() == std::vector<std::int64_t>{0, 2, 1});
 }
 
-TEST_CASE("shape: an empty shape with huge dimensions has 0 elements and no overflow (the ONNX fuzzer's find)") {
+TEST_CASE("shape: an empty shape's non-zero dimensions are bounded like a full one's (the ONNX fuzzer's find)") {
   constexpr std::int64_t huge = std::int64_t{1} << 62;
-  const ipu::shape s{0, huge, 30};  // 30 * 2^62 overflowed when the factors were multiplied in order
-  CHECK(s.num_elements() == 0);
-  CHECK(ipu::tensor_info{ipu::data_type::F32, ipu::shape{huge, 33, 0}}.num_bytes() == 0);
-  CHECK(s.strides() == std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max(), 30, 1});
-  static_assert(ipu::shape{0, huge, 30}.num_elements() == 0);
+  // 30 * 2^62 overflowed in kernels that multiply an empty input's leading or trailing dimensions.
+  CHECK_THROWS_AS(ipu::shape({0, huge, 30}), ipu::error);
+  CHECK_THROWS_AS(ipu::shape({huge, 33, 0}), ipu::error);
+  try {
+    ipu::shape bad{3, 0, std::int64_t{1} << 58, 4};
+    FAIL("expected an error");
+  } catch (const ipu::error& e) {
+    CHECK(e.category() == ipu::error_category::shape);
+    CHECK(e.message().find("[3,0,288230376151711744,4]") != std::string::npos);
+  }
+  // At the bound itself, an empty shape is fine and everything computed from it is exact.
+  constexpr std::int64_t top = std::int64_t{1} << 59;
+  const ipu::shape edge{0, top};
+  CHECK(edge.num_elements() == 0);
+  CHECK(edge.strides() == std::vector<std::int64_t>{top, 1});
+  CHECK(ipu::tensor_info{ipu::data_type::F32, ipu::shape{top / 4, 4, 0}}.num_bytes() == 0);
+  static_assert(ipu::shape{0, std::int64_t{1} << 59}.num_elements() == 0);
 }
 
 TEST_CASE("shape: negative dimensions are rejected by every constructor") {
