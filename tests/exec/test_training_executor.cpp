@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "ipu/builder/builder.hpp"
+#include "ipu/compile/strategies.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/ops/all.hpp"
 #include "ipu/train/session.hpp"
@@ -564,6 +565,34 @@ TEST_CASE("PopART's RecomputationType names and values map to the executor's rec
   CHECK(ipu::recomputation_from("RecomputeAll") == ipu::recomputation::all);
   CHECK(ipu::recomputation_from("Pipeline") == ipu::recomputation::all);
   CHECK_THROWS_WITH_AS(ipu::recomputation_from("Some"), doctest::Contains("use None, Standard, NormOnly"), ipu::error);
+}
+
+TEST_CASE("PopTorch's options carry autoRecomputation to the pipeline: the hand-computed stash shrinks") {
+  // The two-layer case of "each stage's memory plan holds its stash": without recomputation stage 0
+  // stashes h (2 micro-batches) and a0 (3) of 128 bytes each; recomputing, a0 is made again at stage 2.
+  const auto model = mlp(2, 2, false, false);
+  const auto o = mse(3, ipu::train::sgd{.lr = 0.05});
+  auto session = [&](const char* recompute) {
+    ipu::options opts;
+    opts.load_from_string(std::string("setExecutionStrategy(poptorch.PipelinedExecution())\n") +
+                          "_Popart.set(\"autoRecomputation\", " + recompute + ")\n");
+    return ipu::placed_training_session(model, o, ipu::placed_options_from(opts));
+  };
+  const auto none = session("0");
+  CHECK(none.memory_plan(0).stash_bytes == 128 * 2 + 128 * 3);
+  CHECK(none.recomputed_ops(2).empty());
+  const auto all = session("\"RecomputeAll\"");
+  CHECK(all.memory_plan(0).stash_bytes == 128 * 2);
+  CHECK_FALSE(all.recomputed_ops(2).empty());
+  // Options the executor cannot honour are refused before anything runs.
+  auto sharded = ipu::options().execution_strategy(ipu::strategy_settings::sharded());
+  sharded.auto_recomputation(ipu::recomputation::standard);
+  CHECK_THROWS_WITH_AS((void)ipu::placed_options_from(sharded), doctest::Contains("the execution strategy is ShardedExecution"),
+                       ipu::error);
+  auto piped = ipu::options().execution_strategy(ipu::strategy_settings::pipelined());
+  piped.auto_recomputation(ipu::recomputation::standard);
+  CHECK_THROWS_WITH_AS((void)ipu::plan_options_from(piped, true), doctest::Contains("is not modelled by the planner"),
+                       ipu::error);
 }
 
 TEST_CASE("PopTorch's execution strategies choose the placement; what the executor does not apply is refused") {

@@ -92,9 +92,11 @@ TEST_CASE("subgraphs, captures and annotations round-trip") {
   auto ga = ipu::onnx::load_model_from_bytes(a.bytes(), unchecked());
   ga.op(0).where.block = "encoder";
   ga.op(1).where.block = "head";
+  ga.op(0).where.checkpoint = true;
   auto back = round_trip(ga);
   CHECK(back == ga);
   CHECK(back.op(0).where.block == "encoder");
+  CHECK(back.op(0).where.checkpoint);  // written as PopART's __recompute_output_in_backward_pass = 1
 }
 
 TEST_CASE("a graph built by hand exports in dependency order") {

@@ -392,6 +392,32 @@ TEST_CASE("PopART annotation attributes become op annotations") {
   CHECK(g.op(0).attributes.empty());
 }
 
+TEST_CASE("PopART's __recompute_output_in_backward_pass: 1 (Checkpoint) marks a checkpoint; per-op recompute is refused") {
+  // PopART's RecomputeType: 0 Undefined, 1 Checkpoint (Builder::checkpointOutput), 2 Recompute, 3 Recomputed.
+  auto with = [](std::int64_t value) {
+    model m(13);
+    m.input("x", {2}).output("y", {2});
+    m.add(node("Relu", {"x"}, {"r"}, {attr("__recompute_output_in_backward_pass", value)}, "relu"));
+    m.add(node("Neg", {"r"}, {"y"}));
+    return m;
+  };
+  const auto marked = ipu::onnx::load_model_from_bytes(with(1).bytes(), unchecked());
+  CHECK(marked.op(0).where.checkpoint);
+  CHECK(marked.op(0).attributes.empty());  // an annotation, not an op attribute
+  CHECK_FALSE(marked.op(1).where.checkpoint);
+  CHECK_FALSE(ipu::onnx::load_model_from_bytes(with(0).bytes(), unchecked()).op(0).where.checkpoint);
+  const auto recompute = error_of([&] { (void)ipu::onnx::load_model_from_bytes(with(2).bytes(), unchecked()); });
+  CHECK_MESSAGE(contains(recompute.what(), "RecomputeType::Recompute) is not supported"), recompute.what());
+  CHECK(contains(recompute.what(), "relu"));
+  CHECK(contains(recompute.what(), "autoRecomputation"));
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(with(7).bytes(), unchecked()); }).what(),
+                 "has the value 7, which is no RecomputeType"));
+  model text(13);
+  text.input("x", {2}).output("y", {2});
+  text.add(node("Relu", {"x"}, {"y"}, {attr("__recompute_output_in_backward_pass", "1")}));
+  CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(text.bytes(), unchecked()); }).what(), "is not an INT"));
+}
+
 TEST_CASE("custom-domain ops import when their output types are given") {
   model m(13);
   m.import_domain("com.example", 1);

@@ -66,7 +66,7 @@ graph sample() {
       {"tensors", std::vector<constant_tensor>{{{data_type::F32, shape{1}}, floats({3.0f})}, {{data_type::BOOL, shape{0}}, {}}}},
       {"graphs", std::vector<graph>{body("b0"), body("b1")}},
   };
-  custom.where = annotation{0, 2, 5, ""};
+  custom.where = annotation{0, 2, 5, "", true};  // a recomputation checkpoint
   g.add_op(custom);
   op_node add{"Add", "", 17, "add", {y, h}, {z}, {}, {}};
   add.where = annotation{0, 3, 1, ""};
@@ -136,12 +136,31 @@ TEST_CASE("a graph with every attribute kind round-trips exactly, ids included")
   CHECK(back.op(0).where == annotation{1, 2, 0, "block-a"});
   const auto& then = *std::get<subgraph>(back.op(1).find_attribute("g")->value).body;
   CHECK(then.op(0).where == annotation{});  // unset stays unset, not 0
+  CHECK(back.op(1).where.checkpoint);
+  CHECK_FALSE(back.op(0).where.checkpoint);
   // -0.0f and the NUL inside the string survive bit for bit.
   const auto& f = std::get<float>(back.op(1).find_attribute("f")->value);
   CHECK(std::signbit(f));
   CHECK(std::get<std::string>(back.op(1).find_attribute("s")->value).size() == 13);
   CHECK(std::get<subgraph>(back.op(1).find_attribute("g")->value).body->tensor(1).data == floats({1.5f, -2.5f}));
   CHECK(back.op(1).find_attribute("ints")->kind() == attribute_kind::ints);
+}
+
+TEST_CASE("a recomputation checkpoint is field 5 of the annotation; files written before it load unmarked") {
+  const auto g = sample();
+  auto p = popef::graph_to_proto(g);
+  // The field number is part of the file format: the checkpoint alone is tag (5 << 3 | varint) = 0x28.
+  popef::pb::Annotation only;
+  only.set_checkpoint(true);
+  CHECK(only.SerializeAsString() == std::string("\x28\x01", 2));
+  // Op 1's annotation as the writer before the field wrote it: ipu 0, stage 2, phase 5, empty block.
+  const std::string old_bytes("\x08\x00\x10\x02\x18\x05\x22\x00", 8);
+  REQUIRE(p.mutable_ops(1)->mutable_where()->ParseFromString(old_bytes));
+  auto w = weights_of(g);
+  const auto back = popef::graph_from_proto(through_bytes(p), w.source(), "test");
+  CHECK(back.op(1).where == annotation{0, 2, 5, "", false});
+  CHECK(back.op(0).where == g.op(0).where);
+  CHECK(back.op(2).where == g.op(2).where);
 }
 
 TEST_CASE("the top-level weights are not written; nested graphs carry their bytes") {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../train/pytorch_reference.hpp"
+#include "../train/replica_grouping_problem.hpp"
 #include "ipu/builder/builder.hpp"
 #include "ipu/io/npy.hpp"
 #include "ipu/onnx/import.hpp"
@@ -298,18 +299,8 @@ TEST_CASE("a training model's replication factor and input grouping: replicas tr
 TEST_CASE("a training model's per-weight replicaGrouping: the seed's 8 replicas, W over orthogonal groups, as numpy") {
   // poptorch-features.txt 4.4.3 through the wrapper: tests/train/numpy_replica_grouping.py computes
   // the whole problem; copy_weights_to_host returns what the retrieval mode says.
-  const auto dir = ipu_test::pytorch_runs("numpy_replica_grouping.py") / "grouping";
-  const auto x = ipu::io::read_npy(dir / "x.npy");
-  const auto w_init = ipu::io::read_npy(dir / "w_init.npy");  // [4, 40, 14]: one value per group
-  const auto w_final = ipu::io::read_npy(dir / "w_final.npy");
-  const auto losses = ipu::io::read_npy(dir / "losses.npy");
-  ipu::builder b("model_with_loss");
-  const auto xi = b.add_input_tensor({ipu::data_type::F32, {12, 40}}, "x");
-  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{40, 14}, std::vector<float>(40 * 14, 0.0f)), "W");
-  const auto z = b.matmul(xi, w, "Z");
-  b.add_output(z);
-  b.add_output(b.reduce_mean(b.mul(z, z), {0, 1}, false, "loss"));
-  const auto network = b.build();
+  const auto problem = ipu_test::make_replica_grouping_problem();
+  const auto& [network, x, w_init, w_final, losses] = problem;
   ipu::poptorch::loss_spec identity;
   identity.output = "loss";
   identity.loss.kind = ipu::train::loss_kind::output;

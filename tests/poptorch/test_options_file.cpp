@@ -382,6 +382,42 @@ TEST_CASE("options file: to_config writes what load_from_string reads back") {
   CHECK(options().load_from_string(inference.to_config()) == inference);
 }
 
+bool contains(const std::string& s, std::string_view part) { return s.find(part) != std::string::npos; }
+
+TEST_CASE("options file: _Popart.set(\"autoRecomputation\", ...) as PopTorch passes it to PopART") {
+  // PopART's RecomputationType: None 0, Standard 1, NormOnly 2, Pipeline 3, RecomputeAll 4.
+  const std::string pipelined = "setExecutionStrategy(poptorch.PipelinedExecution())\n";
+  CHECK(load(pipelined + "_Popart.set(\"autoRecomputation\", 1)").auto_recomputation() == ipu::recomputation::standard);
+  CHECK(load(pipelined + "_Popart.set(\"autoRecomputation\", \"NormOnly\")").auto_recomputation() ==
+        ipu::recomputation::norm_only);
+  CHECK(load(pipelined + "_Popart.set(\"autoRecomputation\", popart.RecomputationType.Pipeline)").auto_recomputation() ==
+        ipu::recomputation::all);
+  CHECK(load(pipelined + "_Popart.set(key=\"autoRecomputation\", value=4)").auto_recomputation() == ipu::recomputation::all);
+  CHECK(load("_Popart.set(\"autoRecomputation\", 0)").auto_recomputation() == ipu::recomputation::none);
+  // Written back as PopART's value; read back equal.
+  const auto o = load(pipelined + "_Popart.set(\"autoRecomputation\", \"Standard\")");
+  CHECK(o.to_config().find("_Popart.set(\"autoRecomputation\", 1)\n") != std::string::npos);
+  CHECK(options().load_from_string(o.to_config()) == o);
+  CHECK(load(pipelined + "_Popart.set(\"autoRecomputation\", 3)").to_config().find("\"autoRecomputation\", 4)") !=
+        std::string::npos);  // Pipeline and RecomputeAll are one setting here
+  // Bad values and other PopART options are refused with the file and line.
+  const auto bad = load_error("_Popart.set(\"autoRecomputation\", 5)");
+  REQUIRE(bad);
+  CHECK(contains(bad->what(), "unknown recomputation type '5'"));
+  CHECK(contains(bad->what(), "use None, Standard, NormOnly"));
+  CHECK(contains(bad->what(), "my.conf"));
+  CHECK(contains(load_error("_Popart.set(\"autoRecomputation\", 1.5)")->what(), "must be a RecomputationType"));
+  CHECK(contains(load_error("_Popart.set(\"enableOutlining\", True)")->what(),
+                 "PopART option 'enableOutlining' is not supported"));
+  // It applies to a pipelined training step only.
+  options inference = load(pipelined + "_Popart.set(\"autoRecomputation\", 1)");
+  CHECK_THROWS_WITH_AS(inference.validate(false), doctest::Contains("for an inference model"), ipu::error);
+  CHECK_NOTHROW(inference.validate(true));
+  CHECK_THROWS_WITH_AS(load("setExecutionStrategy(poptorch.ShardedExecution())\n_Popart.set(\"autoRecomputation\", 1)")
+                           .validate(true),
+                       doctest::Contains("the execution strategy is ShardedExecution"), ipu::error);
+}
+
 TEST_CASE("options file: the parser on its own") {
   using ipu::detail::config::expr;
   const expr e = ipu::detail::config::parser(R"(f(1, -2.5, "s", [1, 2], (3,), {"k": None}, x=poptorch.A.B))").statement();

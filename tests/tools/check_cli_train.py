@@ -46,6 +46,18 @@ def same_weights(a, b, tolerance):
     return err <= tolerance, err
 
 
+class DeepMlp(torch.nn.Module):
+    """Four layers: over 2 IPUs the first stage holds Tanh ops whose gradients read their outputs."""
+    def __init__(self):
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(a, b) for a, b in ((6, 8), (8, 8), (8, 8), (8, 3)))
+
+    def forward(self, x):
+        for layer in self.layers[:-1]:
+            x = torch.tanh(layer(x))
+        return self.layers[-1](x)
+
+
 class Mlp(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -279,6 +291,28 @@ def main():
             ok, err = same_weights(path(f"planned_{strategy}_{ipus}.onnx"), reference, 0)
             if not ok:
                 sys.exit(f"--strategy {strategy} --ipus {ipus} changed the trained weights ({err:.2e})")
+        # PopART's autoRecomputation (--recompute, or the options file's _Popart.set): the backward
+        # stages rerun forward ops instead of stashing them; the weights do not change.
+        def recomputed(args):
+            p = run(ipu, args)
+            m = re.search(r"^recomputation: (\S+), ([0-9]+) forward ops rerun, ([0-9]+) bytes of stash planned$", p.stdout, re.M)
+            if not m:
+                sys.exit(f"ipu train {' '.join(args)}: no recomputation line in:\n{p.stdout}")
+            return m.group(1), int(m.group(2)), int(m.group(3))
+        torch.onnx.export(DeepMlp(), (x[:4],), path("deep.onnx"), opset_version=13, input_names=["x"], output_names=["y"])
+        plain = [path("deep.onnx"), *common, "--lr", "0.1", "--steps", "3", "--gradient-accumulation", "3"]
+        run(ipu, [*plain, "-o", path("deep_reference.onnx")])
+        piped = [*plain, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined"]
+        write("recompute.conf", '_Popart.set("autoRecomputation", 4)\n')
+        stashed = recomputed([*piped, "-o", path("recompute_none.onnx")])
+        for how, extra in (("flag", ["--recompute", "all"]), ("file", ["--options", path("recompute.conf")])):
+            got = recomputed([*piped, *extra, "-o", path(f"recompute_{how}.onnx")])
+            if got[0] != "RecomputeAll" or stashed[0] != "None" or stashed[1] != 0 or got[1] == 0 or not got[2] < stashed[2]:
+                sys.exit(f"recomputation by {how}: {got} against no recomputation {stashed}")
+            ok, err = same_weights(path(f"recompute_{how}.onnx"), path("deep_reference.onnx"), 0)
+            if not ok:
+                sys.exit(f"recomputation by {how} changed the trained weights ({err:.2e})")
+        print(f"--recompute all: {got[1]} ops rerun, stash {got[2]} bytes (none: {stashed[2]})")
         run(ipu, [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", "--replicas", "1", "-o", path("replicas1.onnx")])
         ok, err = same_weights(path("replicas1.onnx"), path("reference_sharded_1.onnx"), 0)
         if not ok:
@@ -327,6 +361,11 @@ def main():
             ([*common, "--options", path("accumulate.conf"), "--gradient-accumulation", "2", "-o", path("t.onnx")],
              "--gradient-accumulation 2 but the options file says Training.gradientAccumulation(3)"),
             ([*common, "--strategy", "diagonal", "-o", path("t.onnx")], "unknown strategy 'diagonal'"),
+            ([*common, "--recompute", "some", "-o", path("t.onnx")], "unknown recomputation 'some'"),
+            ([*common, "--recompute", "standard", "-o", path("t.onnx")],
+             "recomputation Standard was asked of a step that is not pipelined"),
+            ([*common, "--options", path("recompute.conf"), "--recompute", "standard", "-o", path("t.onnx")],
+             "--recompute standard but the options file says _Popart.set(\"autoRecomputation\", 4)"),
             ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "-o", path("t.onnx")],
              "the training pipeline has 3 stages (2 forward, their backward, the last combined) but gradient accumulation is 1"),
             ([*common, "--device", "mk2", "--ipus", "2", "--strategy", "pipelined", "--gradient-accumulation", "2",

@@ -23,6 +23,7 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/ops/all.hpp"
 #include "pytorch_reference.hpp"
+#include "replica_grouping_problem.hpp"
 
 namespace test_session {
 
@@ -426,18 +427,8 @@ TEST_CASE("replicated training: R replicas of G micro-batches update as one repl
 
 TEST_CASE("replica grouping: the seed's 8 replicas, W split 4 ways over orthogonal groups and X 2 ways, as numpy") {
   // poptorch-features.txt 4.4.3; tests/train/numpy_replica_grouping.py computes the whole problem.
-  const auto dir = ipu_test::pytorch_runs("numpy_replica_grouping.py") / "grouping";
-  const auto x = ipu::io::read_npy(dir / "x.npy");
-  const auto w_init = ipu::io::read_npy(dir / "w_init.npy");
-  const auto w_final = ipu::io::read_npy(dir / "w_final.npy");
-  const auto losses = ipu::io::read_npy(dir / "losses.npy");
-  ipu::builder b("model_with_loss");
-  const auto xi = b.add_input_tensor({ipu::data_type::F32, {12, 40}}, "x");
-  const auto w = b.add_initialized_input(ipu::make_constant<float>(ipu::shape{40, 14}, std::vector<float>(40 * 14, 0.0f)), "W");
-  const auto z = b.matmul(xi, w, "Z");
-  b.add_output(z);
-  b.add_output(b.reduce_mean(b.mul(z, z), {0, 1}, false, "loss"));
-  const auto model = b.build();
+  const auto problem = ipu_test::make_replica_grouping_problem();
+  const auto& [model, x, w_init, w_final, losses] = problem;
   ipu::train::training_options o;
   o.output = "loss";
   o.loss.kind = loss_kind::output;

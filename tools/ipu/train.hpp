@@ -2,8 +2,8 @@
 // `ipu train MODEL.onnx --output NAME --loss mse|l1|nll|cross-entropy|bce --input NAME=FILE [--input ...]
 //  --labels FILE [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--lr X] [--momentum X] [--nesterov]
 //  [--weight-decay X] [--loss-scaling X] [--gradient-accumulation N] [--steps N] [--batch N]
-//  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--replicas N] [--mpi-timeout S]
-//  -o TRAINED.onnx|TRAINED.popef`
+//  [--options FILE] [--device NAME] [--ipus N] [--strategy NAME] [--recompute none|standard|norm-only|all]
+//  [--replicas N] [--mpi-timeout S] -o TRAINED.onnx|TRAINED.popef`
 //
 // Trains the model's weights with the loss applied to output NAME (mean reduction). A step is one
 // weight update on `gradient accumulation` times --replicas micro-batches of --batch rows each
@@ -19,8 +19,13 @@
 //
 // --options FILE is a PopTorch options file; training applies Training.gradientAccumulation,
 // Training.accumulationAndReplicationReductionType, randomSeed (Dropout masks),
-// Training.setAutomaticLossScaling and replicationFactor. Anything else it sets is refused, naming it, as is a flag that
-// says otherwise than the file.
+// Training.setAutomaticLossScaling, replicationFactor and _Popart.set("autoRecomputation", ...). Anything else it
+// sets is refused, naming it, as is a flag that says otherwise than the file.
+//
+// --recompute (PopART's autoRecomputation; also its names None, Standard, NormOnly, RecomputeAll,
+// Pipeline) makes a pipelined step's backward stages rerun forward ops instead of stashing their
+// results; the weights do not change. It applies to --strategy pipelined only, and is refused
+// otherwise. A placed run prints what it recomputes and the stash it plans.
 //
 // --device/--ipus/--strategy plan the training step for that device as `ipu compile` plans an
 // inference graph and print the predicted IPU throughput. --strategy pipelined or serial-/parallel-
@@ -98,6 +103,7 @@ struct train_args {
   std::optional<std::string> device;
   std::optional<std::uint32_t> ipus;
   std::optional<std::string> strategy;
+  std::optional<std::string> recompute;  // unset: the options file's, else none
   std::optional<std::int64_t> replicas;  // unset: the options file's, else 1
   std::optional<double> mpi_timeout;     // seconds; only under mpirun
   std::string trained;  // -o
@@ -196,6 +202,7 @@ struct file_options {
   std::optional<std::uint64_t> seed;
   bool auto_loss_scaling = false;
   std::int64_t replicas = 1;
+  ipu::recomputation recompute = ipu::recomputation::none;
 };
 
 inline file_options read_options_file(const std::string& file) {
@@ -203,7 +210,8 @@ inline file_options read_options_file(const std::string& file) {
   o.load_from_file(file);
   static constexpr std::string_view applied[] = {"Training.gradientAccumulation(",
                                                  "Training.accumulationAndReplicationReductionType(", "randomSeed(",
-                                                 "Training.setAutomaticLossScaling(", "replicationFactor("};
+                                                 "Training.setAutomaticLossScaling(", "replicationFactor(",
+                                                 "_Popart.set(\"autoRecomputation\""};
   for (const auto& line : ipu::settings_not_applied(o, applied)) {
     const auto name = line.substr(0, line.find('('));
     if (name == "deviceIterations")
@@ -211,8 +219,8 @@ inline file_options read_options_file(const std::string& file) {
                   "leave deviceIterations out; --steps counts the weight updates");
     throw usage("the options file sets " + line + ", which ipu train does not apply", file,
                 "ipu train applies Training.gradientAccumulation, Training.accumulationAndReplicationReductionType, "
-                "randomSeed, Training.setAutomaticLossScaling and replicationFactor; the strategy is --device, --ipus "
-                "and --strategy");
+                "randomSeed, Training.setAutomaticLossScaling, replicationFactor and _Popart.set(\"autoRecomputation\", ...); "
+                "the strategy is --device, --ipus and --strategy");
   }
   file_options f;
   f.gradient_accumulation = o.gradient_accumulation();
@@ -222,7 +230,22 @@ inline file_options read_options_file(const std::string& file) {
   f.seed = o.random_seed();
   f.auto_loss_scaling = o.automatic_loss_scaling();
   f.replicas = o.replication_factor();
+  f.recompute = o.auto_recomputation();
   return f;
+}
+
+/// --recompute: the command line's names, or PopART's (recomputation_from).
+inline ipu::recomputation parse_recompute(const std::string& name) {
+  if (name == "none") return ipu::recomputation::none;
+  if (name == "standard") return ipu::recomputation::standard;
+  if (name == "norm-only") return ipu::recomputation::norm_only;
+  if (name == "all") return ipu::recomputation::all;
+  try {
+    return ipu::recomputation_from(name);
+  } catch (const ipu::error&) {
+    throw usage("unknown recomputation '" + name + "'", "--recompute",
+                "use none, standard, norm-only or all (or PopART's None, Standard, NormOnly, RecomputeAll, Pipeline)");
+  }
 }
 
 /// `g` as it runs on the device step after step: what the host does not stream (weights, optimizer
@@ -281,8 +304,9 @@ inline ipu::graph placed_model(const ipu::graph& g, const ipu::device_descriptio
   if (mode == ipu::execution_mode::pipelined) return ipu::propose_stages(g, d, device.num_ipus).annotated;
   return ipu::propose_phases(g, d, device.num_ipus, mode == ipu::execution_mode::parallel_phased).annotated;
 }
-inline ipu::placed_training_options placed_options(ipu::execution_mode mode) {
+inline ipu::placed_training_options placed_options(ipu::execution_mode mode, ipu::recomputation recompute) {
   ipu::placed_training_options p;
+  p.recompute = recompute;
   p.placement.schedule = mode == ipu::execution_mode::pipelined       ? ipu::train::training_schedule::pipelined
                          : mode == ipu::execution_mode::serial_phased ? ipu::train::training_schedule::serial_phased
                                                                       : ipu::train::training_schedule::parallel_phased;
@@ -364,6 +388,7 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
   const auto mode = parse_strategy(a.strategy.value_or("sharded"));
   const auto device = ipu::device_from_name(a.device.value_or("mk2"), a.ipus.value_or(1));
   std::int64_t replicas = a.replicas.value_or(1);
+  ipu::recomputation recompute = ipu::recomputation::none;
   ipu::train::training_options o;
   o.output = a.output;
   o.loss.kind = ipu::train::parse_loss_kind(a.loss);
@@ -386,7 +411,17 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     o.reduction = f.reduction;
     if (f.seed) o.seed = *f.seed;
     o.auto_loss_scaling.enabled = f.auto_loss_scaling;
+    if (a.recompute && f.recompute != ipu::recomputation::none && f.recompute != train_detail::parse_recompute(*a.recompute))
+      throw usage("--recompute " + *a.recompute + " but the options file says _Popart.set(\"autoRecomputation\", " +
+                      std::to_string(ipu::popart_value(f.recompute)) + ")",
+                  "--recompute", "give it in one place");
+    recompute = f.recompute;
   }
+  if (a.recompute) recompute = train_detail::parse_recompute(*a.recompute);
+  if (recompute != ipu::recomputation::none && !(planned && mode == ipu::execution_mode::pipelined))
+    throw usage("recomputation " + std::string(ipu::to_string(recompute)) + " was asked of a step that is not pipelined",
+                a.recompute ? "--recompute" : a.options_file,
+                "recomputation applies to a pipeline's backward stages: add --strategy pipelined, or drop it");
   if (o.gradient_accumulation > std::numeric_limits<std::int64_t>::max() / replicas)
     throw usage("--gradient-accumulation " + std::to_string(o.gradient_accumulation) + " times --replicas " +
                     std::to_string(replicas) + " is more micro-batches than can be counted",
@@ -499,10 +534,21 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
   // Pipelined and phased strategies also run the step so, on host threads (same results).
   std::optional<ipu::placed_training_session> placed;
   if (planned && mode != ipu::execution_mode::sharded) {
-    placed.emplace(train_detail::placed_model(model, device, mode), o, train_detail::placed_options(mode));
-    const std::string schedule(ipu::train::to_string(train_detail::placed_options(mode).placement.schedule));
+    const auto po = train_detail::placed_options(mode, recompute);
+    placed.emplace(train_detail::placed_model(model, device, mode), o, po);
+    const std::string schedule(ipu::train::to_string(po.placement.schedule));
     if (leader) rep.printf("run: the training step %s over %zu stages on host threads\n", schedule.c_str(), placed->stages());
-    j["run"] = {{"schedule", schedule}, {"stages", placed->stages()}};
+    // What recomputation trades: forward ops rerun by the backward stages against the stash they plan.
+    std::size_t rerun = 0, stash = 0;
+    for (std::size_t k = 0; k < placed->stages(); ++k) {
+      rerun += placed->recomputed_ops(k).size();
+      stash += placed->memory_plan(k).stash_bytes;
+    }
+    const std::string recomputation(ipu::to_string(recompute));
+    if (leader)
+      rep.printf("recomputation: %s, %zu forward ops rerun, %zu bytes of stash planned\n", recomputation.c_str(), rerun, stash);
+    j["run"] = {{"schedule", schedule}, {"stages", placed->stages()}, {"recomputation", recomputation},
+                {"recomputed_ops", rerun}, {"stash_bytes", stash}};
   }
   for (const auto& n : tg.model_inputs) {
     bool given = false;
@@ -676,6 +722,8 @@ inline void add_train_command(CLI::App& app) {
   cmd->add_option("--strategy", a->strategy,
                   "sharded, pipelined, serial-phased or parallel-phased (default sharded); pipelined and phased also "
                   "run the step so on host threads");
+  cmd->add_option("--recompute", a->recompute,
+                  "pipelined steps: none, standard, norm-only or all (PopART's autoRecomputation; default none)");
   cmd->add_option("--replicas", a->replicas,
                   "replicas running each step's micro-batches at once (default: the options file's, else 1)")
       ->check(CLI::PositiveNumber);

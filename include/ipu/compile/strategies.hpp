@@ -37,6 +37,10 @@ constexpr executable plan_with(const strategy_settings& s, const graph& g, const
 /// The plan options PopTorch's options imply for a training (or inference) model.
 inline plan_options plan_options_from(const options& opts, bool training) {
   opts.validate(training);
+  if (opts.auto_recomputation() != recomputation::none)
+    throw error(error_category::usage,
+                "autoRecomputation " + std::string(to_string(opts.auto_recomputation())) + " is not modelled by the planner",
+                "plan_options_from", "plan without it; ipu::placed_training_session runs a recomputing pipeline");
   plan_options o;
   o.batches_per_step = static_cast<std::uint64_t>(opts.device_iterations());
   o.gradient_accumulation = training ? static_cast<std::uint64_t>(opts.gradient_accumulation()) : 1;

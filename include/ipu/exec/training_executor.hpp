@@ -44,6 +44,7 @@
 #include "ipu/tensor.hpp"
 #include "ipu/exec/stage_graph.hpp"
 #include "ipu/exec/stage_pool.hpp"
+#include "ipu/poptorch/options.hpp"
 #include "ipu/poptorch/strategy.hpp"
 #include "ipu/train/optimizer.hpp"
 #include "ipu/train/session.hpp"
@@ -52,29 +53,8 @@
 
 namespace ipu {
 
-/// PopART's autoRecomputation for a pipeline: forward activations a backward stage reads are
-/// either stashed from the forward pass until then, or recomputed by that backward stage from the
-/// forward stage's inputs (which are stashed anyway). Recomputation reruns the same kernels on the
-/// same inputs: results do not change, only what is kept between stages.
-enum class recomputation : std::uint8_t {
-  none,       // stash every activation the backward pass reads
-  standard,   // recompute every op of the forward stages but the last (whose backward shares its stage)
-  norm_only,  // recompute only the normalisations (BatchNormalization's training ops, Layer-, Instance-,
-              // MeanVariance-Normalization)
-  all,        // RecomputeAll (and PopART's Pipeline): every op of the forward stages but the last. In a
-              // pipeline Standard's checkpoints are the stages' inputs, so the two rerun the same ops.
-};
-
-/// PopART's RecomputationType by name (None, Standard, NormOnly, RecomputeAll, Pipeline), or its
-/// value in that order; PopTorch sets it as `_Popart.set("autoRecomputation", value)`.
-inline recomputation recomputation_from(std::string_view name) {
-  if (name == "None" || name == "0") return recomputation::none;
-  if (name == "Standard" || name == "1") return recomputation::standard;
-  if (name == "NormOnly" || name == "2") return recomputation::norm_only;
-  if (name == "RecomputeAll" || name == "Pipeline" || name == "3" || name == "4") return recomputation::all;
-  throw error(error_category::usage, "unknown recomputation type '" + std::string(name) + "'", "autoRecomputation",
-              "use None, Standard, NormOnly, RecomputeAll or Pipeline (or 0 to 4)");
-}
+// ipu::recomputation (PopART's autoRecomputation) and recomputation_from are in poptorch/strategy.hpp,
+// where ipu::options can hold them.
 
 /// A stage's host memory, as planned before any step runs: its device's arena (cpu/plan.hpp) and
 /// the stash, the values it makes that later stages read, times the micro-batches holding them at
@@ -126,6 +106,16 @@ inline placed_training_options placed_options_from(const strategy_settings& s) {
     throw error(error_category::usage, "a liveness other than AlwaysLive is not applied by the host executor", where,
                 "use Liveness.AlwaysLive; the other settings only move tensors to Streaming Memory");
   p.placement.separate_backward_phase = s.separate_backward_phase;
+  return p;
+}
+
+/// The placement and recomputation PopTorch's options ask of a training step: their execution
+/// strategy (as above) and PopART's autoRecomputation (`_Popart.set("autoRecomputation", ...)`).
+/// Every other option is the training session's to apply or refuse.
+inline placed_training_options placed_options_from(const options& o) {
+  o.validate(true);
+  auto p = placed_options_from(o.execution_strategy());
+  p.recompute = o.auto_recomputation();
   return p;
 }
 

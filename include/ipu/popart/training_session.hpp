@@ -60,7 +60,8 @@ class training_session {
   /// options may set device iterations (equal to the data flow's batches per step), gradient
   /// accumulation, the replication factor (R replicas, train::replication: an update takes
   /// accumulation x R micro-batches, input arrays are [batches, accumulation, R, *tensor]; see
-  /// session_options.hpp for PopART's names), their reduction type, the random seed (the masks of training-mode Dropout) and the
+  /// session_options.hpp for PopART's names), inputReplicaGrouping (input arrays hold one slice per
+  /// input group instead of per replica), their reduction type, the random seed (the masks of training-mode Dropout) and the
   /// log level; any other option is an ipu::error
   /// (usage) naming it, as are a loss that is not a scalar tensor of the model, an anchor naming
   /// no tensor, and an op on a weight's path to the loss without a gradient rule.
@@ -74,7 +75,23 @@ class training_session {
     mark_anchors_as_outputs();
     counts_ = {flow_.batches_per_step(), static_cast<std::uint64_t>(options_.gradient_accumulation()),
                static_cast<std::uint64_t>(options_.replication_factor())};
-    layout_ = step_layout::of(model_, flow_, counts_);
+    // PopTorch's inputReplicaGrouping, as its training wrapper applies it: the replicas of one input
+    // group take the same data, so an input array holds one slice per group, not per replica.
+    train::replication_options replication{.replicas = options_.replication_factor()};
+    if (options_.input_group_size() != 1 || options_.input_group_type() != comm_group_type::ungrouped) {
+      const auto type = options_.input_group_type();
+      replication.inputs = train::replica_grouping{
+          type == comm_group_type::all           ? train::comm_group_type::all
+          : type == comm_group_type::consecutive ? train::comm_group_type::consecutive
+          : type == comm_group_type::orthogonal  ? train::comm_group_type::orthogonal
+                                                 : train::comm_group_type::none,
+          options_.input_group_size()};
+      input_groups_ = static_cast<std::uint64_t>(
+          train::groups_of(*replication.inputs, options_.replication_factor(), "inputReplicaGrouping").count);
+    } else {
+      input_groups_ = counts_.replicas;
+    }
+    layout_ = step_layout::of(model_, flow_, counts_, counts_.replicas / input_groups_);
     for (const auto& a : flow_.anchors())
       if (a.type.id() == anchor_return_type_id::sum) {
         const auto type = model_.tensor(*model_.find_tensor(a.name)).info.type;
@@ -100,7 +117,7 @@ class training_session {
     // Replicas run through train::replication: each accumulation index's R micro-batches at once,
     // their gradients reduced in the order of [accumulation][replica], PopART's layout of the data.
     session_ = std::make_unique<train::training_session>(model_, o, cpu::device_options{}, train::output_mode::all,
-                                                         train::replication_options{.replicas = options_.replication_factor()});
+                                                         std::move(replication));
     if (counts_.accumulation * counts_.replicas > 1)
       for (auto t : model_.inputs())
         if (model_.tensor(t).info.shape.rank() == 0)
@@ -268,7 +285,8 @@ class training_session {
   }
 
   /// Runs `batches per step` weight updates (PopART's run(stepio)): every input array holds
-  /// [batches, accumulation, *tensor] (dimensions of 1 left out), every anchor array is filled as
+  /// [batches, accumulation, replicas, *tensor] (dimensions of 1 left out; with inputReplicaGrouping,
+  /// one slice per input group in place of the replicas: replica r reads its group's slice), every anchor array is filled as
   /// its return type says. Throws ipu::error (usage) before prepare_device() and for missing or
   /// mis-sized arrays; a failed update leaves the weights of the updates before it.
   void run(step_io& io) {
@@ -276,13 +294,14 @@ class training_session {
     layout_.check(io);
     // One update takes G x R micro-batches, [accumulation][replica] as the arrays hold them.
     const auto replicas = counts_.replicas, micro = counts_.accumulation * replicas;
+    const auto given = counts_.accumulation * input_groups_;  // the input arrays' micro-batches per update
     const auto& tg = s.graph_of_step();
     for (std::uint64_t b = 0; b < counts_.batches_per_step; ++b) {
       std::vector<std::pair<std::string, const_tensor_view>> inputs;
       for (const auto& name : tg.model_inputs) {
         const auto& info = model_.tensor(*model_.find_tensor(name)).info;
         auto dims = info.shape.dims();
-        if (micro > 1) dims[0] *= static_cast<std::int64_t>(micro);
+        if (given > 1) dims[0] *= static_cast<std::int64_t>(given);
         const tensor_info batch{info.type, shape(dims)};
         inputs.emplace_back(name, const_tensor_view(batch, io.input(name)->data() + b * batch.num_bytes()));
       }
@@ -402,6 +421,7 @@ class training_session {
   void check_options() {
     take_batches_per_step(options_, flow_, where());
     static constexpr std::string_view applied[] = {"deviceIterations(", "Training.gradientAccumulation(", "replicationFactor(",
+                                                   "inputReplicaGrouping(",
                                                    "Training.accumulationAndReplicationReductionType(",
                                                    "Training.setAutomaticLossScaling(", "randomSeed("};
     std::string refused;
@@ -496,6 +516,7 @@ class training_session {
   target_device device_;
   ipu::options options_;
   step_counts counts_{};
+  std::uint64_t input_groups_ = 1;  // input slices per micro-batch: the replicas, or their input groups
   step_layout layout_;
   std::map<std::string, host_tensor> host_weights_;
   std::unique_ptr<train::training_session> session_;

@@ -846,6 +846,25 @@ inline const std::vector<entry>& entries() {
          check_arguments(c, k{"enabled"}, 1);
          o.automatic_loss_scaling(to_bool(c, *argument(c, 0, "enabled"), "enabled"));
        }},
+      {"_Popart.set", "_Popart.set(key: \"autoRecomputation\", value: 0..4 | \"None\" | \"Standard\" | \"NormOnly\" | "
+                      "\"RecomputeAll\" | \"Pipeline\" | popart.RecomputationType.X)",
+       [](options& o, const call_site& c) {
+         // PopTorch passes any PopART session option through; only those with an effect here are taken.
+         check_arguments(c, k{"key", "value"}, 2);
+         const auto key = to_str(c, *argument(c, 0, "key"), "key");
+         if (key != "autoRecomputation")
+           fail(c, "PopART option '" + key + "' is not supported; the only _Popart option applied is autoRecomputation");
+         const expr& v = *argument(c, 1, "value");
+         std::string name;
+         if (v.k == expr::kind::integer) name = std::to_string(to_int(c, v, "value"));
+         else if (v.k == expr::kind::string || v.k == expr::kind::name) name = v.text;
+         else fail(c, "autoRecomputation must be a RecomputationType value, name or popart.RecomputationType.X, got " + shown(v));
+         try {
+           o.auto_recomputation(recomputation_from(name));
+         } catch (const error& e) {
+           fail(c, e.message() + "; " + e.hint());
+         }
+       }},
       {"Precision.setPartialsType", "Precision.setPartialsType(dtype: torch.float | torch.half)",
        [](options& o, const call_site& c) {
          check_arguments(c, k{"dtype"}, 1);
@@ -1116,6 +1135,8 @@ inline std::string options::to_config() const {
     line("Training.meanReductionStrategy(" + python_enum(mean_reduction_strategy_) + ")");
   if (automatic_loss_scaling_ != d.automatic_loss_scaling_)
     line("Training.setAutomaticLossScaling(" + python_bool(automatic_loss_scaling_) + ")");
+  if (recomputation_ != d.recomputation_)
+    line("_Popart.set(\"autoRecomputation\", " + std::to_string(popart_value(recomputation_)) + ")");
   if (precision_) line("Precision.setFloatType(" + python_dtype(*precision_) + ")");
   if (partials_type_ != d.partials_type_) line("Precision.setPartialsType(" + python_dtype(partials_type_) + ")");
   if (half_float_casting_ != d.half_float_casting_) line("Precision.halfFloatCasting(" + python_enum(half_float_casting_) + ")");

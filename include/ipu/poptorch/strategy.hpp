@@ -38,6 +38,44 @@ enum class comm_group_type : std::uint8_t { all, consecutive, orthogonal, ungrou
 /// What an op mixing float16 and float32 inputs computes in.
 enum class half_float_casting : std::uint8_t { float_downcast_to_half, half_upcast_to_float };
 
+/// PopART's autoRecomputation for a pipeline: forward activations a backward stage reads are
+/// either stashed from the forward pass until then, or recomputed by that backward stage from the
+/// forward stage's inputs (which are stashed anyway). Recomputation reruns the same kernels on the
+/// same inputs: results do not change, only what is kept between stages.
+enum class recomputation : std::uint8_t {
+  none,       // stash every activation the backward pass reads
+  standard,   // recompute every op of the forward stages but the last (whose backward shares its stage)
+  norm_only,  // recompute only the normalisations (BatchNormalization's training ops, Layer-, Instance-,
+              // MeanVariance-Normalization)
+  all,        // RecomputeAll (and PopART's Pipeline): every op of the forward stages but the last. In a
+              // pipeline Standard's checkpoints are the stages' inputs, so the two rerun the same ops.
+};
+
+/// PopART's RecomputationType by name (None, Standard, NormOnly, RecomputeAll, Pipeline), or its
+/// value in that order; PopTorch sets it as `_Popart.set("autoRecomputation", value)`.
+inline recomputation recomputation_from(std::string_view name) {
+  if (name.starts_with("popart.RecomputationType.")) name.remove_prefix(25);  // as PopART's Python spells it
+  if (name == "None" || name == "0") return recomputation::none;
+  if (name == "Standard" || name == "1") return recomputation::standard;
+  if (name == "NormOnly" || name == "2") return recomputation::norm_only;
+  if (name == "RecomputeAll" || name == "Pipeline" || name == "3" || name == "4") return recomputation::all;
+  throw error(error_category::usage, "unknown recomputation type '" + std::string(name) + "'", "autoRecomputation",
+              "use None, Standard, NormOnly, RecomputeAll or Pipeline (or 0 to 4)");
+}
+
+/// The PopART name of `r` (RecomputeAll and Pipeline are one setting here: RecomputeAll).
+constexpr std::string_view to_string(recomputation r) noexcept {
+  switch (r) {
+    case recomputation::none: return "None";
+    case recomputation::standard: return "Standard";
+    case recomputation::norm_only: return "NormOnly";
+    case recomputation::all: return "RecomputeAll";
+  }
+  return "?";
+}
+/// PopART's RecomputationType value of `r`: None 0, Standard 1, NormOnly 2, RecomputeAll 4.
+constexpr int popart_value(recomputation r) noexcept { return r == recomputation::all ? 4 : static_cast<int>(r); }
+
 namespace detail {
 template <class E>
 struct enum_names;  // python: the PopTorch enum; names: indexed by the enumerator's value
