@@ -31,8 +31,6 @@
 
 namespace ipu::serve {
 
-inline constexpr const char* server_version = "0.1.0";
-
 struct server_options {
   std::string bind = "127.0.0.1";
   int port = 0;                                       // 0: an ephemeral port (see port())
@@ -124,7 +122,7 @@ class http_server {
       else fail(res, 400, "not ready: a model failed to load (POST /v2/repository/index says which)");
     });
     svr_.Get("/v2", [](const request&, response& res) {
-      reply(res, 200, {{"name", "ipu"}, {"version", server_version}, {"extensions", {"binary_tensor_data", "model_repository"}}});
+      reply(res, 200, {{"name", server_name}, {"version", server_version}, {"extensions", {"binary_tensor_data", "model_repository"}}});
     });
     svr_.Get("/metrics", [this](const request&, response& res) { guarded(res, [&] { res.set_content(metrics(), "text/plain; version=0.0.4"); }); });
 
@@ -191,9 +189,8 @@ class http_server {
     });
     svr_.Post(R"(/v2/repository/models/([^/]+)/load)", [this](const request& req, response& res) {
       guarded(res, [&] {
-        if (repo_.load(req.matches[1])) return reply(res, 200, nlohmann::json::object());
-        const auto idx = repo_.index();
-        fail(res, 400, "failed to load model '" + std::string(req.matches[1]) + "': " + idx.at(req.matches[1]).reason);
+        repo_.load_or_refuse(req.matches[1]);
+        reply(res, 200, nlohmann::json::object());
       });
     });
     svr_.Post(R"(/v2/repository/models/([^/]+)/unload)", [this](const request& req, response& res) {
