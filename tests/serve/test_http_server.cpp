@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <future>
 #include <memory>
 #include <random>
@@ -380,6 +382,76 @@ TEST_CASE("serve: the repository extension loads, unloads and reports models") {
   CHECK(r->body.find("ipu_inference_requests_total{model=\"rows\",version=\"1\"} 1\n") != std::string::npos);
   CHECK(r->body.find("ipu_inference_runs_total{model=\"rows\",version=\"1\"} 1\n") != std::string::npos);
   CHECK(r->body.find("broken") == std::string::npos);
+}
+
+TEST_CASE("serve: /metrics histograms of latency and batch sizes, parsed from the text") {
+  test_serve_http::served s("histograms", R"({"max_batch_size": 10})");
+  std::vector<float> x(30, 1.f);
+  for (std::int64_t rows : {10, 1}) {  // runs of 4, 4 and 2 rows, then one of 1
+    x.resize(static_cast<std::size_t>(rows) * 3);
+    const auto r = s.post("/v2/models/rows/infer", test_serve_http::infer_body(x, rows).dump());
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+  }
+  const auto r = s.client.Get("/metrics");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  // Every sample line "name{labels} value", keyed by "name{labels}"; TYPE lines by family.
+  std::map<std::string, double> sample;
+  std::map<std::string, std::string> type;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      const auto rest = line.substr(7);
+      type[rest.substr(0, rest.find(' '))] = rest.substr(rest.find(' ') + 1);
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    const auto space = line.rfind(' ');
+    REQUIRE(space != std::string::npos);
+    sample[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  const std::string labels = "model=\"rows\",version=\"1\"";
+  auto bucket = [&](const std::string& name, const std::string& le) {
+    const auto key = name + "_bucket{" + labels + ",le=\"" + le + "\"}";
+    REQUIRE_MESSAGE(sample.count(key), key);
+    return sample.at(key);
+  };
+  // Batch sizes formed: buckets 1, 2, 4 (the compiled batch), +Inf; cumulative.
+  CHECK(type["ipu_inference_batch_size"] == "histogram");
+  CHECK(bucket("ipu_inference_batch_size", "1") == 1);
+  CHECK(bucket("ipu_inference_batch_size", "2") == 2);
+  CHECK(bucket("ipu_inference_batch_size", "4") == 4);
+  CHECK(bucket("ipu_inference_batch_size", "+Inf") == 4);
+  CHECK(sample.at("ipu_inference_batch_size_sum{" + labels + "}") == 11);
+  CHECK(sample.at("ipu_inference_batch_size_count{" + labels + "}") == 4);
+  // Latencies: one observation per request (request, queue) or per run (compute), in cumulative
+  // buckets ending at the count; the sums agree with the counters kept before (to the 1 us the
+  // counters' text rounds to).
+  const std::vector<std::string> bounds{"0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
+                                        "0.05",   "0.1",     "0.25",   "0.5",   "1",      "2.5",   "5",    "10", "+Inf"};
+  for (const auto& [name, count] : std::vector<std::pair<std::string, double>>{{"ipu_inference_request_duration_seconds", 2},
+                                                                              {"ipu_inference_queue_duration_seconds", 2},
+                                                                              {"ipu_inference_compute_duration_seconds", 4}}) {
+    CAPTURE(name);
+    CHECK(type[name] == "histogram");
+    double previous = 0;
+    for (const auto& le : bounds) {
+      const auto v = bucket(name, le);
+      CHECK(v >= previous);
+      previous = v;
+    }
+    CHECK(previous == count);
+    CHECK(sample.at(name + "_count{" + labels + "}") == count);
+    CHECK(sample.at(name + "_sum{" + labels + "}") >= 0);
+  }
+  const auto compute_sum = sample.at("ipu_inference_compute_duration_seconds_sum{" + labels + "}");
+  CHECK(compute_sum > 0);
+  CHECK(compute_sum == doctest::Approx(sample.at("ipu_inference_compute_seconds_total{" + labels + "}")).epsilon(1e-6));
+  CHECK(sample.at("ipu_inference_queue_duration_seconds_sum{" + labels + "}") ==
+        doctest::Approx(sample.at("ipu_inference_queue_seconds_total{" + labels + "}")).epsilon(1e-6));
+  // A request's latency covers its queueing and its runs: the 10-row request waited for 3 runs.
+  CHECK(sample.at("ipu_inference_request_duration_seconds_sum{" + labels + "}") >= compute_sum * 0.999);
 }
 
 TEST_CASE("serve: a binary BOOL tensor holds 0 or 1 whatever bytes a client sends for true") {
