@@ -37,8 +37,8 @@ COMPONENTS = {
     },
     "serve": {
         "headers": ["serve"],
-        "exclude": [],
-        "forbidden": ["/onnx/"],
+        "exclude": ["serve/grpc_server.hpp"],  # ipu::serve_grpc: gRPC and the generated service
+        "forbidden": ["/onnx/", "grpcpp", "kserve_v2"],
     },
 }
 

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <future>
 #include <memory>
 #include <random>
@@ -30,6 +32,7 @@
 #include "ipu/serve/http_server.hpp"
 #include "ipu/serve/model_config.hpp"
 #include "ipu/serve/model_repository.hpp"
+#include "serve_test_models.hpp"
 
 namespace test_http_server {
 
@@ -38,55 +41,7 @@ namespace test_serve_http {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-inline const std::vector<float> w{2.f, -1.f, 0.5f}, b{1.f, 1.f, -4.f};
-constexpr std::int64_t batch = 4;
-
-inline ipu::constant_tensor f32(const std::vector<float>& v) {
-  return {{ipu::data_type::F32, ipu::shape{static_cast<std::int64_t>(v.size())}},
-          ipu::byte_buffer::from_values(std::span<const float>(v))};
-}
-
-/// y = relu(x * w + b), z = y - x for x: F32[4,3].
-inline ipu::graph rows_model() {
-  ipu::builder g("rows");
-  const auto x = g.add_input_tensor({ipu::data_type::F32, {batch, 3}}, "x");
-  const auto wt = g.add_initialized_input(f32(w), "w");
-  const auto bt = g.add_initialized_input(f32(b), "b");
-  const auto y = g.relu(g.add(g.mul(x, wt, "m"), bt, "s"), "y");
-  const auto z = g.sub(y, x, "z");
-  g.add_output(y);
-  g.add_output(z);
-  return std::move(g).build();
-}
-
-/// The hand-computed answer for one row.
-inline std::vector<float> y_of(const std::vector<float>& x) {
-  std::vector<float> y;
-  for (std::size_t i = 0; i < x.size(); ++i) y.push_back(std::max(0.f, x[i] * w[i % 3] + b[i % 3]));
-  return y;
-}
-inline std::vector<float> z_of(const std::vector<float>& x) {
-  auto y = y_of(x);
-  for (std::size_t i = 0; i < x.size(); ++i) y[i] -= x[i];
-  return y;
-}
-
-/// A fresh repository directory holding `rows` (version 1) with an optional config.json.
-inline fs::path make_repository(const std::string& tag, const std::string& config = "") {
-  const auto dir = fs::temp_directory_path() / ("ipu_serve_test_" + tag + "_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir / "rows" / "1");
-  static const auto model = ipu::popef::compile(rows_model(), ipu::options(), ipu::device_from_name("mk2", 1));
-  ipu::popef::export_model(model, dir / "rows" / "1" / "model.popef");
-  if (!config.empty()) std::ofstream(dir / "rows" / "config.json") << config;
-  return dir;
-}
-
-inline ipu::serve::repository_options options() {
-  ipu::serve::repository_options o;
-  o.runner.acquire_device = false;  // tests share the simulated system with other processes
-  return o;
-}
+using namespace serve_test_models;
 
 /// A loaded repository served on an ephemeral loopback port, and a client of it.
 struct served {
@@ -427,6 +382,76 @@ TEST_CASE("serve: the repository extension loads, unloads and reports models") {
   CHECK(r->body.find("ipu_inference_requests_total{model=\"rows\",version=\"1\"} 1\n") != std::string::npos);
   CHECK(r->body.find("ipu_inference_runs_total{model=\"rows\",version=\"1\"} 1\n") != std::string::npos);
   CHECK(r->body.find("broken") == std::string::npos);
+}
+
+TEST_CASE("serve: /metrics histograms of latency and batch sizes, parsed from the text") {
+  test_serve_http::served s("histograms", R"({"max_batch_size": 10})");
+  std::vector<float> x(30, 1.f);
+  for (std::int64_t rows : {10, 1}) {  // runs of 4, 4 and 2 rows, then one of 1
+    x.resize(static_cast<std::size_t>(rows) * 3);
+    const auto r = s.post("/v2/models/rows/infer", test_serve_http::infer_body(x, rows).dump());
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+  }
+  const auto r = s.client.Get("/metrics");
+  REQUIRE(r);
+  REQUIRE(r->status == 200);
+  // Every sample line "name{labels} value", keyed by "name{labels}"; TYPE lines by family.
+  std::map<std::string, double> sample;
+  std::map<std::string, std::string> type;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      const auto rest = line.substr(7);
+      type[rest.substr(0, rest.find(' '))] = rest.substr(rest.find(' ') + 1);
+      continue;
+    }
+    if (line.empty() || line[0] == '#') continue;
+    const auto space = line.rfind(' ');
+    REQUIRE(space != std::string::npos);
+    sample[line.substr(0, space)] = std::stod(line.substr(space + 1));
+  }
+  const std::string labels = "model=\"rows\",version=\"1\"";
+  auto bucket = [&](const std::string& name, const std::string& le) {
+    const auto key = name + "_bucket{" + labels + ",le=\"" + le + "\"}";
+    REQUIRE_MESSAGE(sample.count(key), key);
+    return sample.at(key);
+  };
+  // Batch sizes formed: buckets 1, 2, 4 (the compiled batch), +Inf; cumulative.
+  CHECK(type["ipu_inference_batch_size"] == "histogram");
+  CHECK(bucket("ipu_inference_batch_size", "1") == 1);
+  CHECK(bucket("ipu_inference_batch_size", "2") == 2);
+  CHECK(bucket("ipu_inference_batch_size", "4") == 4);
+  CHECK(bucket("ipu_inference_batch_size", "+Inf") == 4);
+  CHECK(sample.at("ipu_inference_batch_size_sum{" + labels + "}") == 11);
+  CHECK(sample.at("ipu_inference_batch_size_count{" + labels + "}") == 4);
+  // Latencies: one observation per request (request, queue) or per run (compute), in cumulative
+  // buckets ending at the count; the sums agree with the counters kept before (to the 1 us the
+  // counters' text rounds to).
+  const std::vector<std::string> bounds{"0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
+                                        "0.05",   "0.1",     "0.25",   "0.5",   "1",      "2.5",   "5",    "10", "+Inf"};
+  for (const auto& [name, count] : std::vector<std::pair<std::string, double>>{{"ipu_inference_request_duration_seconds", 2},
+                                                                              {"ipu_inference_queue_duration_seconds", 2},
+                                                                              {"ipu_inference_compute_duration_seconds", 4}}) {
+    CAPTURE(name);
+    CHECK(type[name] == "histogram");
+    double previous = 0;
+    for (const auto& le : bounds) {
+      const auto v = bucket(name, le);
+      CHECK(v >= previous);
+      previous = v;
+    }
+    CHECK(previous == count);
+    CHECK(sample.at(name + "_count{" + labels + "}") == count);
+    CHECK(sample.at(name + "_sum{" + labels + "}") >= 0);
+  }
+  const auto compute_sum = sample.at("ipu_inference_compute_duration_seconds_sum{" + labels + "}");
+  CHECK(compute_sum > 0);
+  CHECK(compute_sum == doctest::Approx(sample.at("ipu_inference_compute_seconds_total{" + labels + "}")).epsilon(1e-6));
+  CHECK(sample.at("ipu_inference_queue_duration_seconds_sum{" + labels + "}") ==
+        doctest::Approx(sample.at("ipu_inference_queue_seconds_total{" + labels + "}")).epsilon(1e-6));
+  // A request's latency covers its queueing and its runs: the 10-row request waited for 3 runs.
+  CHECK(sample.at("ipu_inference_request_duration_seconds_sum{" + labels + "}") >= compute_sum * 0.999);
 }
 
 TEST_CASE("serve: a binary BOOL tensor holds 0 or 1 whatever bytes a client sends for true") {

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """`ipu serve` end to end: compile an ONNX model with `ipu compile`, serve it from a repository on
 an ephemeral port, query it with urllib and compare with numpy; then SIGTERM and a clean exit.
+With `grpc`, gRPC is served as well (--grpc-port 0): the line and the JSON report its port, which
+answers an HTTP/2 client preface with a SETTINGS frame (the gRPC calls themselves are checked by
+tests/serve/test_grpc_server.cpp, through the generated C++ client).
 
-check_cli_serve.py IPU WORKDIR
+check_cli_serve.py IPU WORKDIR [grpc]
 """
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -38,8 +42,22 @@ def request(port, path, body=None, timeout=30):
         return e.code, json.loads(e.read() or b"{}")
 
 
+def speaks_http2(port):
+    """True when the port answers HTTP/2's client preface with a SETTINGS frame, as a gRPC server does."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]))  # preface, empty SETTINGS
+        head = b""
+        while len(head) < 9:
+            chunk = s.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+        return head[3] == 4 and head[5:9] == b"\0\0\0\0"  # frame type SETTINGS on stream 0
+
+
 def main():
     ipu, work = sys.argv[1], sys.argv[2]
+    grpc = len(sys.argv) > 3 and sys.argv[3] == "grpc"
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "repo", "affine", "1"))
     # y = relu(x * W + B) over rows of 3, batch dynamic.
@@ -58,19 +76,31 @@ def main():
         json.dump({"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": 1000}}, f)
 
     p = subprocess.Popen([ipu, "serve", "--model-repository", os.path.join(work, "repo"), "--http-port", "0",
-                          "--max-request-bytes", "4096", "--json", os.path.join(work, "serve.json")],
+                          "--max-request-bytes", "4096", "--json", os.path.join(work, "serve.json")] +
+                         (["--grpc-port", "0"] if grpc else []),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         line = p.stdout.readline()  # printed once the server accepts connections
         if not line.startswith("serving 1 models on http://127.0.0.1:"):
             fail(f"unexpected first line {line!r}; stderr: {p.stderr.read() if p.poll() is not None else ''}")
+        grpc_port = None
+        if grpc:
+            if " and grpc://127.0.0.1:" not in line:
+                fail(f"--grpc-port: no gRPC address in {line!r}")
+            line, grpc_line = line.split(" and ")
+            grpc_port = int(grpc_line.rsplit(":", 1)[1])
+            if not speaks_http2(grpc_port):
+                fail(f"the gRPC port {grpc_port} does not answer HTTP/2")
         port = int(line.rsplit(":", 1)[1])
         # --json FILE: the same figures, written once serving (a line says so).
         if p.stdout.readline() != f"wrote {os.path.join(work, 'serve.json')} (JSON report)\n":
             fail("no line saying the JSON report was written")
         with open(os.path.join(work, "serve.json")) as f:
             started = json.load(f)
-        if started != {"models": 1, "bind": "127.0.0.1", "port": port, "url": f"http://127.0.0.1:{port}"}:
+        want = {"models": 1, "bind": "127.0.0.1", "port": port, "url": f"http://127.0.0.1:{port}"}
+        if grpc:
+            want["grpc_port"] = grpc_port
+        if started != want:
             fail(f"--json FILE wrote {started}, the text says {line!r}")
 
         status, _ = request(port, "/v2/health/ready")
@@ -106,7 +136,8 @@ def main():
     if rc != 0 or "stopped (SIGTERM)" not in err:
         fail(f"exit status {rc}, stderr {err!r}")
     shutil.rmtree(work, ignore_errors=True)
-    print("ipu serve: metadata, inference equal to numpy, 413 and 400 answers, clean SIGTERM exit")
+    print("ipu serve: metadata, inference equal to numpy, 413 and 400 answers, " +
+          ("the gRPC port answering HTTP/2, " if grpc else "") + "clean SIGTERM exit")
 
 
 if __name__ == "__main__":

@@ -49,10 +49,44 @@ using batch_function = std::function<void(const std::vector<std::span<const std:
                                           const std::vector<std::span<std::byte>>& outputs)>;
 using batch_outputs = std::vector<std::vector<std::byte>>;
 
+/// A Prometheus-style histogram: observations counted per bucket of upper bounds (the last
+/// bucket, +Inf, implicit), their sum and count.
+struct histogram {
+  std::vector<double> bounds;         // ascending upper bounds
+  std::vector<std::uint64_t> counts;  // per bucket, not cumulative; bounds.size() + 1 (+Inf)
+  double sum = 0;
+  std::uint64_t count = 0;
+
+  histogram() = default;
+  explicit histogram(std::vector<double> b) : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
+  void observe(double v) {
+    const auto k = static_cast<std::size_t>(std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin());
+    ++counts[k];  // v <= bounds[k], Prometheus' "le"
+    sum += v;
+    ++count;
+  }
+};
+
+/// Latency buckets in seconds: 100 us to 10 s.
+inline std::vector<double> latency_buckets() {
+  return {1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2, 5e-2, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
+}
+/// Batch size buckets: the powers of two below the compiled batch, then the batch itself.
+inline std::vector<double> batch_size_buckets(std::uint64_t batch) {
+  std::vector<double> b;
+  for (std::uint64_t p = 1; p < batch; p *= 2) b.push_back(static_cast<double>(p));
+  b.push_back(static_cast<double>(batch));
+  return b;
+}
+
 /// Counters since construction (read while serving: each is consistent on its own).
 struct batcher_stats {
   std::uint64_t requests = 0, runs = 0, rows = 0, failed_runs = 0;
   std::uint64_t queue_ns = 0, compute_ns = 0;  // summed over requests (queue) and runs (compute)
+  histogram request_seconds;  // per request answered: queued until its last rows ran
+  histogram queue_seconds;    // per request: queued until its first rows started
+  histogram compute_seconds;  // per run
+  histogram batch_rows;       // per run: the rows it held (padding excluded)
 };
 
 class dynamic_batcher {
@@ -62,6 +96,8 @@ class dynamic_batcher {
     if (layout_.batch == 0) throw error(error_category::usage, "a compiled batch of 0 rows", "dynamic batcher");
     if (config_.instances == 0) throw error(error_category::usage, "0 instances", "dynamic batcher", "use at least 1");
     if (config_.dispatch_rows == 0 || config_.dispatch_rows > layout_.batch) config_.dispatch_rows = layout_.batch;
+    stats_.request_seconds = stats_.queue_seconds = stats_.compute_seconds = histogram(latency_buckets());
+    stats_.batch_rows = histogram(batch_size_buckets(layout_.batch));
     for (std::size_t i = 0; i < config_.instances; ++i) workers_.emplace_back([this] { work(); });
   }
   dynamic_batcher(const dynamic_batcher&) = delete;
@@ -164,8 +200,11 @@ class dynamic_batcher {
     while (room > 0 && !queue_.empty()) {
       auto& p = queue_.front();
       const auto n = std::min(room, p->rows - p->taken);
-      if (p->taken == 0)
-        stats_.queue_ns += static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - p->arrived).count());
+      if (p->taken == 0) {
+        const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now - p->arrived).count());
+        stats_.queue_ns += ns;
+        stats_.queue_seconds.observe(static_cast<double>(ns) * 1e-9);
+      }
       batch.push_back({p, p->taken, n});
       p->taken += n;
       room -= n;
@@ -198,19 +237,29 @@ class dynamic_batcher {
     } catch (...) {
       failure = std::current_exception();
     }
+    const auto end = std::chrono::steady_clock::now();
     {
       std::lock_guard lock(mutex_);
       ++stats_.runs;
       stats_.rows += rows;
       if (failure) ++stats_.failed_runs;
-      stats_.compute_ns +=
-          static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+      const auto ns = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(end - start).count());
+      stats_.compute_ns += ns;
+      stats_.compute_seconds.observe(static_cast<double>(ns) * 1e-9);
+      stats_.batch_rows.observe(static_cast<double>(rows));
     }
+    auto answered = [&](const pending& p) {
+      std::lock_guard lock(mutex_);
+      stats_.request_seconds.observe(std::chrono::duration<double>(end - p.arrived).count());
+    };
     std::uint64_t at = 0;
     for (const auto& s : batch) {
       auto& p = *s.request;
       if (failure) {
-        if (!p.failed.exchange(true)) p.promise.set_exception(failure);
+        if (!p.failed.exchange(true)) {
+          answered(p);
+          p.promise.set_exception(failure);
+        }
         continue;
       }
       for (std::size_t k = 0; k < out.size(); ++k) {
@@ -219,8 +268,10 @@ class dynamic_batcher {
       }
       at += s.rows;
       // The last piece to finish answers; a request that failed elsewhere never reaches 0.
-      if (p.remaining.fetch_sub(s.rows, std::memory_order_acq_rel) == s.rows && !p.failed.load())
+      if (p.remaining.fetch_sub(s.rows, std::memory_order_acq_rel) == s.rows && !p.failed.load()) {
+        answered(p);
         p.promise.set_value(std::move(p.out));
+      }
     }
   }
 

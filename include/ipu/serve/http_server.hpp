@@ -12,7 +12,8 @@
 //   GET  /v2/models/<m>[/versions/<v>], /v2/models/<m>[/versions/<v>]/ready
 //   POST /v2/models/<m>[/versions/<v>]/infer
 //   POST /v2/repository/index, /v2/repository/models/<m>/load, /v2/repository/models/<m>/unload
-//   GET  /metrics   (Prometheus text: requests, runs, rows, queue and compute time per model)
+//   GET  /metrics   (Prometheus text per model: requests, runs, rows, queue and compute time; histograms
+//                    of request, queue and compute latency and of the batch sizes formed)
 //
 // Every error is KServe's {"error": "..."}: 400 malformed or mismatched requests, 404 unknown
 // model or version, 413 a body over the size cap, 503 a model not loaded, 500 a failed run.
@@ -30,8 +31,6 @@
 #include "ipu/serve/tensor_codec.hpp"
 
 namespace ipu::serve {
-
-inline constexpr const char* server_version = "0.1.0";
 
 struct server_options {
   std::string bind = "127.0.0.1";
@@ -124,7 +123,7 @@ class http_server {
       else fail(res, 400, "not ready: a model failed to load (POST /v2/repository/index says which)");
     });
     svr_.Get("/v2", [](const request&, response& res) {
-      reply(res, 200, {{"name", "ipu"}, {"version", server_version}, {"extensions", {"binary_tensor_data", "model_repository"}}});
+      reply(res, 200, {{"name", server_name}, {"version", server_version}, {"extensions", {"binary_tensor_data", "model_repository"}}});
     });
     svr_.Get("/metrics", [this](const request&, response& res) { guarded(res, [&] { res.set_content(metrics(), "text/plain; version=0.0.4"); }); });
 
@@ -191,9 +190,8 @@ class http_server {
     });
     svr_.Post(R"(/v2/repository/models/([^/]+)/load)", [this](const request& req, response& res) {
       guarded(res, [&] {
-        if (repo_.load(req.matches[1])) return reply(res, 200, nlohmann::json::object());
-        const auto idx = repo_.index();
-        fail(res, 400, "failed to load model '" + std::string(req.matches[1]) + "': " + idx.at(req.matches[1]).reason);
+        repo_.load_or_refuse(req.matches[1]);
+        reply(res, 200, nlohmann::json::object());
       });
     });
     svr_.Post(R"(/v2/repository/models/([^/]+)/unload)", [this](const request& req, response& res) {
@@ -236,6 +234,34 @@ class http_server {
            [&](const batcher_stats& st) { return secs(st.queue_ns); });
     family("ipu_inference_compute_seconds_total", "counter", "Time spent running batches.",
            [&](const batcher_stats& st) { return secs(st.compute_ns); });
+    // Histograms: cumulative buckets by upper bound "le", then _sum and _count.
+    auto number = [](double v) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.9g", v);
+      return std::string(b);
+    };
+    auto histograms = [&](const char* name, const char* help, const histogram batcher_stats::*member) {
+      s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+      for (const auto& [n, e] : repo_.index()) {
+        if (!e.model) continue;
+        const auto st = e.model->batcher().stats();
+        const auto& h = st.*member;
+        const auto labels = "model=\"" + label(n) + "\",version=\"" + std::to_string(e.model->version()) + "\"";
+        std::uint64_t cumulative = 0;
+        for (std::size_t k = 0; k < h.counts.size(); ++k) {
+          cumulative += h.counts[k];
+          const auto le = k < h.bounds.size() ? number(h.bounds[k]) : std::string("+Inf");
+          s += std::string(name) + "_bucket{" + labels + ",le=\"" + le + "\"} " + u(cumulative) + "\n";
+        }
+        s += std::string(name) + "_sum{" + labels + "} " + number(h.sum) + "\n";
+        s += std::string(name) + "_count{" + labels + "} " + u(h.count) + "\n";
+      }
+    };
+    histograms("ipu_inference_request_duration_seconds", "Time from a request's arrival at the model's queue to its answer.",
+               &batcher_stats::request_seconds);
+    histograms("ipu_inference_queue_duration_seconds", "Time requests waited before their first run.", &batcher_stats::queue_seconds);
+    histograms("ipu_inference_compute_duration_seconds", "Time each compiled batch took to run.", &batcher_stats::compute_seconds);
+    histograms("ipu_inference_batch_size", "Rows each run held (padding excluded).", &batcher_stats::batch_rows);
     return s;
   }
 

@@ -28,6 +28,10 @@
 
 namespace ipu::serve {
 
+/// What the server says of itself (KServe's server metadata), over HTTP and gRPC alike.
+inline constexpr const char* server_name = "ipu";
+inline constexpr const char* server_version = "0.1.0";
+
 struct tensor_metadata {
   std::string name;
   data_type type = data_type::F32;
@@ -235,6 +239,14 @@ class model_repository {
     return m != nullptr;
   }
 
+  /// load(), answering a failure with request_error (400) carrying the reason: the repository
+  /// extension's load, over HTTP and gRPC.
+  void load_or_refuse(const std::string& name) {
+    if (load(name)) return;
+    throw request_error(400, "failed to load model '" + name + "': " + index().at(name).reason, "model repository",
+                        "fix the model's files or config.json and load it again");
+  }
+
   /// Stops serving a model (requests already running finish); 404 for an unknown one.
   void unload(const std::string& name) {
     std::shared_ptr<const served_model> old;  // destroyed outside the lock
@@ -263,6 +275,18 @@ class model_repository {
                                    std::to_string(it->second.model->version()) + ")",
                           "model repository", "ask for the served version or none");
     return it->second.model;
+  }
+
+  /// KServe's model readiness: false for a model known but not loaded; request_error 404 for an
+  /// unknown model or version.
+  [[nodiscard]] bool ready(const std::string& name, const std::string& version) const {
+    try {
+      (void)find(name, version);
+    } catch (const request_error& e) {
+      if (e.status() == 503) return false;
+      throw;
+    }
+    return true;
   }
 
   /// Every model on disk or loaded, with its state.
