@@ -3,6 +3,7 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -75,6 +76,27 @@ TEST_CASE("Pow mixes base and exponent types") {
     for (std::size_t i = 0; i < got.size(); ++i)
       CHECK(((std::isnan(want[i]) && std::isnan(got[i])) || (got[i] == want[i] && !std::signbit(got[i]))));
   }
+}
+
+TEST_CASE("Pow with a scalar exponent 1 or 0.5 gives what pow gives, edge cases included") {
+  auto xv = random_floats(1000, 11, -50.0f, 50.0f);
+  xv.insert(xv.end(), {qnan, inf, -inf, 0.0f, -0.0f, 1.0e-40f, 3.0e38f, -2.0f});
+  const auto n = static_cast<std::int64_t>(xv.size());
+  const auto same = [](float got, float want) {
+    return (std::isnan(got) && std::isnan(want)) || (got == want && std::signbit(got) == std::signbit(want));
+  };
+  const auto one = floats(run1("Pow", {f32({n}, xv), f32({}, {1.0f})}, {data_type::F32, {n}}));
+  for (std::size_t i = 0; i < xv.size(); ++i) CHECK(same(one[i], xv[i]));
+  // The double square root rounded to float is the correctly rounded float one; pow(-0, 0.5) is +0
+  // and pow(-inf, 0.5) is +inf (C's pow, numpy's power), where sqrt would give -0 and NaN.
+  for (const auto& e : {f32({1}, {0.5f}), f32({}, {0.5f})}) {
+    const auto root = floats(run1("Pow", {f32({n}, xv), e}, {data_type::F32, {n}}));
+    for (std::size_t i = 0; i < xv.size(); ++i)
+      CHECK(same(root[i], static_cast<float>(std::pow(static_cast<double>(xv[i]), 0.5))));
+  }
+  auto hh = run1("Pow", {f16({3}, {4, -0.0f, 2}), f16({}, {0.5f})}, {data_type::F16, {3}});
+  check_close(floats(hh), {2, 0, 1.4140625f}, 0, 0);
+  CHECK(!std::signbit(floats(hh)[1]));
 }
 
 TEST_CASE("comparisons give BOOL and broadcast") {
@@ -182,6 +204,37 @@ TEST_CASE("Where selects with three-way broadcasting") {
   auto y = f32({2, 3}, {-1, -2, -3, -4, -5, -6});
   check_close(floats(run1("Where", {cnd, x, y}, {data_type::F32, {2, 3}})), {1, 2, 3, -4, -5, -6});
   CHECK_THROWS_AS(run1("Where", {x, x, y}, {data_type::F32, {2, 3}}), ipu::error);
+}
+
+TEST_CASE("Where selects bit-exactly (NaN, -0) for a random mask, in every layout") {
+  const std::int64_t n = 4099;
+  auto a = random_floats(static_cast<std::size_t>(n), 21, -3, 3);
+  auto b = random_floats(static_cast<std::size_t>(n), 22, -3, 3);
+  a[5] = qnan;
+  a[6] = -0.0f;
+  b[7] = -0.0f;
+  b[8] = qnan;
+  std::vector<float> maskf = random_floats(static_cast<std::size_t>(n), 23);
+  std::vector<int> mask;
+  for (float m : maskf) mask.push_back(m > 0 ? 1 : 0);
+  mask[5] = mask[6] = 1;
+  mask[7] = mask[8] = 0;
+  const auto bits = [](float f) { return std::bit_cast<std::uint32_t>(f); };
+  const auto both = floats(run1("Where", {boolean({n}, mask), f32({n}, a), f32({n}, b)}, {data_type::F32, {n}}));
+  const auto zero = floats(run1("Where", {boolean({n}, mask), f32({n}, a), f32({}, {-0.0f})}, {data_type::F32, {n}}));
+  const auto ones = floats(run1("Where", {boolean({n}, mask), f32({}, {1.0f}), f32({n}, b)}, {data_type::F32, {n}}));
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK(bits(both[i]) == bits(mask[i] ? a[i] : b[i]));
+    CHECK(bits(zero[i]) == bits(mask[i] ? a[i] : -0.0f));
+    CHECK(bits(ones[i]) == bits(mask[i] ? 1.0f : b[i]));
+  }
+  const auto wide = run1("Where", {boolean({3}, {1, 0, 1}), i64({3}, {-1, 2, std::numeric_limits<std::int64_t>::min()}),
+                                   i64({3}, {7, std::numeric_limits<std::int64_t>::max(), 9})},
+                         {data_type::S64, {3}});
+  CHECK(values<std::int64_t>(wide) ==
+        std::vector<std::int64_t>{-1, std::numeric_limits<std::int64_t>::max(), std::numeric_limits<std::int64_t>::min()});
+  CHECK(bools(run1("Where", {boolean({3}, {1, 0, 1}), boolean({3}, {0, 0, 1}), boolean({3}, {1, 1, 0})},
+                   {data_type::BOOL, {3}})) == std::vector<int>{0, 1, 1});
 }
 
 TEST_CASE("large broadcasts split into chunks match a direct loop") {

@@ -2,10 +2,12 @@
 // Softmax, LogSoftmax and Hardmax along one axis (opset-13 semantics: the axis alone is
 // normalised). Each slice is widened to the compute type, so F16 sums in F32.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "ipu/ops/kernels/numeric.hpp"
@@ -14,6 +16,67 @@
 namespace ipu::detail::math_ops {
 
 enum class softmax_kind { softmax, log_softmax, hardmax };
+
+/// e^x for float without a libm call, so that a loop of them vectorises (the attention softmax
+/// spent ~15 ns an element in scalar expf). x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so
+/// n ln2 is exact), e^r by its degree-7 Taylor polynomial (truncation < 1e-8 relative), times 2^n
+/// built in the exponent bits: within 2 ulp of expf. NaN stays NaN; below -87.33 (where e^x is
+/// under the smallest normal float) the result is 0, above 88.72 it is +inf.
+inline float exp_vectorisable(float x) noexcept {
+  constexpr float lo = -87.33654f, hi = 88.72283f;
+  // Selections as bit masks, not ?: -- with trapping maths on, GCC keeps a ?: whose arm computes as
+  // a branch, and a branch stops the loop vectorising. NaN is neither below nor above: it passes.
+  const std::uint32_t below = 0u - static_cast<std::uint32_t>(x < lo), above = 0u - static_cast<std::uint32_t>(x > hi);
+  const std::uint32_t out_of_range = below | above;
+  const float c = std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & ~out_of_range) |
+                                       (std::bit_cast<std::uint32_t>(lo) & below) | (std::bit_cast<std::uint32_t>(hi) & above));
+  // n = round(c / ln2) by the 1.5 * 2^23 trick: the sum's low mantissa bits hold n.
+  constexpr float shifter = 12582912.0f;
+  const float t = c * 1.44269504f + shifter;
+  const float n = t - shifter;
+  const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  // 2^n as (n + 127) << 23; n is in [-126, 128], and 2^128 (not a float) is taken as 2^127 * 2.
+  const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(shifter));
+  const std::int32_t half_n = ni >> 1;
+  const float s1 = std::bit_cast<float>(static_cast<std::uint32_t>(half_n + 127) << 23);
+  const float s2 = std::bit_cast<float>(static_cast<std::uint32_t>(ni - half_n + 127) << 23);
+  const float y = p * s1 * s2;
+  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(y) & ~out_of_range) |
+                              (std::bit_cast<std::uint32_t>(std::numeric_limits<float>::infinity()) & above));
+}
+
+template <class C>
+C exp_of(C x) noexcept {
+  if constexpr (std::is_same_v<C, float>) return exp_vectorisable(x);
+  else return std::exp(x);
+}
+
+/// Softmax of each contiguous row of `n` values (the last axis, as attention normalises): the
+/// exponentials in a loop of their own so it vectorises; the sum in eight partial sums.
+template <class C>
+void softmax_rows(C* v, std::size_t rows, std::size_t n) {
+  for (std::size_t o = 0; o < rows; ++o, v += n) {
+    C m = -std::numeric_limits<C>::infinity();
+    for (std::size_t k = 0; k < n; ++k) m = v[k] > m ? v[k] : m;
+    for (std::size_t k = 0; k < n; ++k) v[k] = exp_of(v[k] - m);
+    C part[8] = {};
+    std::size_t k = 0;
+    for (; k + 8 <= n; k += 8)
+      for (std::size_t l = 0; l < 8; ++l) part[l] += v[k + l];
+    C sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    for (; k < n; ++k) sum += v[k];
+    const C inv = C{1} / sum;
+    for (std::size_t j = 0; j < n; ++j) v[j] *= inv;
+  }
+}
 
 /// Normalises one slice of `n` rows by `inner` columns in place (rows along the axis).
 template <class C>
@@ -38,7 +101,7 @@ void softmax_slice(C* v, std::size_t n, std::size_t inner, softmax_kind kind, st
     for (std::size_t k = 0; k < n; ++k)
       for (std::size_t j = 0; j < inner; ++j) {
         C& x = v[k * inner + j];
-        x = std::exp(x - mx[j]);
+        x = exp_of(x - mx[j]);
         sum[j] += x;
       }
     for (std::size_t j = 0; j < inner; ++j) sum[j] = C{1} / sum[j];
@@ -49,7 +112,7 @@ void softmax_slice(C* v, std::size_t n, std::size_t inner, softmax_kind kind, st
       for (std::size_t j = 0; j < inner; ++j) {
         C& x = v[k * inner + j];
         x -= mx[j];
-        sum[j] += std::exp(x);
+        sum[j] += exp_of(x);
       }
     for (std::size_t j = 0; j < inner; ++j) sum[j] = std::log(sum[j]);
     for (std::size_t k = 0; k < n; ++k)
@@ -79,7 +142,8 @@ void softmax_kernel(const kernel_context& ctx) {
       for (std::size_t o = b; o < e; ++o) {
         const T* src = in + o * slice;
         for (std::size_t i = 0; i < slice; ++i) buf[i] = widen(src[i]);
-        softmax_slice(buf.data(), n, inner, Kind, mx, sum);
+        if (Kind == softmax_kind::softmax && inner == 1) softmax_rows(buf.data(), 1, n);
+        else softmax_slice(buf.data(), n, inner, Kind, mx, sum);
         T* dst = out + o * slice;
         for (std::size_t i = 0; i < slice; ++i) dst[i] = narrow<T>(buf[i]);
       }
