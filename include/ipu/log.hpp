@@ -188,6 +188,10 @@ void write(level l, Args&&... args) {
   detail::emit(l, os.view());
 }
 
+/// Writes `message` whatever the level, at level info (to the sink, else stderr): output the user
+/// asked for by name, such as PopART's PrintTensor, is not filtered like diagnostics.
+inline void print(std::string_view message) { detail::emit(level::info, message); }
+
 template <class... Args>
 void error(Args&&... args) {
   write(level::err, std::forward<Args>(args)...);

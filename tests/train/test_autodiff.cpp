@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include "ipu/builder/builder.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/io/npy.hpp"
+#include "ipu/log.hpp"
 #include "ipu/ops/all.hpp"
 
 namespace test_autodiff {
@@ -613,6 +615,60 @@ TEST_CASE("Conv in F32: forward, input and weight gradients against PyTorch; gro
   CHECK(std::filesystem::exists(dir / "5"));  // every case ran
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
+}
+
+TEST_CASE("PopART's ai.graphcore ops: DynamicSlice, DynamicUpdate, DynamicAdd (offsets clamped), GroupNormalization, Nop, PrintTensor") {
+  using B = ipu::builder;
+  using V = const std::vector<tensor_id>&;
+  for (bool no_overlap : {false, true}) {
+    CAPTURE(no_overlap);
+    check_gradients("DynamicSlice", {{{3, 4}}},
+                    [&](B& b, V x) { return b.dynamic_slice(x[0], ints(b, {1, 2}), {0, 1}, {2, 2}, no_overlap); });
+    check_gradients("DynamicSlice, offset clamped", {{{3, 4}}},
+                    [&](B& b, V x) { return b.dynamic_slice(x[0], ints(b, {9}), {1}, {3}, no_overlap); });
+  }
+  check_gradients("DynamicUpdate", {{{3, 4}}, {{3, 2}}},
+                  [](B& b, V x) { return b.dynamic_update(x[0], ints(b, {1}), x[1], {1}, {2}); });
+  check_gradients("DynamicUpdate, offset clamped", {{{3, 4}}, {{1, 4}}},
+                  [](B& b, V x) { return b.dynamic_update(x[0], ints(b, {-4}), x[1], {0}, {1}); });
+  check_gradients("DynamicAdd", {{{3, 4}}, {{2, 4}}},
+                  [](B& b, V x) { return b.dynamic_add(x[0], ints(b, {1}), x[1], {0}, {2}); });
+  check_gradients("GroupNormalization", {{{2, 4, 3}}, {{4}}, {{4}}},
+                  [](B& b, V x) { return b.group_normalization(x[0], x[1], x[2], 2, 1e-3f)[0]; });
+  check_gradients("GroupNormalization, rank 2", {{{2, 6}}, {{6}}, {{6}}},
+                  [](B& b, V x) { return b.group_normalization(x[0], x[1], x[2], 3)[0]; });
+  check_gradients("Nop", {{{5}}}, [](B& b, V x) { return b.nop(x[0]); });
+  std::vector<std::string> printed;
+  ipu::log::set_sink([&](ipu::log::level, std::string_view m) { printed.emplace_back(m); });
+  check_gradients("PrintTensor", {{{2}}}, [](B& b, V x) { return b.print_tensor(x[0], "p"); });
+  ipu::log::set_sink({});
+  CHECK(std::count_if(printed.begin(), printed.end(), [](const std::string& m) { return m.starts_with("Gradient of p: ["); }) > 0);
+  CHECK(std::count_if(printed.begin(), printed.end(), [](const std::string& m) { return m.starts_with("p: ["); }) > 0);
+}
+
+TEST_CASE("ai.graphcore gradients take PopART's form: noOverlap picks DynamicUpdate or DynamicAdd; print_gradient prints dY") {
+  auto backward_types = [](auto&& forward) {
+    ipu::builder b("g");
+    const auto x = b.add_input_tensor({data_type::F32, {4, 2}}, "x");
+    const auto y = forward(b, x);
+    const auto loss = b.reduce_sum(y, {0, 1}, false);
+    b.add_output(loss);
+    auto g = std::move(b).build();
+    const auto before = g.ops().size();
+    (void)ipu::train::add_gradients(g, loss, std::vector<tensor_id>{x});
+    std::vector<std::string> types;
+    for (std::size_t i = before; i < g.ops().size(); ++i)
+      if (g.ops()[i].domain == "ai.graphcore") types.push_back(g.ops()[i].type);
+    return types;
+  };
+  const auto off = [](ipu::builder& b) { return b.add_constant(ipu::make_constant<std::int32_t>(ipu::shape{1}, {1})); };
+  CHECK(backward_types([&](ipu::builder& b, tensor_id x) { return b.dynamic_slice(x, off(b), {0}, {2}, true); }) ==
+        std::vector<std::string>{"DynamicUpdate"});
+  CHECK(backward_types([&](ipu::builder& b, tensor_id x) { return b.dynamic_slice(x, off(b), {0}, {2}, false); }) ==
+        std::vector<std::string>{"DynamicAdd"});
+  CHECK(backward_types([](ipu::builder& b, tensor_id x) { return b.print_tensor(x, "x"); }) ==
+        std::vector<std::string>{"PrintTensor"});
+  CHECK(backward_types([](ipu::builder& b, tensor_id x) { return b.print_tensor(x, "x", false); }).empty());
 }
 
 }  // namespace test_autodiff

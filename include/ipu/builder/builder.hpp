@@ -381,6 +381,44 @@ class builder {
     return one("Slice", in, {}, name);
   }
 
+  // --- PopART's aiGraphcore ops (domain ai.graphcore, version 1; ipu/ops/families/graphcore.hpp) ---
+  /// aiGraphcore.nop: `x` through an op the optimiser keeps (poptorch.nop).
+  constexpr tensor_id nop(tensor_id x, std::string_view name = {}) { return graphcore("Nop", {x}, {}, 1, name).front(); }
+  /// aiGraphcore.printtensor (poptorch.ipu_print_tensor): `x`, printed as "title: [...]" each time
+  /// it runs; with `print_gradient`, training prints its gradient too ("Gradient of title").
+  constexpr tensor_id print_tensor(tensor_id x, std::string_view title = {}, bool print_gradient = true,
+                                   std::string_view name = {}) {
+    return graphcore("PrintTensor", {x},
+                     {{"title", std::string(title)}, {"print_gradient", std::int64_t{print_gradient ? 1 : 0}}}, 1, name)
+        .front();
+  }
+  /// aiGraphcore.dynamicslice: t[offset : offset + sizes] along `axes`, `offset` an integer tensor
+  /// read at run time (clamped into range); `no_overlap` as PopART's noOverlap.
+  constexpr tensor_id dynamic_slice(tensor_id t, tensor_id offset, const std::vector<std::int64_t>& axes,
+                                    const std::vector<std::int64_t>& sizes, bool no_overlap = false,
+                                    std::string_view name = {}) {
+    return graphcore("DynamicSlice", {t, offset}, window(axes, sizes, no_overlap), 1, name).front();
+  }
+  /// aiGraphcore.dynamicupdate: `t` with the window at `offset` replaced by `slice`.
+  constexpr tensor_id dynamic_update(tensor_id t, tensor_id offset, tensor_id slice, const std::vector<std::int64_t>& axes,
+                                     const std::vector<std::int64_t>& sizes, bool no_overlap = false,
+                                     std::string_view name = {}) {
+    return graphcore("DynamicUpdate", {t, offset, slice}, window(axes, sizes, no_overlap), 1, name).front();
+  }
+  /// aiGraphcore.dynamicadd: `t` with `slice` added into the window at `offset`.
+  constexpr tensor_id dynamic_add(tensor_id t, tensor_id offset, tensor_id slice, const std::vector<std::int64_t>& axes,
+                                  const std::vector<std::int64_t>& sizes, bool no_overlap = false,
+                                  std::string_view name = {}) {
+    return graphcore("DynamicAdd", {t, offset, slice}, window(axes, sizes, no_overlap), 1, name).front();
+  }
+  /// aiGraphcore.groupnormalization: {y, mean, inv std dev} of X [N, C, ...] in `num_groups` groups
+  /// of channels; scale and bias [C].
+  constexpr std::vector<tensor_id> group_normalization(tensor_id x, tensor_id scale, tensor_id bias,
+                                                       std::int64_t num_groups, float epsilon = 1e-5f,
+                                                       std::string_view name = {}) {
+    return graphcore("GroupNormalization", {x, scale, bias}, {{"num_groups", num_groups}, {"epsilon", epsilon}}, 3, name);
+  }
+
   // --- scoped annotation -------------------------------------------------------------------
   /// Restores the builder's annotation and name scope when it goes out of scope. Setters apply
   /// at once and chain: `auto s = b.scope().ipu(1).stage(1);`. Scopes nest; fields a scope does
@@ -547,6 +585,16 @@ class builder {
   constexpr tensor_id one(std::string_view type, const std::vector<tensor_id>& inputs,
                           const std::vector<attribute>& attributes, std::string_view name) {
     return op(type, inputs, attributes, op_options{0, 1, name, {}}).front();
+  }
+
+  constexpr std::vector<tensor_id> graphcore(std::string_view type, const std::vector<tensor_id>& inputs,
+                                             const std::vector<attribute>& attributes, std::size_t outputs,
+                                             std::string_view name) {
+    return op(type, inputs, attributes, op_options{1, outputs, name, "ai.graphcore"});
+  }
+  static constexpr std::vector<attribute> window(const std::vector<std::int64_t>& axes,
+                                                 const std::vector<std::int64_t>& sizes, bool no_overlap) {
+    return {{"axes", axes}, {"sizes", sizes}, {"noOverlap", std::int64_t{no_overlap ? 1 : 0}}};
   }
 
   constexpr tensor_id reduce(std::string_view type, std::int64_t axes_input_from, tensor_id x,

@@ -6,7 +6,8 @@
 //  2. list every op the library does not implement (import_options::check_supported) at once;
 //  3. check the opset (ai.onnx 1-17; 1-6 are first upgraded to 7 by ONNX's version converter,
 //     upgrade.hpp), apply the input-shape map and require static input shapes;
-//  4. ONNX checker and strict shape inference on the model as exported;
+//  4. ONNX checker and strict shape inference on the model as exported, with the outputs of
+//     PopART's ai.graphcore helper ops typed by the op table's shape rules (graphcore_ops.hpp);
 //  5. normalise to the canonical opset-17 form (normalize.hpp); write PopART's ai.graphcore loss
 //     nodes out as standard ops (graphcore_losses.hpp); check and infer again;
 //  6. fold shape computations into constants until every shape is static (fold.hpp);
@@ -50,6 +51,7 @@
 #include "ipu/onnx/fold.hpp"
 #include "ipu/onnx/gradient.hpp"
 #include "ipu/onnx/graphcore_losses.hpp"
+#include "ipu/onnx/graphcore_ops.hpp"
 #include "ipu/onnx/normalize.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/onnx/proto_edit.hpp"
@@ -634,7 +636,7 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
                                                              : external_data_resolver(options.base_dir);
   detail::check_external_locations(m.graph(), resolver);
   check_model(m, options.base_dir, "model as given");
-  infer_shapes(m, "opset " + std::to_string(version));
+  infer_shapes_with_graphcore_ops(m, "opset " + std::to_string(version));
   normalize_model(m);
   if (detail::has_graphcore_losses(m.graph())) {
     infer_shapes(m, "opset 17, typing the inputs of the ai.graphcore losses");

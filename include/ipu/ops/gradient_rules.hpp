@@ -109,11 +109,15 @@ class gradient_context {
   }
 
   // --- building the backward ops ------------------------------------------------------------
-  /// Adds an op of the default domain and returns its outputs (shapes from the op table).
+  /// Adds an op (of the default domain unless `domain` is given, at version 1 there) and returns
+  /// its outputs (shapes from the op table).
   constexpr std::vector<tensor_id> add_n(std::string_view type, std::vector<tensor_id> inputs,
-                                         std::vector<attribute> attrs, std::size_t num_outputs) {
+                                         std::vector<attribute> attrs, std::size_t num_outputs,
+                                         std::string_view domain = {}) {
     op_node n;
     n.type = std::string(type);
+    n.domain = std::string(domain);
+    if (!domain.empty()) n.opset = 1;
     n.name = prefix_ + std::string(type) + format_uint(next_++);
     n.inputs = std::move(inputs);
     n.attributes = std::move(attrs);

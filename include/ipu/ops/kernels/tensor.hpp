@@ -3,6 +3,7 @@
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
+#include "ipu/ops/kernels/graphcore.hpp"
 #include "ipu/ops/kernels/indexing.hpp"
 #include "ipu/ops/kernels/loss.hpp"
 #include "ipu/ops/kernels/quantization.hpp"
@@ -33,6 +34,7 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_control_flow(registry);
   register_training(registry);
   register_quantization(registry);
+  register_graphcore(registry);
 }
 
 }  // namespace ipu
