@@ -39,13 +39,16 @@ inline void chunked_for(std::size_t n, const std::function<void(std::size_t, std
 /// An input: a tensor, or std::nullopt for an omitted optional input.
 using input = std::optional<host_tensor>;
 
-/// Runs op `type` and returns its outputs, allocated with `outputs` (the IR's output infos).
-inline std::vector<host_tensor> run(const std::string& type, std::vector<input> inputs, std::vector<tensor_info> outputs,
-                                    std::vector<attribute> attrs = {}, ipu::subgraph_runner* subgraphs = nullptr) {
-  const auto* entry = registry().find("", type);
-  REQUIRE_MESSAGE(entry, "no kernel for " << type);
+/// Runs op `type` of `domain` ("" is ai.onnx) and returns its outputs, allocated with `outputs`
+/// (the IR's output infos).
+inline std::vector<host_tensor> run_in(const std::string& domain, const std::string& type, std::vector<input> inputs,
+                                       std::vector<tensor_info> outputs, std::vector<attribute> attrs = {},
+                                       ipu::subgraph_runner* subgraphs = nullptr) {
+  const auto* entry = registry().find(domain, type);
+  REQUIRE_MESSAGE(entry, "no kernel for " << (domain.empty() ? "" : domain + " ") << type);
   ipu::op_node op;
   op.type = type;
+  op.domain = domain;
   op.name = "test";
   op.attributes = std::move(attrs);
   std::vector<ipu::const_tensor_view> in;
@@ -57,6 +60,12 @@ inline std::vector<host_tensor> run(const std::string& type, std::vector<input> 
   ipu::kernel_context ctx{op, in, out_views, chunked_for, subgraphs};
   entry->kernel(ctx);
   return out;
+}
+
+/// Runs op `type` of the default domain.
+inline std::vector<host_tensor> run(const std::string& type, std::vector<input> inputs, std::vector<tensor_info> outputs,
+                                    std::vector<attribute> attrs = {}, ipu::subgraph_runner* subgraphs = nullptr) {
+  return run_in("", type, std::move(inputs), std::move(outputs), std::move(attrs), subgraphs);
 }
 
 /// One-output convenience.

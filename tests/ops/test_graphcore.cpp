@@ -24,21 +24,8 @@ using namespace tk;
 /// Runs ai.graphcore op `type`.
 std::vector<host_tensor> run_gc(const std::string& type, std::vector<host_tensor> inputs, std::vector<tensor_info> outputs,
                                 std::vector<attribute> attrs = {}) {
-  const auto* entry = registry().find("ai.graphcore", type);
-  REQUIRE_MESSAGE(entry, "no kernel for ai.graphcore " << type);
-  ipu::op_node op;
-  op.type = type;
-  op.domain = "ai.graphcore";
-  op.name = "test";
-  op.attributes = std::move(attrs);
-  std::vector<ipu::const_tensor_view> in;
-  for (const auto& i : inputs) in.push_back(i.view());
-  std::vector<host_tensor> out;
-  for (auto& info : outputs) out.emplace_back(std::move(info));
-  std::vector<ipu::tensor_view> views;
-  for (auto& o : out) views.push_back(o.view());
-  entry->kernel(ipu::kernel_context{op, in, views, chunked_for, nullptr});
-  return out;
+  return run_in("ai.graphcore", type, std::vector<input>(inputs.begin(), inputs.end()), std::move(outputs),
+                std::move(attrs));
 }
 std::vector<attribute> window(std::vector<std::int64_t> axes, std::vector<std::int64_t> sizes) {
   return {attr("axes", std::move(axes)), attr("sizes", std::move(sizes))};

@@ -18,25 +18,9 @@ namespace {
 
 constexpr const char* domain = "ai.onnx.preview.training";
 
-/// Runs the training-domain op `type` (the harness's run() knows only the default domain).
 std::vector<host_tensor> run_opt(const std::string& type, std::vector<host_tensor> inputs,
                                  std::vector<tensor_info> outputs, std::vector<attribute> attrs) {
-  const auto* entry = registry().find(domain, type);
-  REQUIRE_MESSAGE(entry, "no kernel for " << type);
-  ipu::op_node op;
-  op.type = type;
-  op.domain = domain;
-  op.name = "test";
-  op.attributes = std::move(attrs);
-  std::vector<ipu::const_tensor_view> in;
-  for (const auto& i : inputs) in.push_back(i.view());
-  std::vector<host_tensor> out;
-  for (auto& info : outputs) out.emplace_back(std::move(info));
-  std::vector<ipu::tensor_view> out_views;
-  for (auto& o : out) out_views.push_back(o.view());
-  ipu::kernel_context ctx{op, in, out_views, chunked_for, nullptr};
-  entry->kernel(ctx);
-  return out;
+  return run_in(domain, type, std::vector<input>(inputs.begin(), inputs.end()), std::move(outputs), std::move(attrs));
 }
 
 host_tensor scalar_f32(float v) { return f32({}, {v}); }
