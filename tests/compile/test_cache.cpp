@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "../runtime/small_model.hpp"
+#include "../captured_log.hpp"
 #include "../scoped_env.hpp"
 #include "ipu/log.hpp"
 #include "ipu/onnx/import.hpp"
@@ -31,36 +32,8 @@ using runtime_test::small_model;
 
 graph transformer() { return ipu::onnx::load_model(fs::path(IPU_TEST_MODELS) / "transformer_encoder.onnx"); }
 
+using ipu_test::captured_log;
 using ipu_test::scoped_env;
-
-/// Collects the library's log lines of WARN and above for a scope.
-class captured_log {
- public:
-  captured_log() : level_(log::get_level()) {
-    log::set_level(log::level::warn);
-    log::set_sink([this](log::level, std::string_view m) {
-      const std::lock_guard lock(mutex_);
-      lines_.emplace_back(m);
-    });
-  }
-  captured_log(const captured_log&) = delete;
-  captured_log& operator=(const captured_log&) = delete;
-  ~captured_log() {
-    log::set_sink({});
-    log::set_level(level_);
-  }
-  [[nodiscard]] std::size_t count(std::string_view part) {
-    const std::lock_guard lock(mutex_);
-    std::size_t n = 0;
-    for (const auto& l : lines_) n += l.find(part) != std::string::npos;
-    return n;
-  }
-
- private:
-  log::level level_;
-  std::mutex mutex_;
-  std::vector<std::string> lines_;
-};
 
 options cached(const fs::path& dir) {
   return options().execution_strategy(strategy_settings::sharded()).enable_executable_caching(dir.string());
@@ -147,7 +120,7 @@ TEST_CASE("a damaged cache entry is rebuilt and replaced") {
     fs::rename(dir / "other.popef", first.file);
   }
   REQUIRE(test_popef::read_bytes(first.file) != good);
-  captured_log log;
+  captured_log log(log::level::warn);
   const auto again = popef::compile_cached(g, cached(dir.path()), device);
   CHECK_FALSE(again.hit);  // detected
   CHECK(again.stored);
@@ -211,7 +184,7 @@ TEST_CASE("an unwritable cache directory only costs the caching") {
   test_popef::write_bytes(blocker, test_popef::pattern(3));
   const auto g = transformer();
   // The cache directory is under a regular file: it cannot be made, nothing can be written.
-  captured_log log;
+  captured_log log(log::level::warn);
   const auto r = popef::compile_cached(g, cached(blocker / "sub"), device_from_name("mk2", 1));
   CHECK_FALSE(r.hit);
   CHECK_FALSE(r.stored);
@@ -346,7 +319,7 @@ TEST_CASE("threads compiling one model into one cache directory leave one good e
   constexpr int n = 4;
   std::vector<popef::cache_result> results(n);
   std::vector<std::string> errors(n);
-  captured_log log;
+  captured_log log(log::level::warn);
   {
     std::vector<std::jthread> threads;
     for (int i = 0; i < n; ++i)

@@ -16,6 +16,7 @@
 #include "ipu/log.hpp"
 #include "../runtime/small_model.hpp"
 #include "../popef/popef_test_util.hpp"
+#include "../captured_log.hpp"
 
 namespace test_compile {
 
@@ -313,32 +314,20 @@ TEST_CASE("an outputMode other than All is refused when compiling, not ignored")
 }
 
 TEST_CASE("compile logs its stages and times at INFO and the plan's stages at DEBUG") {
-  std::vector<std::pair<log::level, std::string>> lines;
-  const auto old = log::get_level();
-  log::set_level(log::level::debug);
-  log::set_sink([&](log::level l, std::string_view m) { lines.emplace_back(l, std::string(m)); });
-  const auto g = load_onnx("mobilenet_v2");
-  const auto opts = options().device_iterations(4).execution_strategy(strategy_settings::pipelined());
-  (void)popef::compile(g, opts, device_from_name("mk2", 2));
-  log::set_sink({});
-  log::set_level(old);
-  auto has = [&](log::level l, std::string_view part) {
-    for (const auto& [level, m] : lines)
-      if (level == l && m.find(part) != std::string::npos) return true;
-    return false;
-  };
-  CHECK(has(log::level::info, "compile: the automatic planner placed 'torch_jit' over 2 IPUs in "));
-  CHECK(has(log::level::info, "pipelined over 2 mk2 IPU(s), 2 stage(s), 1 replica(s), 4 micro-batch(es) per step"));
-  CHECK(has(log::level::info, " compiled in "));
-  CHECK(has(log::level::debug, "\n  stage 1: IPU 1, "));
+  {
+    const ipu_test::captured_log log(log::level::debug);
+    const auto g = load_onnx("mobilenet_v2");
+    const auto opts = options().device_iterations(4).execution_strategy(strategy_settings::pipelined());
+    (void)popef::compile(g, opts, device_from_name("mk2", 2));
+    CHECK(log.has(log::level::info, "compile: the automatic planner placed 'torch_jit' over 2 IPUs in "));
+    CHECK(log.has(log::level::info, "pipelined over 2 mk2 IPU(s), 2 stage(s), 1 replica(s), 4 micro-batch(es) per step"));
+    CHECK(log.has(log::level::info, " compiled in "));
+    CHECK(log.has(log::level::debug, "\n  stage 1: IPU 1, "));
+  }
   // Nothing below the level in force is even formatted: at WARN, compile says nothing.
-  lines.clear();
-  log::set_level(log::level::warn);
-  log::set_sink([&](log::level l, std::string_view m) { lines.emplace_back(l, std::string(m)); });
+  const ipu_test::captured_log log(log::level::warn);
   (void)popef::compile(runtime_test::small_model(), options(), device_from_name("mk2", 1));
-  log::set_sink({});
-  log::set_level(old);
-  CHECK(lines.empty());
+  CHECK(log.lines().empty());
 }
 
 }  // namespace test_compile

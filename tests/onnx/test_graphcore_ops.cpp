@@ -10,6 +10,7 @@
 
 #include "ipu/log.hpp"
 #include "onnx_run_util.hpp"
+#include "../captured_log.hpp"
 
 namespace test_graphcore_ops {
 
@@ -69,9 +70,12 @@ TEST_CASE("GroupNormalization and PrintTensor from an ONNX file") {
   m.add(node("GroupNormalization", {"xp", "scale", "bias"}, {"y", "mean", "inv"},
              {attr("num_groups", 2), attr("epsilon", 0.0f)}, "gn", gc));
   std::vector<std::string> printed;
-  ipu::log::set_sink([&](ipu::log::level, std::string_view s) { printed.emplace_back(s); });
-  auto out = run(m, {f32({1, 4, 2}, {0, 1, 2, 3, 4, 5, 6, 7})});
-  ipu::log::set_sink({});
+  auto out = [&] {
+    const ipu_test::captured_log log(ipu::log::get_level());
+    auto r = run(m, {f32({1, 4, 2}, {0, 1, 2, 3, 4, 5, 6, 7})});
+    printed = log.messages();
+    return r;
+  }();
   CHECK(printed == std::vector<std::string>{"x: [[[0, 1],\n  [2, 3],\n  [4, 5],\n  [6, 7]]]"});
   const float s = 0.894427191f;  // each group's variance is 1.25
   const std::vector<float> want{-1.5f * s, -0.5f * s, 1.0f * s, 3.0f * s, 1 - 1.5f * s, 1 - 0.5f * s, 0.5f * s, 1.5f * s};

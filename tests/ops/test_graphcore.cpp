@@ -16,6 +16,7 @@
 #include "ipu/ops/families/graphcore.hpp"
 #include "ipu/ops/op_cost.hpp"
 #include "tensor_kernel_harness.hpp"
+#include "../captured_log.hpp"
 
 namespace test_graphcore {
 
@@ -96,15 +97,11 @@ TEST_CASE("GroupNormalization: y, mean and 1 / sqrt(var + eps) per sample and gr
 TEST_CASE("Nop copies; PrintTensor copies and prints 'title: values' to the log sink whatever the level") {
   const auto x = f32({2, 2}, {1, 2.5f, -3, 4});
   CHECK(values<float>(run_gc("Nop", {x}, {f32_info({2, 2})})[0]) == values<float>(x));
-  std::vector<std::string> printed;
-  ipu::log::set_sink([&](ipu::log::level, std::string_view m) { printed.emplace_back(m); });
-  const auto saved = ipu::log::get_level();
-  ipu::log::set_level(ipu::log::level::off);
+  const ipu_test::captured_log log(ipu::log::level::off);
   auto y = run_gc("PrintTensor", {x}, {f32_info({2, 2})}, {attr("title", "x")});
   (void)run_gc("PrintTensor", {i32({3}, {1, 2, 3})}, {info(data_type::S32, {3})}, {attr("title", "ints")});
   (void)run_gc("PrintTensor", {f32({}, {7})}, {f32_info({})}, {attr("title", "scalar")});
-  ipu::log::set_level(saved);
-  ipu::log::set_sink({});
+  const auto printed = log.messages();
   CHECK(values<float>(y[0]) == values<float>(x));
   REQUIRE(printed.size() == 3);
   CHECK(printed[0] == "x: [[1, 2.5],\n [-3, 4]]");

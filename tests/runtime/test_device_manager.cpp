@@ -17,6 +17,7 @@
 
 #include "ipu/log.hpp"
 #include "ipu/runtime/device_manager.hpp"
+#include "../captured_log.hpp"
 
 namespace test_device_manager {
 
@@ -261,16 +262,12 @@ TEST_CASE("acquire takes the first free device and its release frees the IPUs") 
 TEST_CASE("acquiring a device is logged at INFO with the device and its IPUs") {
   temp_lock_dir dir;
   const ipu::device_manager dm(pod16, dir.path);
-  std::vector<std::string> lines;
-  const auto old = ipu::log::get_level();
-  ipu::log::set_level(ipu::log::level::info);
-  ipu::log::set_sink([&](ipu::log::level, std::string_view m) { lines.emplace_back(m); });
+  const ipu_test::captured_log log(ipu::log::level::info);
   {
     auto a = dm.acquire(1);
     auto pair = dm.acquire(2);
   }
-  ipu::log::set_sink({});
-  ipu::log::set_level(old);
+  const auto lines = log.messages();
   REQUIRE(lines.size() == 2);
   CHECK(lines[0].find("acquired device 0 (IPU 0) for 1 IPU") != std::string::npos);
   CHECK(lines[1].find("acquired device 17 (IPUs 2-3) for 2 IPUs") != std::string::npos);

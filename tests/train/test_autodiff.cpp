@@ -23,6 +23,7 @@
 #include "ipu/io/npy.hpp"
 #include "ipu/log.hpp"
 #include "ipu/ops/all.hpp"
+#include "../captured_log.hpp"
 
 namespace test_autodiff {
 
@@ -639,9 +640,11 @@ TEST_CASE("PopART's ai.graphcore ops: DynamicSlice, DynamicUpdate, DynamicAdd (o
                   [](B& b, V x) { return b.group_normalization(x[0], x[1], x[2], 3)[0]; });
   check_gradients("Nop", {{{5}}}, [](B& b, V x) { return b.nop(x[0]); });
   std::vector<std::string> printed;
-  ipu::log::set_sink([&](ipu::log::level, std::string_view m) { printed.emplace_back(m); });
-  check_gradients("PrintTensor", {{{2}}}, [](B& b, V x) { return b.print_tensor(x[0], "p"); });
-  ipu::log::set_sink({});
+  {
+    const ipu_test::captured_log log(ipu::log::get_level());
+    check_gradients("PrintTensor", {{{2}}}, [](B& b, V x) { return b.print_tensor(x[0], "p"); });
+    printed = log.messages();
+  }
   CHECK(std::count_if(printed.begin(), printed.end(), [](const std::string& m) { return m.starts_with("Gradient of p: ["); }) > 0);
   CHECK(std::count_if(printed.begin(), printed.end(), [](const std::string& m) { return m.starts_with("p: ["); }) > 0);
 }
