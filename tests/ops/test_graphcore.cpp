@@ -67,6 +67,15 @@ TEST_CASE("DynamicUpdate writes the slice into a copy of t; DynamicAdd adds it; 
   a = run_gc("DynamicAdd", {i64({4}, {1, 2, 3, 4}), i64({1}, {-7}), i64({2}, {10, 20})}, {info(data_type::S64, {4})},
              window({0}, {2}));
   CHECK(values<std::int64_t>(a[0]) == std::vector<std::int64_t>{11, 22, 3, 4});
+  // Integers wrap like numpy instead of overflowing; a UINT64 offset beyond INT64_MAX is too large,
+  // not negative, so it clamps to the end like any other large offset.
+  constexpr auto top = std::numeric_limits<std::int32_t>::max();
+  a = run_gc("DynamicAdd", {i32({3}, {top, 0, 5}), make<std::uint64_t>({1}, {~std::uint64_t{0}}), i32({2}, {2, 1})},
+             {info(data_type::S32, {3})}, window({0}, {2}));
+  CHECK(values<std::int32_t>(a[0]) == std::vector<std::int32_t>{top, 2, 6});
+  a = run_gc("DynamicAdd", {i32({2}, {top, 0}), make<std::uint64_t>({1}, {0}), i32({1}, {1})}, {info(data_type::S32, {2})},
+             window({0}, {1}));
+  CHECK(values<std::int32_t>(a[0]) == std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), 0});
   CHECK_THROWS_AS(run_gc("DynamicUpdate", {z, i64({1}, {0}), f32({2, 2}, {1, 2, 3, 4})}, {f32_info({2, 3})},
                          window({1}, {1})),
                   ipu::error);
@@ -91,6 +100,20 @@ TEST_CASE("GroupNormalization: y, mean and 1 / sqrt(var + eps) per sample and gr
   check_close(values<float>(out[2]), {a, b});
   CHECK_THROWS_AS(run_gc("GroupNormalization", {iota_f32({1, 4, 2}), f32({4}, {1, 1, 1, 1}), f32({4}, {0, 0, 0, 0})},
                          {f32_info({1, 4, 2}), f32_info({3}), f32_info({3})}, {attr("num_groups", 3)}),
+                  ipu::error);
+  // Every buffer is read as X's type, so the kernel refuses other types (a PopEF graph is not
+  // re-inferred): an F16 scale or F16 statistics would be read or written past their ends.
+  const auto half_scale = make<ipu::half>({4}, {ipu::half(1.0f), ipu::half(1.0f), ipu::half(1.0f), ipu::half(1.0f)});
+  CHECK_THROWS_AS(run_gc("GroupNormalization", {iota_f32({1, 4, 2}), half_scale, f32({4}, {0, 0, 0, 0})},
+                         {f32_info({1, 4, 2}), f32_info({2}), f32_info({2})}, {attr("num_groups", 2)}),
+                  ipu::error);
+  CHECK_THROWS_AS(run_gc("GroupNormalization", {iota_f32({1, 4, 2}), f32({4}, {1, 1, 1, 1}), f32({4}, {0, 0, 0, 0})},
+                         {f32_info({1, 4, 2}), info(data_type::F16, {2}), info(data_type::F16, {2})},
+                         {attr("num_groups", 2)}),
+                  ipu::error);
+  // No channels: no number of groups fits (every g divides 0, and N * g could be anything).
+  CHECK_THROWS_AS(run_gc("GroupNormalization", {f32({1, 0}, {}), f32({0}, {}), f32({0}, {})},
+                         {f32_info({1, 0}), f32_info({4}), f32_info({4})}, {attr("num_groups", 4)}),
                   ipu::error);
 }
 
@@ -151,6 +174,9 @@ TEST_CASE("shape rules: window shapes, and bad attributes refused with what to f
   CHECK(b.info(gn[2]) == tensor_info{data_type::F32, {6}});
   CHECK_THROWS_WITH_AS(b.group_normalization(x, c6, c6, 4), Contains("does not divide the 6 channels"), ipu::error);
   CHECK_THROWS_WITH_AS(b.group_normalization(x, c6, c6, 0), Contains("does not divide"), ipu::error);
+  const auto no_channels = b.add_input_tensor({data_type::F32, {2, 0}}, "no_channels");
+  const auto c0 = b.add_input_tensor({data_type::F32, {0}}, "c0");
+  CHECK_THROWS_WITH_AS(b.group_normalization(no_channels, c0, c0, 3), Contains("the 0 channels"), ipu::error);
   CHECK_THROWS_WITH_AS(b.group_normalization(x, c6, c6, 2, -1.0f), Contains("epsilon is negative"), ipu::error);
   CHECK_THROWS_WITH_AS(b.group_normalization(x, s, c6, 2), Contains("scale is F32[3,2]"), ipu::error);
   CHECK_THROWS_WITH_AS(b.op("GroupNormalization", {x, c6, c6}, {}, {.opset = 1, .num_outputs = 3, .domain = "ai.graphcore"}),

@@ -15,6 +15,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <limits>
 #include <memory>
 #include <string>
 
@@ -47,6 +48,11 @@ inline void run_serve(const serve_args& a) {
     throw ipu::error(ipu::error_category::usage, "this ipu was built without gRPC", "--grpc-port",
                      "serve over HTTP (--http-port), or rebuild with libgrpc++-dev and protobuf-compiler-grpc installed");
 #endif
+  // Checked before anything starts: gRPC cannot take messages of 2 GiB or more.
+  if (a.grpc && a.max_request_bytes > static_cast<std::size_t>(std::numeric_limits<int>::max()))
+    throw ipu::error(ipu::error_category::usage,
+                     std::to_string(a.max_request_bytes) + " bytes is more than gRPC can receive in one message",
+                     "--max-request-bytes", "give at most 2147483647 bytes when serving with --grpc-port");
   // SIGINT and SIGTERM are taken by this thread alone (sigwait below): every thread started from
   // here on inherits the blocked mask, so no handler runs on a worker.
   report rep(a.json);

@@ -128,9 +128,9 @@ constexpr std::vector<tensor_info> group_norm(const infer_context& c) {
   const auto& x = c.input(0);
   if (!c.has_attr("num_groups")) throw c.fail("GroupNormalization needs num_groups", "give the number of groups");
   const auto g = c.attr_int("num_groups", 1), ch = x.shape[1];
-  if (g < 1 || ch % g != 0)
+  if (g < 1 || g > ch || ch % g != 0)  // g <= C also bounds N * g by the elements of X
     throw c.fail("num_groups " + std::to_string(g) + " does not divide the " + std::to_string(ch) + " channels of " +
-                     to_string(x),
+                     to_string(x) + " into equal, non-empty groups",
                  "give a number of groups that divides the channels");
   if (!(c.attr_float("epsilon", 1e-5f) >= 0.0f)) throw c.fail("epsilon is negative or NaN", "give epsilon >= 0");
   for (std::size_t i : {std::size_t{1}, std::size_t{2}}) {
@@ -139,7 +139,7 @@ constexpr std::vector<tensor_info> group_norm(const infer_context& c) {
                        std::string(to_string(x.type)) + "[" + std::to_string(ch) + "]",
                    "give one value per channel");
   }
-  const tensor_info stats{x.type, shape{x.shape[0] * g}};  // <= the elements of x: g divides C
+  const tensor_info stats{x.type, shape{x.shape[0] * g}};  // <= the elements of x: 1 <= g <= C
   return {x, stats, stats};
 }
 

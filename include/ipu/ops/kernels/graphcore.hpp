@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ipu/log.hpp"
@@ -67,7 +69,14 @@ struct dynamic_region {
 };
 inline dynamic_region dynamic_region_of(const kernel_context& ctx, const shape& t) {
   const auto axes = ctx.attr_ints("axes"), sizes = ctx.attr_ints("sizes");
-  const auto offsets = read_ints(ctx, ctx.input(1), "offset");
+  auto offsets = read_ints(ctx, ctx.input(1), "offset");
+  if (ctx.input(1).info().type == data_type::U64) {
+    // read_ints wraps UINT64 values above INT64_MAX to negatives; they are too large, not negative.
+    const auto* raw = data_as<std::uint64_t>(ctx.input(1));
+    for (std::size_t i = 0; i < offsets.size(); ++i)
+      if (raw[i] > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+        offsets[i] = std::numeric_limits<std::int64_t>::max();
+  }
   if (axes.empty() || axes.size() != sizes.size() || offsets.size() != axes.size())
     throw ctx.fail(std::to_string(axes.size()) + " axes, " + std::to_string(sizes.size()) + " sizes and " +
                        std::to_string(offsets.size()) + " offsets",
@@ -150,6 +159,9 @@ void dynamic_update_kernel(const kernel_context& ctx) {
         for (std::int64_t k = 0; k < n; ++k) {
           if constexpr (std::is_same_v<T, half>)
             out[at + k] = half(static_cast<float>(out[at + k]) + static_cast<float>(in[from + k]));
+          else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)  // wraps like numpy, no UB
+            out[at + k] = static_cast<T>(static_cast<std::make_unsigned_t<T>>(out[at + k]) +
+                                         static_cast<std::make_unsigned_t<T>>(in[from + k]));
           else
             out[at + k] = static_cast<T>(out[at + k] + in[from + k]);
         }
@@ -170,8 +182,10 @@ inline void group_norm_kernel(const kernel_context& ctx) {
   const auto& s = x.info().shape;
   const auto groups = ctx.attr_int("num_groups", 0);
   const double eps = ctx.attr_float("epsilon", 1e-5f);
-  if (s.rank() < 2 || groups < 1 || s[1] % groups != 0 || scale.info().shape != shape{s[1]} ||
-      bias.info().shape != shape{s[1]} || ctx.outputs[0].info() != x.info())
+  // The types are checked too: every buffer is read as X's type (a PopEF graph is not re-inferred).
+  const bool fits = s.rank() >= 2 && groups >= 1 && groups <= s[1] && s[1] % groups == 0;
+  if (!fits || scale.info() != tensor_info{x.info().type, shape{s[1]}} ||
+      bias.info() != tensor_info{x.info().type, shape{s[1]}} || ctx.outputs[0].info() != x.info())
     throw ctx.fail("num_groups " + std::to_string(groups) + " does not fit X " + to_string(x.info()) + ", scale " +
                        to_string(scale.info()) + " and bias " + to_string(bias.info()),
                    "give num_groups dividing the channels and one scale and bias per channel");
@@ -179,7 +193,8 @@ inline void group_norm_kernel(const kernel_context& ctx) {
   const auto per_group = channels / groups * spatial;
   const bool want_mean = has_output(ctx, 1), want_inv = has_output(ctx, 2);
   for (std::size_t o : {std::size_t{1}, std::size_t{2}})
-    if (has_output(ctx, o) && ctx.outputs[o].info().num_elements() != n * groups)
+    if (has_output(ctx, o) &&
+        (ctx.outputs[o].info().num_elements() != n * groups || ctx.outputs[o].info().type != x.info().type))
       throw ctx.fail("output #" + std::to_string(o) + " is " + to_string(ctx.outputs[o].info()) + ", not [N * num_groups]");
   visit_float(x.info().type, ctx, [&]<class T>() {
     const T* in = data_as<T>(x);

@@ -33,7 +33,9 @@ inline float exp_vectorisable(float x) noexcept {
   // n = round(c / ln2) by the 1.5 * 2^23 trick: the sum's low mantissa bits hold n.
   constexpr float shifter = 12582912.0f;
   const float t = c * 1.44269504f + shifter;
-  const float n = t - shifter;
+  // n from the integer, not t - shifter: under -ffast-math the compiler may fold (c k + S) - S to c k.
+  const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(shifter));
+  const float n = static_cast<float>(ni);
   const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
   float p = 1.0f / 5040.0f;
   p = p * r + 1.0f / 720.0f;
@@ -44,7 +46,6 @@ inline float exp_vectorisable(float x) noexcept {
   p = p * r + 1.0f;
   p = p * r + 1.0f;
   // 2^n as (n + 127) << 23; n is in [-126, 128], and 2^128 (not a float) is taken as 2^127 * 2.
-  const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(shifter));
   const std::int32_t half_n = ni >> 1;
   const float s1 = std::bit_cast<float>(static_cast<std::uint32_t>(half_n + 127) << 23);
   const float s2 = std::bit_cast<float>(static_cast<std::uint32_t>(ni - half_n + 127) << 23);
