@@ -88,6 +88,18 @@ TEST_CASE("generators: EyeLike with a diagonal offset") {
   CHECK(values<std::int32_t>(y) == std::vector<std::int32_t>{0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1});
   auto n = run1("EyeLike", {f32({2, 2}, {0, 0, 0, 0})}, f32_info({2, 2}), {attr("k", -1)});
   CHECK(values<float>(n) == std::vector<float>{0, 0, 1, 0});
+  n = run1("EyeLike", {f32({3, 2}, std::vector<float>(6, 1.0f))}, f32_info({3, 2}), {attr("k", -2)});
+  CHECK(values<float>(n) == std::vector<float>{0, 0, 0, 0, 1, 0});
+  // Offsets at the int64 limits put no one anywhere (i + k overflowed); an empty input with 2^32 rows
+  // is not walked row by row (the ONNX fuzzer's timeout).
+  using lim = std::numeric_limits<std::int64_t>;
+  for (const auto k : {lim::max(), lim::min(), std::int64_t{4}, std::int64_t{-3}}) {
+    n = run1("EyeLike", {f32({3, 4}, std::vector<float>(12, 1.0f))}, f32_info({3, 4}), {attr("k", k)});
+    CHECK(values<float>(n) == std::vector<float>(12, 0.0f));
+  }
+  const ipu::shape tall{std::int64_t{1} << 32, 0};
+  for (const auto k : {std::int64_t{0}, std::int64_t{-1}, lim::min()})
+    CHECK(run1("EyeLike", {f32(tall, {})}, f32_info(tall), {attr("k", k)}).info().num_elements() == 0);
 }
 
 TEST_CASE("generators: OneHot with negative and out-of-range indices, on any axis") {

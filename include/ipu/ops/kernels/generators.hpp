@@ -134,8 +134,11 @@ inline void eye_like_kernel(const kernel_context& ctx) {
   visit_type(out.info().type, ctx, [&]<class T>() {
     T* o = data_as<T>(out);
     std::fill(o, o + s.num_elements(), T{});
-    for (std::int64_t i = 0; i < s[0]; ++i)
-      if (i + k >= 0 && i + k < s[1]) o[i * s[1] + i + k] = convert<T>(1);
+    // Only the rows the diagonal crosses: an empty [2^32, 0] input has no ones and must not visit its
+    // 2^32 rows (the fuzzer's timeout), and i + k must not overflow for k near the int64 limits.
+    if (k >= s[1] || k <= -s[0]) return;
+    const std::int64_t first = std::max<std::int64_t>(0, -k), last = std::min(s[0], s[1] - k);
+    for (std::int64_t i = first; i < last; ++i) o[i * s[1] + i + k] = convert<T>(1);
   });
 }
 
