@@ -57,7 +57,7 @@ class Ours:
     def __init__(self, worker, model_path, x_path, labels_path, threads):
         self.p = subprocess.Popen([worker, model_path, x_path, labels_path, str(LR), str(MOMENTUM), str(threads)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1)
-        self.expect("ready")
+        self.openblas_core = self.expect("ready").split("openblas_core=")[-1].strip()
 
     def expect(self, prefix):
         line = self.p.stdout.readline()
@@ -104,6 +104,27 @@ class Torch:
         return (time.perf_counter() - t0) * 1e3, loss.item()
 
 
+def torch_openblas(threads):
+    """Holds the OpenBLAS this process's PyTorch loaded to `threads` threads (torch.set_num_threads
+    does not reach it: on a busy machine its spare threads made PyTorch's step swing 2-10x) and
+    returns its kernel set (OPENBLAS_CORETYPE can hold it to an older CPU's), or 'none' when
+    PyTorch runs on another BLAS."""
+    import ctypes
+    with open("/proc/self/maps") as maps:
+        libs = sorted({line.split()[-1] for line in maps if "openblas" in line})
+    for lib in libs:
+        try:
+            blas = ctypes.CDLL(lib)
+            corename, set_threads = blas.openblas_get_corename, blas.openblas_set_num_threads
+        except (OSError, AttributeError):
+            continue
+        set_threads.argtypes = [ctypes.c_int]
+        set_threads(threads)
+        corename.restype = ctypes.c_char_p
+        return corename().decode()
+    return "none"
+
+
 def bench(name, args, model_dir):
     torch.manual_seed(0)
     model, x, labels = make(name, args.size)
@@ -130,6 +151,8 @@ def bench(name, args, model_dir):
     print(f"{name}: threads={args.threads} rounds={args.rounds} ours_ms={statistics.median(t_ours):.1f} "
           f"pytorch_ms={statistics.median(t_torch):.1f} ratio={ratio:.3f} (min {min(ratios):.3f}, max {max(ratios):.3f}) "
           f"goal ours<=pytorch: {'met' if ratio <= 1 else 'not met'}; first loss ours {first[0]:.6g} pytorch {first[1]:.6g}")
+    print(f"{name}: OpenBLAS kernels: ours {ours.openblas_core} (F32 products beyond 25^3 multiply-adds run on "
+          f"oneDNN), PyTorch {args.torch_openblas_core}; OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
     sys.stdout.flush()
     if args.profile:
         print(f"{name}: ours, kernel time per op type (mean over the steps above):")
@@ -156,6 +179,8 @@ def main():
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(args.threads)
+    torch.ones(2, 2) @ torch.ones(2, 2)  # loads PyTorch's BLAS
+    args.torch_openblas_core = torch_openblas(args.threads)
     model_dir = args.model_dir or tempfile.mkdtemp(prefix="ipu-bench-")
     os.makedirs(model_dir, exist_ok=True)
     ratios = [bench(name, args, model_dir) for name in args.models.split(",")]

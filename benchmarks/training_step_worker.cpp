@@ -11,6 +11,8 @@
 //             the untimed first one included) and how many ops of that type one step runs; then the
 //             slowest single ops and the tensors they read; then "end"
 // and exits at end of input.
+#include <cblas.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -54,7 +56,7 @@ int run(int argc, char** argv) {
     op_seconds[op] += std::chrono::duration<double>(end - begin).count();
   };
   ipu::train::training_session session(model, o, d);
-  std::printf("ready\n");
+  std::printf("ready openblas_core=%s\n", openblas_get_corename());
   std::fflush(stdout);
 
   std::int64_t steps = 0;

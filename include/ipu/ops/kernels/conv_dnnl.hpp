@@ -6,15 +6,8 @@
 // picks its blocked layouts (format_tag::any); the user's NCHW data and weights are reordered in and
 // out. Plans (primitive descriptors, primitives, reorders) are cached by shape and attributes, so a
 // training step creates them once.
-// Threads: Debian's oneDNN runs on OpenMP. Each call runs it on one OpenMP thread (the calling
-// thread's ICV, restored afterwards) over a slice of the batch (of oc for backward_weights), and
-// the device's parallel_for
-// shares the slices out, as the GEMM kernels keep OpenBLAS at one thread: the thread pool alone
-// decides the parallelism, concurrent executor stages do not multiply it, no OpenMP worker
-// threads exist for ThreadSanitizer to misread, and the slices (so the bits) depend only on the
-// pool's thread count.
-#include <omp.h>
-
+// Threads (dnnl_thread.hpp): each call runs on one OpenMP thread over a slice of the batch (of oc
+// for backward_weights), and the device's parallel_for shares the slices out.
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
@@ -28,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "ipu/ops/kernels/dnnl_thread.hpp"
 #include "ipu/ops/kernels/window.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -46,22 +40,6 @@ struct dnnl_conv_shape {
   bool bias = false;
   dnnl_conv_kind kind = dnnl_conv_kind::forward;
   friend auto operator<=>(const dnnl_conv_shape&, const dnnl_conv_shape&) = default;
-};
-
-/// Runs oneDNN on the calling thread alone while alive (see the header comment).
-class dnnl_one_thread {
- public:
-  dnnl_one_thread() : saved_(omp_get_max_threads()) {
-    if (saved_ != 1) omp_set_num_threads(1);
-  }
-  ~dnnl_one_thread() {
-    if (saved_ != 1) omp_set_num_threads(saved_);
-  }
-  dnnl_one_thread(const dnnl_one_thread&) = delete;
-  dnnl_one_thread& operator=(const dnnl_one_thread&) = delete;
-
- private:
-  int saved_;
 };
 
 inline const dnnl::engine& dnnl_cpu_engine() {
