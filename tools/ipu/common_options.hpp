@@ -1,6 +1,7 @@
 #pragma once
 // What `ipu plan` and `ipu compile` share, so the same flag means the same thing with the same
 // default in both: the strategy names, the batches-per-step default, and `--batch`.
+#include <CLI/CLI.hpp>
 #include <onnx/onnx_pb.h>
 
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include "import_limits.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
+#include "ipu/ops/custom_ops.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/poptorch/strategy.hpp"
 
@@ -41,6 +43,24 @@ inline ipu::execution_mode parse_strategy(const std::string& s) {
   if (l == "parallel-phased") return ipu::execution_mode::parallel_phased;
   throw ipu::error(ipu::error_category::usage, "unknown strategy '" + s + "'", "--strategy",
                    "use sharded, pipelined, serial-phased or parallel-phased");
+}
+
+/// `--custom-op LIB.so` (repeatable), on every subcommand that imports or runs a model.
+inline void add_custom_op_option(CLI::App& cmd, std::vector<std::string>& libraries) {
+  cmd.add_option("--custom-op", libraries,
+                 "load a custom-op library (a shared library defining ipu_register_custom_ops; repeatable)");
+}
+
+/// Registers the custom ops of every --custom-op library, in order; a library given twice, or two
+/// defining the same op, is an error naming the op.
+inline void load_custom_op_libraries(const std::vector<std::string>& libraries) {
+  for (const auto& lib : libraries) {
+    try {
+      (void)ipu::ops::load_custom_ops(lib);
+    } catch (const ipu::error& e) {
+      throw ipu::error(e.category(), e.message(), "--custom-op " + lib, e.hint());
+    }
+  }
 }
 
 /// Loads an ONNX model with `shapes` (--input-shape) fixing dynamic dimensions and `batch` (--batch,

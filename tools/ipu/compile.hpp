@@ -1,7 +1,7 @@
 #pragma once
 // `ipu compile MODEL.onnx -o OUT.popef [--device mk2] [--ipus N] [--strategy S] [--batch N]
 //  [--batches-per-step N] [--precision fp16|fp32] [--input-shape NAME=D0,D1,...]... [--phases N]
-//  [--replicas N] [--name NAME] [--no-compress] [--cache-dir DIR]`
+//  [--replicas N] [--name NAME] [--no-compress] [--cache-dir DIR] [--custom-op LIB.so]...`
 //
 // Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
 // `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets the leading
@@ -60,6 +60,7 @@ struct compile_args {
   bool no_compress = false;
   std::optional<std::string> cache_dir;  // set, even empty, when --cache-dir is given
   std::string options_file;
+  std::vector<std::string> custom_ops;  // --custom-op libraries, loaded before the model
   bool batches_per_step_given = false, replicas_given = false;
   json_option json;
 };
@@ -92,6 +93,7 @@ inline void run_compile(const compile_args& a) {
   if (batches_per_step < 1)
     throw ipu::error(ipu::error_category::usage, "--batches-per-step must be at least 1", "--batches-per-step",
                      "give the device iterations per step, e.g. 8");
+  load_custom_op_libraries(a.custom_ops);
   ipu::graph g = load_model_with_batch(path, a.batch, parse_input_shapes(a.input_shapes));
 
   ipu::options opts;
@@ -176,6 +178,7 @@ inline void add_compile_command(CLI::App& app) {
   auto* bps = cmd->add_option("--batches-per-step,--device-iterations", a->batches_per_step, "micro-batches per step (device iterations)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
   cmd->add_option("--precision", a->precision, "fp16 or fp32: convert the model's float tensors");
   cmd->add_option("--input-shape", a->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
+  add_custom_op_option(*cmd, a->custom_ops);
   cmd->add_option("--phases", a->phases, "phased strategies: the fewest phases to split an unannotated model into (more when one would not fit)")->check(CLI::Range(2u, 1u << 16))->capture_default_str();
   auto* replicas = cmd->add_option("--replicas", a->replicas, "replication factor")->check(CLI::Range(std::int64_t{1}, std::int64_t{1024}))->capture_default_str();
   cmd->add_option("--name", a->name, "the executable's name (default: the graph's)");

@@ -2,9 +2,10 @@
 // `ipu run MODEL [--input NAME=FILE]... [--data DIR] [--output-dir DIR] [--threads N]
 //         [--iterations N | --duration S] [--warmup N] [--synthetic random|zeros] [--seed N]
 //         [--json [FILE]] [--progress] [--check [--rtol R] [--atol A]] [--clients N] [--trace FILE]
-//         [--profile FILE]`
+//         [--profile FILE] [--custom-op LIB.so]...`
 //
-// Runs a model and writes every graph output to OUTPUT_DIR/<name>.npy, where each character of
+// `--custom-op LIB.so` (repeatable) first loads a custom-op library (ipu/ops/custom_ops.hpp), so a
+// model using its ops imports and runs. Runs a model and writes every graph output to OUTPUT_DIR/<name>.npy, where each character of
 // the name outside [A-Za-z0-9._-] becomes '_'. Inputs: FILE is a NumPy .npy or an ONNX TensorProto
 // .pb; `--data DIR` binds DIR/input_<i>.pb to the i-th graph input (the layout of ONNX's test data
 // sets). Without any input given, every input is invented (`--synthetic random`, the default,
@@ -94,6 +95,7 @@ struct run_args {
   bool check = false;
   double rtol = 1e-3, atol = 1e-5;
   std::string options_file;            // PopTorch options: randomSeed is --seed
+  std::vector<std::string> custom_ops;  // --custom-op libraries, loaded before the model
   std::optional<std::size_t> clients;  // PopEF only; unset: 1
   std::string trace;                   // PopEF only
 };
@@ -351,6 +353,7 @@ inline void run_command(const run_args& args) {
   }
   auto options = limited_import_options();
   options.input_shapes = parse_input_shapes(a.input_shapes);
+  load_custom_op_libraries(a.custom_ops);
   const bool is_popef = fs::path(a.model).extension() == ".popef";
   if (a.clients && *a.clients == 0)
     throw ipu::error(ipu::error_category::usage, "--clients is 0", "--clients", "use at least 1 client");
@@ -637,6 +640,7 @@ inline void add_run_command(CLI::App& app) {
   cmd->add_option("--input-shape", args->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   cmd->add_option("--options", args->options_file,
                   "a PopTorch options file: randomSeed seeds the invented inputs (other settings are refused)");
+  add_custom_op_option(*cmd, args->custom_ops);
   cmd->callback([args, rtol, atol] {
     if ((rtol->count() > 0 || atol->count() > 0) && !args->check)
       throw ipu::error(ipu::error_category::usage, "--rtol and --atol apply to --check", rtol->count() ? "--rtol" : "--atol",

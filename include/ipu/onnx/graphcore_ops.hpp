@@ -4,7 +4,10 @@
 // has no schema for them and leaves their outputs, and everything computed from them, untyped; so
 // the importer types them with the op table's shape rules (which also refuse bad attributes) and
 // declares the result in value_info, then lets ONNX infer on from there, until nothing changes.
+// Subgraph bodies (If branches, Loop / Scan bodies, at any depth) are typed the same way, their
+// ops seeing the enclosing graphs' values; the graph builder then imports them like any op.
 // The losses (Nll, L1, IdentityLoss) are written out as standard ops instead (graphcore_losses.hpp).
+// Registered custom ops (ops/custom_ops.hpp) are typed the same way, by their own shape rules.
 #include <onnx/onnx_pb.h>
 
 #include <cstddef>
@@ -18,6 +21,7 @@
 #include "ipu/onnx/graphcore_losses.hpp"
 #include "ipu/onnx/proto_edit.hpp"
 #include "ipu/onnx/types.hpp"
+#include "ipu/ops/custom_ops.hpp"
 #include "ipu/ops/infer.hpp"
 #include "ipu/ops/op_table.hpp"
 
@@ -25,13 +29,26 @@ namespace ipu::onnx {
 
 namespace detail {
 
-inline bool is_graphcore_op(const ::onnx::NodeProto& n) {
-  return n.domain() == graphcore_domain && !is_graphcore_loss(n.domain(), n.op_type());
+/// A registered custom op (ops/custom_ops.hpp): typed by its shape rule like the ai.graphcore ops.
+inline bool is_custom_op(const ::onnx::NodeProto& n) {
+  return n.domain() != graphcore_domain && ops::custom_op_version(n.domain(), n.op_type()) > 0;
 }
 
+/// A node ONNX cannot type and the op table's (or a custom op's) shape rule does.
+inline bool is_graphcore_op(const ::onnx::NodeProto& n) {
+  return (n.domain() == graphcore_domain && !is_graphcore_loss(n.domain(), n.op_type())) || is_custom_op(n);
+}
+
+/// Whether `g` or any subgraph of its nodes (If branches, Loop / Scan bodies) has an ai.graphcore op.
 inline bool has_graphcore_ops(const ::onnx::GraphProto& g) {
-  for (const auto& n : g.node())
+  for (const auto& n : g.node()) {
     if (is_graphcore_op(n)) return true;
+    for (const auto& a : n.attribute()) {
+      if (a.has_g() && has_graphcore_ops(a.g())) return true;
+      for (const auto& sub : a.graphs())
+        if (has_graphcore_ops(sub)) return true;
+    }
+  }
   return false;
 }
 
@@ -50,8 +67,11 @@ inline std::vector<attribute> graphcore_attributes(const ::onnx::NodeProto& n, c
       case ::onnx::AttributeProto_AttributeType_FLOATS:
         out.push_back({a.name(), std::vector<float>(a.floats().begin(), a.floats().end())});
         break;
+      case ::onnx::AttributeProto_AttributeType_STRINGS:
+        out.push_back({a.name(), std::vector<std::string>(a.strings().begin(), a.strings().end())});
+        break;
       default:
-        throw error(error_category::onnx, "attribute '" + a.name() + "' is neither a number, a list of numbers nor a string",
+        throw error(error_category::onnx, "attribute '" + a.name() + "' is neither a number, a string nor a list of either",
                     where, "write it as PopART's Builder does");
     }
   }
@@ -73,15 +93,28 @@ inline std::optional<tensor_info> known_info(const type_scope& types, const std:
 }
 
 /// Types the outputs of the ai.graphcore ops whose inputs are all typed (refusing declarations that
-/// disagree with the op's shape rule); how many outputs it newly declared.
-inline std::size_t type_graphcore_outputs(::onnx::GraphProto& g) {
-  const type_scope types(g, nullptr);
+/// disagree with the op's shape rule), in `g` and in its nodes' subgraphs, whose values see the
+/// enclosing graphs' (`parent`); how many outputs it newly declared. `inside` names `g` in errors
+/// (empty for the main graph).
+inline std::size_t type_graphcore_outputs(::onnx::GraphProto& g, const type_scope* parent = nullptr,
+                                          const std::string& inside = {}) {
+  const type_scope types(g, parent);
   std::vector<::onnx::ValueInfoProto> declared;
+  std::size_t nested = 0;
   for (int i = 0; i < g.node_size(); ++i) {
+    // A body's value_info is its own: declaring in it leaves `types` (g's) valid.
+    for (auto& a : *g.mutable_node(i)->mutable_attribute()) {
+      const std::string body_of = " of node " + node_label(g.node(i), i) + inside;
+      if (a.has_g())
+        nested += type_graphcore_outputs(*a.mutable_g(), &types, ", in subgraph '" + a.g().name() + "' (attribute " + a.name() + ")" + body_of);
+      for (auto& sub : *a.mutable_graphs())
+        nested += type_graphcore_outputs(sub, &types, ", in subgraph '" + sub.name() + "' (attribute " + a.name() + ")" + body_of);
+    }
     const auto& n = g.node(i);
     if (!is_graphcore_op(n)) continue;
-    const std::string where = "node " + node_label(n, i) + " (ai.graphcore)";
-    if (!find_op_def(graphcore_domain, n.op_type()))
+    const bool custom = is_custom_op(n);
+    const std::string where = "node " + node_label(n, i) + " (" + (custom ? n.domain() : std::string(graphcore_domain)) + ")" + inside;
+    if (!custom && !find_op_def(graphcore_domain, n.op_type()))
       throw error(error_category::onnx, "ai.graphcore op " + n.op_type() + " is not implemented", where,
                   "use Nop, PrintTensor, DynamicSlice, DynamicUpdate, DynamicAdd, GroupNormalization, Gelu or a loss");
     std::vector<tensor_info> infos;
@@ -105,8 +138,8 @@ inline std::size_t type_graphcore_outputs(::onnx::GraphProto& g) {
       inputs.push_back(n.input(static_cast<int>(k)).empty() ? infer_input{} : infer_input{&infos[k], nullptr});
     op_node op;
     op.type = n.op_type();
-    op.domain = std::string(graphcore_domain);
-    op.opset = 1;
+    op.domain = n.domain();
+    op.opset = custom ? ops::custom_op_version(n.domain(), n.op_type()) : 1;
     op.name = n.name();
     op.attributes = graphcore_attributes(n, where);
     std::vector<tensor_info> outs;
@@ -149,13 +182,39 @@ inline std::size_t type_graphcore_outputs(::onnx::GraphProto& g) {
       }
     if (!replaced) *g.add_value_info() = std::move(v);
   }
-  return declared.size();
+  return declared.size() + nested;
 }
 
 }  // namespace detail
 
-/// ONNX shape inference (`stage` names it in errors), with the ai.graphcore ops' outputs typed by
-/// the op table in between rounds (see the file comment).
+namespace detail {
+/// Refuses a custom-op node whose domain the model imports at another version than the op's.
+inline void check_custom_op_versions(const ::onnx::GraphProto& g, const ::onnx::ModelProto& m) {
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    if (is_custom_op(n)) {
+      const auto want = ops::custom_op_version(n.domain(), n.op_type());
+      std::int64_t have = 0;
+      for (const auto& o : m.opset_import())
+        if (o.domain() == n.domain()) have = o.version();
+      if (have != want)
+        throw error(error_category::onnx,
+                    "custom op " + n.domain() + "::" + n.op_type() + " is registered at version " +
+                        std::to_string(want) + " but the model imports domain " + n.domain() +
+                        (have ? " at version " + std::to_string(have) : std::string(" at no version")),
+                    "node " + node_label(n, i) + " of graph '" + g.name() + "'",
+                    "register the op at the version the model imports, or re-export the model");
+    }
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) check_custom_op_versions(a.g(), m);
+      for (const auto& sub : a.graphs()) check_custom_op_versions(sub, m);
+    }
+  }
+}
+}  // namespace detail
+
+/// ONNX shape inference (`stage` names it in errors), with the ai.graphcore ops' and the custom
+/// ops' outputs typed by the op table in between rounds (see the file comment).
 inline void infer_shapes_with_graphcore_ops(::onnx::ModelProto& m, const std::string& stage) {
   infer_shapes(m, stage);
   if (!detail::has_graphcore_ops(m.graph())) return;
@@ -163,6 +222,7 @@ inline void infer_shapes_with_graphcore_ops(::onnx::ModelProto& m, const std::st
     if (o.domain() == graphcore_domain && o.version() != 1)
       throw error(error_category::onnx, "the model imports ai.graphcore opset " + std::to_string(o.version()), "model",
                   "PopART writes its ops at ai.graphcore opset 1");
+  detail::check_custom_op_versions(m.graph(), m);
   // Each round types at least one more op's outputs or stops; a graph has finitely many.
   while (detail::type_graphcore_outputs(*m.mutable_graph()) > 0) infer_shapes(m, stage + ", after typing ai.graphcore ops");
 }

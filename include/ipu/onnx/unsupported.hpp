@@ -111,8 +111,9 @@ inline void check_supported_ops(const ::onnx::ModelProto& model, const op_regist
   const auto ops = find_unsupported_ops(model, registry);
   if (!ops.empty())
     throw error(error_category::onnx, describe_unsupported(ops, model.graph().name()), "model graph '" + model.graph().name() + "'",
-                "implement and register these ops, replace them in the model, or import with check_supported off "
-                "to inspect the model");
+                "implement and register these ops (ops of a domain of your own are custom ops: "
+                "ipu::ops::register_custom_op, or load their library with ipu::ops::load_custom_ops / ipu run --custom-op LIB.so), "
+                "replace them in the model, or import with check_supported off to inspect the model");
 }
 
 }  // namespace ipu::onnx

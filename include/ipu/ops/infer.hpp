@@ -24,25 +24,25 @@ namespace ipu {
 // sanitizers' -fno-delete-null-pointer-checks.
 constexpr infer_fn find_shape_inference(std::string_view domain, std::string_view type) noexcept {
   const auto i = op_def_index(domain, type);
-  return i != no_op_def && op_table()[i].shape ? op_table()[i].shape.fn : nullptr;
+  return i != no_op_def && op_row_at(i).shape ? op_row_at(i).shape.fn : nullptr;
 }
 
 constexpr bool has_shape_inference(std::string_view domain, std::string_view type) noexcept {
   const auto i = op_def_index(domain, type);
-  return i != no_op_def && op_table()[i].shape;
+  return i != no_op_def && op_row_at(i).shape;
 }
 
 /// The infos of the first `num_outputs` outputs of `op`, given its inputs (op.inputs is ignored).
 constexpr std::vector<tensor_info> infer_outputs(const op_node& op, std::span<const infer_input> inputs,
                                                  std::size_t num_outputs) {
   const auto row = op_def_index(op.domain, op.type);
-  if (row == no_op_def || !op_table()[row].shape)
+  if (row == no_op_def || !op_row_at(row).shape)
     throw error(error_category::graph,
                 "no shape inference for op type '" + op.type + "'" +
                     (op.domain.empty() ? std::string() : " in domain '" + op.domain + "'"),
                 "op " + graph::describe(op), "give the output infos explicitly");
   const infer_context ctx(op, inputs, num_outputs);
-  auto out = op_table()[row].shape.fn(ctx);
+  auto out = op_row_at(row).shape.fn(ctx);
   if (out.size() < num_outputs)
     throw ctx.fail(std::to_string(num_outputs) + " outputs requested but the op has at most " +
                    std::to_string(out.size()));

@@ -66,6 +66,10 @@ struct kernel_context {
   [[nodiscard]] std::vector<float> attr_floats(std::string_view name, const std::vector<float>& fallback = {}) const {
     return get<std::vector<float>>(name, fallback);
   }
+  [[nodiscard]] std::vector<std::string> attr_strings(std::string_view name,
+                                                      const std::vector<std::string>& fallback = {}) const {
+    return get<std::vector<std::string>>(name, fallback);
+  }
   [[nodiscard]] bool has_attr(std::string_view name) const { return op.find_attribute(name) != nullptr; }
 
   /// An error about this op's inputs or attributes (for values only known at run time).
@@ -87,5 +91,15 @@ struct kernel_context {
 };
 
 using kernel_fn = void (*)(const kernel_context&);
+
+/// An op's host kernel as the op registry (ops/registry.hpp) holds it.
+struct op_entry {
+  std::string_view domain;  // "" for ai.onnx
+  std::string_view type;
+  kernel_fn kernel = nullptr;
+  // The kernel writes every element of its outputs, so the CPU device need not zero its arena
+  // outputs first (that zeroing was ~10% of a training step).
+  bool writes_all_outputs = false;
+};
 
 }  // namespace ipu

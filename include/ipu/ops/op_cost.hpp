@@ -14,7 +14,7 @@ namespace ipu {
 /// The cost rule of (domain, type), or nullptr when the op table has no row for it.
 constexpr op_cost_fn find_op_cost(std::string_view domain, std::string_view type) noexcept {
   const auto i = op_def_index(domain, type);
-  return i == no_op_def ? nullptr : op_table()[i].cost.fn;
+  return i == no_op_def ? nullptr : op_row_at(i).cost.fn;
 }
 
 /// The predicted cost of op `id` of `g` on one IPU of `d` for one micro-batch (the graph's shapes).
@@ -29,7 +29,7 @@ constexpr op_cost estimate_op_cost(const graph& g, op_id id, const device_descri
   // Looked up by index: a function's address is not compared with null in constant expressions
   // under -fno-delete-null-pointer-checks (which the sanitizers imply).
   const auto i = op_def_index(c.op->domain, c.op->type);
-  if (i != no_op_def && op_table()[i].cost) return op_table()[i].cost.fn(c);
+  if (i != no_op_def && op_row_at(i).cost) return op_row_at(i).cost.fn(c);
   return detail::cost_rules::generic(c);
 }
 

@@ -33,6 +33,7 @@
 #include "ipu/ops/families/softmax.hpp"
 #include "ipu/ops/families/topk.hpp"
 #include "ipu/ops/families/training.hpp"
+#include "ipu/ops/custom_store.hpp"
 #include "ipu/ops/flags.hpp"
 #include "ipu/ops/op_def.hpp"
 
@@ -77,26 +78,36 @@ constexpr std::span<const op_def> op_table() noexcept {
 /// Returned by op_def_index for an op the table has no row for.
 inline constexpr std::size_t no_op_def = static_cast<std::size_t>(-1);
 
-/// The index in op_table() of (domain, type)'s row ("ai.onnx" is the default domain ""), or
-/// no_op_def. (Indices rather than pointers are compared in constant expressions.)
+/// The index of (domain, type)'s row ("ai.onnx" is the default domain ""), for op_row_at, or
+/// no_op_def. Below op_table().size() it is the op table's; at run time, past it, a custom op's
+/// (ops/custom_ops.hpp). (Indices rather than pointers are compared in constant expressions.)
 constexpr std::size_t op_def_index(std::string_view domain, std::string_view type) noexcept {
   if (domain == "ai.onnx") domain = "";
   const auto rows = op_table();
   for (std::size_t i = 0; i < rows.size(); ++i)
     if (rows[i].domain == domain && rows[i].type == type) return i;
+  if (!std::is_constant_evaluated())
+    if (const auto c = ops::detail::custom::index_of(domain, type); c != ops::detail::custom::none) return rows.size() + c;
   return no_op_def;
+}
+
+/// The row at `i`, an index op_def_index returned (not no_op_def).
+constexpr const op_def& op_row_at(std::size_t i) noexcept {
+  const auto rows = op_table();
+  if (std::is_constant_evaluated() || i < rows.size()) return rows[i];
+  return ops::detail::custom::at(i - rows.size()).def;
 }
 
 /// The row of (domain, type), or nullptr.
 constexpr const op_def* find_op_def(std::string_view domain, std::string_view type) noexcept {
   const auto i = op_def_index(domain, type);
-  return i == no_op_def ? nullptr : &op_table()[i];
+  return i == no_op_def ? nullptr : &op_row_at(i);
 }
 
 /// The flags of (domain, type); none for an op the table does not list.
 constexpr op_flags flags_of(std::string_view domain, std::string_view type) noexcept {
   const auto i = op_def_index(domain, type);
-  return i == no_op_def ? op_flags{} : op_table()[i].flags;
+  return i == no_op_def ? op_flags{} : op_row_at(i).flags;
 }
 
 /// Whether `op` of `g` is a view: output 0 shares input 0's bytes and nothing runs. Dropout is one

@@ -1,24 +1,17 @@
 #pragma once
 // The op registry: one entry per (domain, op type) with its host kernel. Kernel headers add their
 // entries in `register_*` functions; `ipu::default_op_registry()` (ipu/ops/all.hpp) holds those of
-// every op-table row (ops/op_table.hpp). A user's registry may add kernels for ops of its own.
+// every op-table row (ops/op_table.hpp). A user's registry may add kernels for ops of its own;
+// every registry also finds the custom ops registered at run time (ops/custom_ops.hpp).
 #include <algorithm>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "ipu/ops/custom_store.hpp"
 #include "ipu/ops/kernel.hpp"
 
 namespace ipu {
-
-struct op_entry {
-  std::string_view domain;  // "" for ai.onnx
-  std::string_view type;
-  kernel_fn kernel = nullptr;
-  // The kernel writes every element of its outputs, so the CPU device need not zero its arena
-  // outputs first (that zeroing was ~10% of a training step).
-  bool writes_all_outputs = false;
-};
 
 class op_registry {
  public:
@@ -31,7 +24,10 @@ class op_registry {
     if (domain == "ai.onnx") domain = "";
     auto it = std::find_if(entries_.begin(), entries_.end(),
                            [&](const op_entry& e) { return e.domain == domain && e.type == type; });
-    return it == entries_.end() ? nullptr : &*it;
+    if (it != entries_.end()) return &*it;
+    // Custom ops (ops/custom_ops.hpp) run under every registry, as the op table's rows do.
+    const auto i = ops::detail::custom::index_of(domain, type);
+    return i == ops::detail::custom::none ? nullptr : &ops::detail::custom::at(i).entry;
   }
   /// The kernel for (domain, type); throws if there is none (find() says so without throwing).
   [[nodiscard]] kernel_fn kernel(std::string_view domain, std::string_view type) const {

@@ -45,6 +45,13 @@ struct anchor {
   friend bool operator==(const anchor&, const anchor&) = default;
 };
 
+/// A custom op (ops/custom_ops.hpp) the executable runs: loading it needs the op registered.
+struct custom_op_use {
+  std::string domain, type;
+  std::int64_t version = 1;
+  friend bool operator==(const custom_op_use&, const custom_op_use&) = default;
+};
+
 struct metadata {
   std::string executable;  // the Executable blob it describes
   std::vector<anchor> anchors;
@@ -60,6 +67,7 @@ struct metadata {
   std::string seed_handle;              // empty: no seed stream
   std::map<std::string, std::string> engine_options;
   std::map<std::string, std::string> device_options;
+  std::vector<custom_op_use> custom_ops;  // written by write_model (compiled_model.hpp)
 
   [[nodiscard]] const anchor* find_anchor(std::string_view name) const noexcept {
     for (const auto& a : anchors)
@@ -194,6 +202,12 @@ inline pb::Metadata to_proto(const metadata& m) {
     o->set_key(k);
     o->set_value(v);
   }
+  for (const auto& c : m.custom_ops) {
+    auto* o = p.add_custom_ops();
+    o->set_domain(c.domain);
+    o->set_type(c.type);
+    o->set_version(c.version);
+  }
   return p;
 }
 
@@ -242,6 +256,11 @@ inline metadata metadata_from_proto(const pb::Metadata& p, const std::string& wh
     if (!m.engine_options.emplace(o.key(), o.value()).second) fail("engine option '" + o.key() + "' is given twice");
   for (const auto& o : p.device_options())
     if (!m.device_options.emplace(o.key(), o.value()).second) fail("device option '" + o.key() + "' is given twice");
+  for (const auto& o : p.custom_ops()) {
+    if (o.domain().empty() || o.type().empty() || o.version() < 1)
+      fail("a custom op is listed without its domain, type or version (>= 1)");
+    m.custom_ops.push_back({o.domain(), o.type(), o.version()});
+  }
   return m;
 }
 

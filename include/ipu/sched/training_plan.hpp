@@ -123,7 +123,7 @@ constexpr std::vector<std::string> ops_without_cost_rule(const graph& g) {
   std::vector<std::string> out;
   for (const auto& op : g.ops()) {
     const auto i = op_def_index(op.domain, op.type);
-    if (i != no_op_def && ::ipu::op_table()[i].cost) continue;
+    if (i != no_op_def && ::ipu::op_row_at(i).cost) continue;
     std::string name = op.domain.empty() || op.domain == "ai.onnx" ? op.type : op.domain + "::" + op.type;
     if (std::find(out.begin(), out.end(), name) == out.end()) out.push_back(std::move(name));
   }

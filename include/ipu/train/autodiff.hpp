@@ -102,7 +102,7 @@ constexpr std::vector<tensor_id> add_gradients(graph& g, tensor_id loss, std::sp
     if (!in || !out) continue;
     path.push_back(id);
     const auto row = op_def_index(op.domain, op.type);
-    if (row == no_op_def || !op_table()[row].gradient) {
+    if (row == no_op_def || !op_row_at(row).gradient) {
       if (!missing.empty()) missing += ", ";
       missing += graph::describe(op);
     }
@@ -142,7 +142,7 @@ constexpr std::vector<tensor_id> add_gradients(graph& g, tensor_id loss, std::sp
     for (auto t : op.inputs) wanted.push_back(t != no_tensor && from_weight[t] && detail::is_float(g.tensor(t).info.type));
     gradient_context ctx(g, *it, std::move(out_grads), std::move(wanted), detail::infer_new_op,
                          "grad/" + format_uint(*it) + "/");
-    op_table()[op_def_index(op.domain, op.type)].gradient.fn(ctx);
+    op_row_at(op_def_index(op.domain, op.type)).gradient.fn(ctx);
     const auto& in_grads = ctx.input_grads();
     grads.resize(g.num_tensors(), no_tensor);
     for (std::size_t i = 0; i < op.inputs.size(); ++i) {
