@@ -21,10 +21,11 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "data"))
 import export_models  # noqa: E402
+import torch_blas  # noqa: E402
 
 
 def torch_latency_ms(name, x, threads, iterations):
-    torch.set_num_threads(threads)
+    torch_blas.pin(threads)
     torch.manual_seed(0)
     model = export_models.MODELS[name][0]().eval()
     with torch.no_grad():

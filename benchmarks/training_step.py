@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "train"))
 from torch_models import Encoder  # noqa: E402
 from torch_optimizers import export_for_training  # noqa: E402
+import torch_blas  # noqa: E402
 
 BATCH = 8
 LR, MOMENTUM = 0.01, 0.9
@@ -104,27 +105,6 @@ class Torch:
         return (time.perf_counter() - t0) * 1e3, loss.item()
 
 
-def torch_openblas(threads):
-    """Holds the OpenBLAS this process's PyTorch loaded to `threads` threads (torch.set_num_threads
-    does not reach it: on a busy machine its spare threads made PyTorch's step swing 2-10x) and
-    returns its kernel set (OPENBLAS_CORETYPE can hold it to an older CPU's), or 'none' when
-    PyTorch runs on another BLAS."""
-    import ctypes
-    with open("/proc/self/maps") as maps:
-        libs = sorted({line.split()[-1] for line in maps if "openblas" in line})
-    for lib in libs:
-        try:
-            blas = ctypes.CDLL(lib)
-            corename, set_threads = blas.openblas_get_corename, blas.openblas_set_num_threads
-        except (OSError, AttributeError):
-            continue
-        set_threads.argtypes = [ctypes.c_int]
-        set_threads(threads)
-        corename.restype = ctypes.c_char_p
-        return corename().decode()
-    return "none"
-
-
 def bench(name, args, model_dir):
     torch.manual_seed(0)
     model, x, labels = make(name, args.size)
@@ -177,10 +157,8 @@ def main():
     ap.add_argument("--profile", action="store_true", help="then print where each contender spends a step")
     ap.add_argument("--verbose", action="store_true", help="print every round")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
     torch.set_num_interop_threads(args.threads)
-    torch.ones(2, 2) @ torch.ones(2, 2)  # loads PyTorch's BLAS
-    args.torch_openblas_core = torch_openblas(args.threads)
+    args.torch_openblas_core = torch_blas.pin(args.threads)
     model_dir = args.model_dir or tempfile.mkdtemp(prefix="ipu-bench-")
     os.makedirs(model_dir, exist_ok=True)
     ratios = [bench(name, args, model_dir) for name in args.models.split(",")]
