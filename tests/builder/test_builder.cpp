@@ -297,6 +297,22 @@ TEST_CASE("weights and constants carry their data - wrong sizes are refused") {
   CHECK_THROWS_WITH_AS(b.add_constant(bad, "bad"), doctest::Contains("'bad' holds 8 bytes"), ipu::error);
 }
 
+TEST_CASE("recompute_output_in_backward_pass marks the op that makes the tensor (PopART's RecomputeType::Recompute)") {
+  ipu::builder b("g");
+  auto x = b.add_input_tensor({data_type::F32, {3}}, "x");
+  auto r = b.relu(x);
+  auto c = b.checkpoint_output(r);
+  auto y = b.neg(c);
+  b.recompute_output_in_backward_pass(r);
+  b.add_output(y);
+  const auto g = b.build();
+  CHECK(g.op(0).where.recompute);  // the Relu
+  CHECK_FALSE(g.op(0).where.checkpoint);
+  CHECK_FALSE(g.op(2).where.recompute);
+  CHECK_THROWS_WITH_AS(b.recompute_output_in_backward_pass(x), doctest::Contains("'x' is not computed by an op"), ipu::error);
+  CHECK_THROWS_WITH_AS(b.recompute_output_in_backward_pass(c), doctest::Contains("is a recomputation checkpoint"), ipu::error);
+}
+
 TEST_CASE("build() needs outputs, validates, and can be called on a copy or by moving") {
   ipu::builder b("g");
   auto x = b.add_input_tensor({data_type::F32, {3}}, "x");

@@ -311,6 +311,50 @@ TEST_CASE("each stage's memory plan holds its stash: a hand-computed two-layer c
   CHECK(phased.memory_plan(1).stash_bytes == 128 * 2);
 }
 
+TEST_CASE("ops marked Recompute are rerun by their backward stage whatever autoRecomputation says: the hand-computed stash") {
+  // The two-layer case above: stage 2 reads a0 = x w0 + b0 (Relu's gradient). PopART's
+  // RecomputeType::Recompute on layer 0's Add alone reruns the Add, which reads the MatMul's output
+  // m0 from the stash instead of a0: the same 128 bytes held 3 micro-batches. Marking the MatMul
+  // too reruns both from x and stashes only h (128 bytes, 2 micro-batches), as RecomputeAll does.
+  const auto o = mse(3, ipu::train::sgd{.lr = 0.05});
+  auto marked = [](bool matmul_too) {
+    auto r = mlp(2, 2, false, false);
+    bool add = false, matmul = false;
+    for (ipu::op_id id = 0; id < r.num_ops(); ++id) {
+      auto& op = r.op(id);
+      if (op.type == "Add" && !add) op.where.recompute = add = true;
+      if (op.type == "MatMul" && !matmul && matmul_too) op.where.recompute = matmul = true;
+    }
+    return r;
+  };
+  auto recomputed = [](const ipu::placed_training_session& s, std::size_t k) {
+    std::vector<std::string> types;
+    for (auto id : s.recomputed_ops(k)) types.push_back(s.graph_of_step().step.op(id).type);
+    return types;
+  };
+  for (const bool both : {false, true}) {
+    CAPTURE(both);
+    const auto model = marked(both);
+    check_same_as_session(model, o, schedule(training_schedule::pipelined), 2, 3);  // the weights bit for bit
+    ipu::placed_training_session s(model, o, schedule(training_schedule::pipelined));  // recompute: none
+    CHECK(recomputed(s, 0).empty());
+    CHECK(recomputed(s, 1).empty());
+    CHECK(recomputed(s, 2) == (both ? std::vector<std::string>{"MatMul", "Add"} : std::vector<std::string>{"Add"}));
+    CHECK(s.memory_plan(0).stash_bytes == (both ? 128 * 2 : 128 * 2 + 128 * 3));
+    CHECK(s.memory_plan(0).stash_bytes_per_micro_batch == (both ? 128 : 256));
+    CHECK(s.memory_plan(1).stash_bytes == 128 * 2);  // dh, as without marks
+  }
+  // The marks are not recomputation of phased execution, nor of the single-device session.
+  auto phased = mlp(2, 2, true, false);
+  phased.op(0).where.recompute = true;
+  CHECK_THROWS_WITH_AS(ipu::placed_training_session(phased, o, schedule(training_schedule::serial_phased)),
+                       doctest::Contains("is marked for recomputation (RecomputeType::Recompute) in phased execution"), ipu::error);
+  auto unplaced = unannotated(phased);
+  unplaced.op(0).where.recompute = true;
+  CHECK_THROWS_WITH_AS(ipu::train::training_session(unplaced, o),
+                       doctest::Contains("is marked for recomputation (RecomputeType::Recompute)"), ipu::error);
+}
+
 TEST_CASE("phased training, serial and parallel, with and without a separate backward phase, equals the session") {
   const ipu::train::sgd momentum{.lr = 0.05, .momentum = 0.9};
   SUBCASE("serial phased: 4 phases, 7 in all") {

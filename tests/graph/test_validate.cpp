@@ -135,6 +135,14 @@ TEST_CASE("annotations: all or none, non-negative") {
   }
 }
 
+TEST_CASE("an op is a recomputation checkpoint or recomputed, not both") {
+  auto g = chain();
+  g.op(1).where.recompute = true;
+  CHECK_NOTHROW(ipu::validate(g));
+  g.op(1).where.checkpoint = true;
+  check_rejects(g, {"op Relu 'b' is both a recomputation checkpoint and recomputed"});
+}
+
 TEST_CASE("graph outputs must be produced") {
   {
     auto g = chain();

@@ -97,6 +97,17 @@ TEST_CASE("subgraphs, captures and annotations round-trip") {
   CHECK(back == ga);
   CHECK(back.op(0).where.block == "encoder");
   CHECK(back.op(0).where.checkpoint);  // written as PopART's __recompute_output_in_backward_pass = 1
+  ga.op(0).where.checkpoint = false;
+  ga.op(1).where.recompute = true;
+  const auto marked = ipu::onnx::to_model_proto(ga);
+  std::int64_t written = -1;
+  for (const auto& at : marked.graph().node(1).attribute())
+    if (at.name() == "__recompute_output_in_backward_pass") written = at.i();
+  CHECK(written == 2);  // RecomputeType::Recompute, as Builder::recomputeOutputInBackwardPass writes it
+  back = round_trip(ga);
+  CHECK(back == ga);
+  CHECK(back.op(1).where.recompute);
+  CHECK_FALSE(back.op(0).where.recompute);
 }
 
 TEST_CASE("a graph built by hand exports in dependency order") {

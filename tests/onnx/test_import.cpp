@@ -392,7 +392,7 @@ TEST_CASE("PopART annotation attributes become op annotations") {
   CHECK(g.op(0).attributes.empty());
 }
 
-TEST_CASE("PopART's __recompute_output_in_backward_pass: 1 (Checkpoint) marks a checkpoint; per-op recompute is refused") {
+TEST_CASE("PopART's __recompute_output_in_backward_pass: 1 (Checkpoint) and 2 (Recompute) mark the op; 3 (Recomputed) is refused") {
   // PopART's RecomputeType: 0 Undefined, 1 Checkpoint (Builder::checkpointOutput), 2 Recompute, 3 Recomputed.
   auto with = [](std::int64_t value) {
     model m(13);
@@ -405,11 +405,21 @@ TEST_CASE("PopART's __recompute_output_in_backward_pass: 1 (Checkpoint) marks a 
   CHECK(marked.op(0).where.checkpoint);
   CHECK(marked.op(0).attributes.empty());  // an annotation, not an op attribute
   CHECK_FALSE(marked.op(1).where.checkpoint);
-  CHECK_FALSE(ipu::onnx::load_model_from_bytes(with(0).bytes(), unchecked()).op(0).where.checkpoint);
-  const auto recompute = error_of([&] { (void)ipu::onnx::load_model_from_bytes(with(2).bytes(), unchecked()); });
-  CHECK_MESSAGE(contains(recompute.what(), "RecomputeType::Recompute) is not supported"), recompute.what());
-  CHECK(contains(recompute.what(), "relu"));
-  CHECK(contains(recompute.what(), "autoRecomputation"));
+  CHECK_FALSE(marked.op(0).where.recompute);
+  const auto undefined = ipu::onnx::load_model_from_bytes(with(0).bytes(), unchecked());
+  CHECK_FALSE(undefined.op(0).where.checkpoint);
+  CHECK_FALSE(undefined.op(0).where.recompute);
+  // Builder::recomputeOutputInBackwardPass: recomputed in the backward pass, not a checkpoint.
+  const auto recompute = ipu::onnx::load_model_from_bytes(with(2).bytes(), unchecked());
+  CHECK(recompute.op(0).where.recompute);
+  CHECK_FALSE(recompute.op(0).where.checkpoint);
+  CHECK(recompute.op(0).attributes.empty());
+  CHECK_FALSE(recompute.op(1).where.recompute);
+  // Recomputed marks the copy PopART's own backward pass makes: not an op of a forward model.
+  const auto recomputed = error_of([&] { (void)ipu::onnx::load_model_from_bytes(with(3).bytes(), unchecked()); });
+  CHECK_MESSAGE(contains(recomputed.what(), "3 (RecomputeType::Recomputed) marks a copy PopART made"), recomputed.what());
+  CHECK(contains(recomputed.what(), "relu"));
+  CHECK(contains(recomputed.what(), "mark the original op with 2 (Recompute)"));
   CHECK(contains(error_of([&] { (void)ipu::onnx::load_model_from_bytes(with(7).bytes(), unchecked()); }).what(),
                  "has the value 7, which is no RecomputeType"));
   model text(13);

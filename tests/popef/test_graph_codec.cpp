@@ -163,6 +163,27 @@ TEST_CASE("a recomputation checkpoint is field 5 of the annotation; files writte
   CHECK(back.op(2).where == g.op(2).where);
 }
 
+TEST_CASE("a recompute mark is field 6 of the annotation; files written before it load unmarked; both marks are refused") {
+  auto g = sample();
+  g.op(2).where.recompute = true;
+  popef::pb::Annotation only;
+  only.set_recompute(true);
+  CHECK(only.SerializeAsString() == std::string("\x30\x01", 2));  // tag (6 << 3 | varint)
+  auto w = weights_of(g);
+  auto p = popef::graph_to_proto(g);
+  const auto back = popef::graph_from_proto(through_bytes(p), w.source(), "test");
+  CHECK(back.op(2).where.recompute);
+  CHECK_FALSE(back.op(1).where.recompute);
+  CHECK(back == g);
+  // The checkpoint-era file: op 1 a checkpoint, no field 6 anywhere.
+  const auto old = popef::graph_from_proto(through_bytes(popef::graph_to_proto(sample())), w.source(), "test");
+  for (const auto& op : old.ops()) CHECK_FALSE(op.where.recompute);
+  // A file marking one op both ways (PopART's RecomputeType holds one value) is refused.
+  p.mutable_ops(1)->mutable_where()->set_recompute(true);
+  CHECK_THROWS_WITH_AS((void)popef::graph_from_proto(through_bytes(p), w.source(), "test"),
+                       doctest::Contains("is both a recomputation checkpoint and recomputed"), ipu::error);
+}
+
 TEST_CASE("the top-level weights are not written; nested graphs carry their bytes") {
   const auto g = sample();
   const auto p = popef::graph_to_proto(g);

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ipu/error.hpp"
 #include "ipu/poptorch/options.hpp"
@@ -394,6 +395,19 @@ TEST_CASE("options file: _Popart.set(\"autoRecomputation\", ...) as PopTorch pas
         ipu::recomputation::all);
   CHECK(load(pipelined + "_Popart.set(key=\"autoRecomputation\", value=4)").auto_recomputation() == ipu::recomputation::all);
   CHECK(load("_Popart.set(\"autoRecomputation\", 0)").auto_recomputation() == ipu::recomputation::none);
+  // Setting it is remembered, None too: a command line can tell the file's None from no setting.
+  CHECK_FALSE(options().auto_recomputation_set().has_value());
+  CHECK(load("_Popart.set(\"autoRecomputation\", 0)").auto_recomputation_set() == ipu::recomputation::none);
+  CHECK(load(pipelined + "_Popart.set(\"autoRecomputation\", 4)").auto_recomputation_set() == ipu::recomputation::all);
+  const auto explicit_none = load("_Popart.set(\"autoRecomputation\", 0)");
+  CHECK(explicit_none.to_config() == "_Popart.set(\"autoRecomputation\", 0)\n");
+  CHECK(options().load_from_string(explicit_none.to_config()) == explicit_none);
+  CHECK(explicit_none != options());
+  CHECK_NOTHROW(explicit_none.validate(false));  // None is what inference does
+  // A caller that never recomputes does what an explicit None asks: not a setting it ignores.
+  CHECK(ipu::settings_not_applied(explicit_none, {}).empty());
+  CHECK(ipu::settings_not_applied(load(pipelined + "_Popart.set(\"autoRecomputation\", 1)"), {}) ==
+        std::vector<std::string>{"_Popart.set(\"autoRecomputation\", 1)"});
   // Written back as PopART's value; read back equal.
   const auto o = load(pipelined + "_Popart.set(\"autoRecomputation\", \"Standard\")");
   CHECK(o.to_config().find("_Popart.set(\"autoRecomputation\", 1)\n") != std::string::npos);

@@ -313,6 +313,24 @@ def main():
             if not ok:
                 sys.exit(f"recomputation by {how} changed the trained weights ({err:.2e})")
         print(f"--recompute all: {got[1]} ops rerun, stash {got[2]} bytes (none: {stashed[2]})")
+        # A file that sets autoRecomputation, even to its default None, holds the flag to its value:
+        # an agreeing --recompute runs as the file alone does, a contradicting one is refused.
+        write("recompute_none.conf", '_Popart.set("autoRecomputation", 0)\n')
+        agreed = recomputed([*piped, "--options", path("recompute_none.conf"), "--recompute", "none",
+                             "-o", path("recompute_agreed.onnx")])
+        if agreed != stashed:
+            sys.exit(f"--recompute none with the file's explicit None: {agreed}, not {stashed}")
+        agreed = recomputed([*piped, "--options", path("recompute.conf"), "--recompute", "all",
+                             "-o", path("recompute_agreed.onnx")])
+        if agreed != got:
+            sys.exit(f"--recompute all with the file's RecomputeAll: {agreed}, not {got}")
+        for flag, conf, value in (("all", "recompute_none.conf", 0), ("none", "recompute.conf", 4)):
+            args = [*piped, "--options", path(conf), "--recompute", flag, "-o", path("t.onnx")]
+            p = run(ipu, args, fail=True)
+            want = f'--recompute {flag} but the options file says _Popart.set("autoRecomputation", {value})'
+            # Exit status 1, as every flag the options file contradicts (2 is the parser's).
+            if want not in p.stderr or p.returncode != 1:
+                sys.exit(f"ipu train {' '.join(args)}: exit {p.returncode}, expected 1 and '{want}' in: {p.stderr}")
         run(ipu, [path("mlp.onnx"), *common, "--lr", "0.1", "--steps", "3", "--replicas", "1", "-o", path("replicas1.onnx")])
         ok, err = same_weights(path("replicas1.onnx"), path("reference_sharded_1.onnx"), 0)
         if not ok:

@@ -202,7 +202,7 @@ struct file_options {
   std::optional<std::uint64_t> seed;
   bool auto_loss_scaling = false;
   std::int64_t replicas = 1;
-  ipu::recomputation recompute = ipu::recomputation::none;
+  std::optional<ipu::recomputation> recompute;  // set by the file, even to None
 };
 
 inline file_options read_options_file(const std::string& file) {
@@ -230,7 +230,7 @@ inline file_options read_options_file(const std::string& file) {
   f.seed = o.random_seed();
   f.auto_loss_scaling = o.automatic_loss_scaling();
   f.replicas = o.replication_factor();
-  f.recompute = o.auto_recomputation();
+  f.recompute = o.auto_recomputation_set();
   return f;
 }
 
@@ -411,11 +411,12 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     o.reduction = f.reduction;
     if (f.seed) o.seed = *f.seed;
     o.auto_loss_scaling.enabled = f.auto_loss_scaling;
-    if (a.recompute && f.recompute != ipu::recomputation::none && f.recompute != train_detail::parse_recompute(*a.recompute))
+    // The file's value counts when it was written, its default None too.
+    if (a.recompute && f.recompute && *f.recompute != train_detail::parse_recompute(*a.recompute))
       throw usage("--recompute " + *a.recompute + " but the options file says _Popart.set(\"autoRecomputation\", " +
-                      std::to_string(ipu::popart_value(f.recompute)) + ")",
+                      std::to_string(ipu::popart_value(*f.recompute)) + ")",
                   "--recompute", "give it in one place");
-    recompute = f.recompute;
+    recompute = f.recompute.value_or(ipu::recomputation::none);
   }
   if (a.recompute) recompute = train_detail::parse_recompute(*a.recompute);
   if (recompute != ipu::recomputation::none && !(planned && mode == ipu::execution_mode::pipelined))

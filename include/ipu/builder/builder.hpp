@@ -216,6 +216,20 @@ class builder {
     where_.checkpoint = true;
     return identity(x, name);
   }
+  /// PopART's Builder::recomputeOutputInBackwardPass (RecomputeType::Recompute): the op that makes
+  /// `x` is marked annotation::recompute, so a pipelined training step reruns it in the backward
+  /// stages that read `x` instead of stashing `x`.
+  constexpr void recompute_output_in_backward_pass(tensor_id x) {
+    const auto producer = g_.tensor(checked(x)).producer;
+    if (producer == no_op)
+      throw error(error_category::usage, "'" + g_.tensor(x).name + "' is not computed by an op, so it cannot be recomputed",
+                  "builder '" + g_.name() + "'", "mark the output of an op");
+    auto& w = g_.op(producer).where;
+    if (w.checkpoint)
+      throw error(error_category::usage, "op " + graph::describe(g_.op(producer)) + " is a recomputation checkpoint",
+                  "builder '" + g_.name() + "'", "an op is either stashed (a checkpoint) or recomputed");
+    w.recompute = true;
+  }
   constexpr tensor_id relu(tensor_id x, std::string_view name = {}) { return one("Relu", {x}, {}, name); }
   constexpr tensor_id sigmoid(tensor_id x, std::string_view name = {}) { return one("Sigmoid", {x}, {}, name); }
   constexpr tensor_id tanh(tensor_id x, std::string_view name = {}) { return one("Tanh", {x}, {}, name); }

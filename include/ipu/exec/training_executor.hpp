@@ -18,7 +18,9 @@
 // it to the last stage that reads it, then freed. With recomputation a backward stage runs again
 // the forward ops whose results it reads, from what the forward stage received, so those results
 // are not kept (PopART's autoRecomputation; the forward stages' boundaries are the checkpoints, and
-// so are the ops marked annotation::checkpoint, whose outputs are stashed instead).
+// so are the ops marked annotation::checkpoint, whose outputs are stashed instead). An op marked
+// annotation::recompute (PopART's RecomputeType::Recompute) is recomputed whatever the automatic
+// setting; phased execution refuses the mark.
 //
 // Not supported (refused): automatic loss scaling, and output modes other than the last
 // micro-batch's outputs.
@@ -129,6 +131,12 @@ class placed_training_session {
     if (p_.recompute != recomputation::none && p_.placement.schedule != train::training_schedule::pipelined)
       throw error(error_category::usage, "recomputation was asked of phased execution", where(),
                   "recompute in a pipeline; a phase's activations go to Streaming Memory instead");
+    if (p_.placement.schedule != train::training_schedule::pipelined)
+      for (const auto& op : model.ops())
+        if (op.where.recompute)
+          throw error(error_category::usage,
+                      "op " + graph::describe(op) + " is marked for recomputation (RecomputeType::Recompute) in phased execution",
+                      where(), "recompute in a pipeline, or drop the mark; a phase's activations go to Streaming Memory instead");
     if (options_.auto_loss_scaling.enabled)
       throw error(error_category::usage, "automatic loss scaling is not supported here", where(),
                   "train with ipu::train::training_session, or set the loss scale by hand");
@@ -429,16 +437,20 @@ class placed_training_session {
     // stashed (the checkpoints).
     const auto nf = placement_.forward_stages;
     auto recomputable = [&](op_id id) {
-      if (p_.recompute == recomputation::none || id >= tg.forward_ops || placement_.stage_of[id] + 1 >= nf) return false;
+      if (id >= tg.forward_ops || placement_.stage_of[id] + 1 >= nf) return false;
       const auto& op = g.op(id);
       if (op.where.checkpoint) return false;  // stashed: recomputation starts after it
+      if (op.where.recompute) return true;    // marked: whatever the automatic setting
+      if (p_.recompute == recomputation::none) return false;
       if (p_.recompute != recomputation::norm_only) return true;
       return op.name.rfind("bn_train/", 0) == 0 ||
              ((op.domain.empty() || op.domain == "ai.onnx") &&
               (op.type == "LayerNormalization" || op.type == "InstanceNormalization" ||
                op.type == "MeanVarianceNormalization"));
     };
-    if (p_.recompute != recomputation::none) {
+    bool marked = false;
+    for (op_id id = 0; id < tg.forward_ops; ++id) marked = marked || g.op(id).where.recompute;
+    if (p_.recompute != recomputation::none || marked) {
       std::vector<std::size_t> position(g.num_ops(), 0);
       for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
       for (std::size_t k = nf; k < n; ++k) {

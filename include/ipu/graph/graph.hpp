@@ -65,6 +65,10 @@ struct annotation {
   /// PopTorch's recomputationCheckpoint): the op's outputs are stashed for the backward pass, never
   /// recomputed, so recomputation reruns only the ops after the last checkpoint.
   bool checkpoint = false;
+  /// PopART's RecomputeType::Recompute (Builder::recomputeOutputInBackwardPass): in a pipelined
+  /// training step the op's outputs are not stashed but recomputed by the backward stages that read
+  /// them, whatever the automatic recomputation says. Exclusive with checkpoint.
+  bool recompute = false;
   friend constexpr bool operator==(const annotation&, const annotation&) = default;
 };
 

@@ -109,6 +109,10 @@ constexpr void validate(const graph& g) {
                   "add the op that produces it, or mark another tensor as output");
   }
   (void)topological_order(g);  // throws on a cycle
+  for (const auto& op : g.ops())
+    if (op.where.checkpoint && op.where.recompute)
+      throw error(error_category::graph, "op " + graph::describe(op) + " is both a recomputation checkpoint and recomputed",
+                  detail::where(g), "mark it one or the other (PopART's RecomputeType holds one value)");
   detail::check_all_or_none(
       g, [](const annotation& a) -> const auto& { return a.ipu; }, "IPU (virtual graph)",
       "annotate every op with an IPU, or none and let the strategy place them");

@@ -181,6 +181,7 @@ class exporter {
     if (op.where.phase) set_attr(n, attr_phase, *op.where.phase);
     if (!op.where.block.empty()) set_attr(n, attr_block, std::string_view(op.where.block));
     if (op.where.checkpoint) set_attr(n, attr_recompute, std::int64_t{1});  // RecomputeType::Checkpoint
+    if (op.where.recompute) set_attr(n, attr_recompute, std::int64_t{2});   // RecomputeType::Recompute
     return n;
   }
 

@@ -21,8 +21,10 @@
 //    (graphcore_losses.hpp); a model of other domains' ops only reads as importing ai.onnx opset 17;
 //  - PopART's annotation attributes `__ipu_number`, `__pipeline_stage`, `__execution_phase` (and
 //    `__block`) become op_node::where, and `__recompute_output_in_backward_pass` (PopART's
-//    RecomputeType: 0 Undefined, 1 Checkpoint, as Builder::checkpointOutput writes) becomes
-//    annotation::checkpoint; Recompute (2) and Recomputed (3), per-op recomputation, are refused;
+//    RecomputeType: 0 Undefined, 1 Checkpoint, as Builder::checkpointOutput writes, 2 Recompute, as
+//    Builder::recomputeOutputInBackwardPass writes) becomes annotation::checkpoint or
+//    annotation::recompute; Recomputed (3), which PopART gives only the clones its own backward
+//    pass makes, is refused;
 //  - a subgraph body (If branches, Loop / Scan bodies) lists its formal inputs, then the values it
 //    reads from enclosing graphs ("captures"). The op carrying the body takes those same values as
 //    extra trailing inputs, and its INT attribute `__captures` says how many there are, so kernels
@@ -92,29 +94,31 @@ inline constexpr std::string_view attr_block = "__block";
 inline constexpr std::string_view attr_captures = "__captures";
 inline constexpr std::string_view attr_recompute = "__recompute_output_in_backward_pass";
 
-/// PopART's RecomputeType value in `__recompute_output_in_backward_pass`: whether the op is a
-/// recomputation checkpoint. Per-op Recompute marks are refused: recomputation here is chosen for
-/// the whole model (autoRecomputation), so such a mark could not be honoured.
-inline bool recompute_checkpoint(const ::onnx::AttributeProto& a, const std::string& where) {
+/// The marks PopART's RecomputeType gives a model's op.
+enum class recompute_mark : std::uint8_t { undefined, checkpoint, recompute };
+
+/// PopART's RecomputeType value in `__recompute_output_in_backward_pass`: 0 Undefined, 1 Checkpoint
+/// (annotation::checkpoint), 2 Recompute (annotation::recompute). 3 Recomputed marks the copy of a
+/// Recompute op that PopART's explicit recomputation puts in its backward pass, never an op of the
+/// forward model that is imported here (the backward pass is built from it), so it is refused.
+inline recompute_mark recompute_type(const ::onnx::AttributeProto& a, const std::string& where) {
   if (a.type() != ::onnx::AttributeProto::INT)
     throw error(error_category::onnx, "attribute " + std::string(attr_recompute) + " is not an INT", where,
-                "PopART writes it as an INT RecomputeType (1 = Checkpoint)");
+                "PopART writes it as an INT RecomputeType (1 = Checkpoint, 2 = Recompute)");
   switch (a.i()) {
-    case 0: return false;  // RecomputeType::Undefined: as if absent
-    case 1: return true;   // RecomputeType::Checkpoint
-    case 2:
+    case 0: return recompute_mark::undefined;  // as if absent
+    case 1: return recompute_mark::checkpoint;
+    case 2: return recompute_mark::recompute;
     case 3:
       throw error(error_category::onnx,
-                  "per-op recomputation (" + std::string(attr_recompute) + " = " + std::to_string(a.i()) +
-                      ", RecomputeType::" + (a.i() == 2 ? "Recompute" : "Recomputed") + ") is not supported",
-                  where,
-                  "remove the attribute and choose recomputation for the whole model (autoRecomputation, "
-                  "ipu train --recompute), marking checkpoints with value 1");
+                  std::string(attr_recompute) + " = 3 (RecomputeType::Recomputed) marks a copy PopART made for its "
+                      "backward pass; a model to import is the forward pass",
+                  where, "mark the original op with 2 (Recompute) and export the model before PopART transforms it");
     default:
       throw error(error_category::onnx,
                   "attribute " + std::string(attr_recompute) + " has the value " + std::to_string(a.i()) +
                       ", which is no RecomputeType",
-                  where, "use 0 (Undefined) or 1 (Checkpoint)");
+                  where, "use 0 (Undefined), 1 (Checkpoint) or 2 (Recompute)");
   }
 }
 
@@ -514,7 +518,11 @@ class graph_builder {
       else if (name == attr_stage) op.where.stage = a.i();
       else if (name == attr_phase) op.where.phase = a.i();
       else if (name == attr_block) op.where.block = a.s();
-      else if (name == attr_recompute) op.where.checkpoint = recompute_checkpoint(a, label);
+      else if (name == attr_recompute) {
+        const auto r = recompute_type(a, label);
+        op.where.checkpoint = r == recompute_mark::checkpoint;
+        op.where.recompute = r == recompute_mark::recompute;
+      }
       else op.attributes.push_back(from_attribute_proto(a, src, import_graph, label));
     }
     if (!captures.empty()) {

@@ -106,6 +106,7 @@ inline void graph_to_proto(const graph& g, pb::Graph& out, bool top_level) {
     if (op.where.phase) w.set_phase(*op.where.phase);
     w.set_block(op.where.block);
     w.set_checkpoint(op.where.checkpoint);
+    w.set_recompute(op.where.recompute);
   }
   out.mutable_inputs()->Add(g.inputs().begin(), g.inputs().end());
   out.mutable_outputs()->Add(g.outputs().begin(), g.outputs().end());
@@ -256,6 +257,7 @@ inline graph graph_from_proto(const pb::Graph& p, const weight_source* weights, 
     if (w.has_phase()) op.where.phase = w.phase();
     op.where.block = w.block();
     op.where.checkpoint = w.checkpoint();
+    op.where.recompute = w.recompute();
     out.add_op(std::move(op));
   }
   if (!std::equal(p.inputs().begin(), p.inputs().end(), inputs.begin(), inputs.end()))

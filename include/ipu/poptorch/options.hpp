@@ -286,12 +286,17 @@ class options {
 
   /// PopART's autoRecomputation, which PopTorch sets as `_Popart.set("autoRecomputation", value)`:
   /// what a pipelined training step recomputes in its backward stages instead of stashing
-  /// (ipu::placed_options_from applies it). Training only.
+  /// (ipu::placed_options_from applies it). Training only. Setting it, even to its default None,
+  /// is remembered: a command line that contradicts the file's explicit None can then be refused.
   options& auto_recomputation(ipu::recomputation r) {
     recomputation_ = r;
     return *this;
   }
-  [[nodiscard]] ipu::recomputation auto_recomputation() const noexcept { return recomputation_; }
+  [[nodiscard]] ipu::recomputation auto_recomputation() const noexcept {
+    return recomputation_.value_or(ipu::recomputation::none);
+  }
+  /// autoRecomputation as it was set, or nothing when it was left at its default.
+  [[nodiscard]] std::optional<ipu::recomputation> auto_recomputation_set() const noexcept { return recomputation_; }
 
   // Precision ----------------------------------------------------------------------------------------
   /// Compile the model's float tensors as F32 or F16 (PopRT's --precision). Unset: as the model has
@@ -450,12 +455,12 @@ class options {
              "gradient accumulation applies to training; for inference use device_iterations");
       if (automatic_loss_scaling_)
         fail("automatic loss scaling is enabled for an inference model", "it applies to training only");
-      if (recomputation_ != ipu::recomputation::none)
-        fail("autoRecomputation is " + std::string(to_string(recomputation_)) + " for an inference model",
+      if (auto_recomputation() != ipu::recomputation::none)
+        fail("autoRecomputation is " + std::string(to_string(auto_recomputation())) + " for an inference model",
              "recomputation applies to a pipelined training step; drop _Popart.set(\"autoRecomputation\", ...)");
     }
-    if (recomputation_ != ipu::recomputation::none && strategy_.mode != ipu::execution_mode::pipelined) {
-      fail("autoRecomputation is " + std::string(to_string(recomputation_)) + " but the execution strategy is " +
+    if (auto_recomputation() != ipu::recomputation::none && strategy_.mode != ipu::execution_mode::pipelined) {
+      fail("autoRecomputation is " + std::string(to_string(auto_recomputation())) + " but the execution strategy is " +
                std::string(to_string(strategy_.mode)),
            "recomputation applies to a pipeline's backward stages: use PipelinedExecution, or autoRecomputation None");
     }
@@ -591,7 +596,7 @@ class options {
   reduction_type reduction_type_ = reduction_type::mean;
   ipu::mean_reduction_strategy mean_reduction_strategy_ = ipu::mean_reduction_strategy::running;
   bool automatic_loss_scaling_ = false;
-  ipu::recomputation recomputation_ = ipu::recomputation::none;
+  std::optional<ipu::recomputation> recomputation_;  // unset: None, PopART's default
   std::optional<data_type> precision_;
   data_type partials_type_ = data_type::F32;
   ipu::half_float_casting half_float_casting_ = ipu::half_float_casting::float_downcast_to_half;

@@ -1135,8 +1135,8 @@ inline std::string options::to_config() const {
     line("Training.meanReductionStrategy(" + python_enum(mean_reduction_strategy_) + ")");
   if (automatic_loss_scaling_ != d.automatic_loss_scaling_)
     line("Training.setAutomaticLossScaling(" + python_bool(automatic_loss_scaling_) + ")");
-  if (recomputation_ != d.recomputation_)
-    line("_Popart.set(\"autoRecomputation\", " + std::to_string(popart_value(recomputation_)) + ")");
+  if (recomputation_)  // even None when set: the file said so (a command line must not contradict it)
+    line("_Popart.set(\"autoRecomputation\", " + std::to_string(popart_value(*recomputation_)) + ")");
   if (precision_) line("Precision.setFloatType(" + python_dtype(*precision_) + ")");
   if (partials_type_ != d.partials_type_) line("Precision.setPartialsType(" + python_dtype(partials_type_) + ")");
   if (half_float_casting_ != d.half_float_casting_) line("Precision.halfFloatCasting(" + python_enum(half_float_casting_) + ")");
@@ -1166,6 +1166,8 @@ inline std::vector<std::string> settings_not_applied(const options& o, std::span
     auto line = config.substr(at, end - at);
     at = end == std::string::npos ? config.size() : end + 1;
     if (line.empty()) continue;
+    // An explicit autoRecomputation None asks for what a caller that never recomputes does anyway.
+    if (line == "_Popart.set(\"autoRecomputation\", 0)") continue;
     if (std::none_of(applied.begin(), applied.end(), [&](std::string_view p) { return line.starts_with(p); }))
       out.push_back(std::move(line));
   }

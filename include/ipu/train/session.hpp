@@ -88,6 +88,12 @@ class training_session {
       : options_(as_compiled(replicated_options(std::move(options), replication))), model_(model),
         tg_(make_training_graph(model, options_)), mode_(outputs), replication_(std::move(replication)),
         step_(tg_.step, per_replica(device, replication_.replicas)) {
+    for (const auto& op : model.ops())
+      if (op.where.recompute)
+        throw error(error_category::usage,
+                    "op " + graph::describe(op) + " is marked for recomputation (RecomputeType::Recompute), "
+                        "which applies to a pipelined training step's backward stages",
+                    where(), "train it with ipu::placed_training_session, pipelined, or drop the mark");
     if (tg_.micro_batches > 1) update_.emplace(tg_.update, device);
     if (mode_ == output_mode::sum && tg_.micro_batches > 1)
       for (auto t : tg_.step.outputs())
