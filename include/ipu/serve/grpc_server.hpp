@@ -13,7 +13,9 @@
 //
 // Errors are gRPC statuses with the message the HTTP server would put in its {"error"}:
 // INVALID_ARGUMENT (HTTP's 400), NOT_FOUND (404), RESOURCE_EXHAUSTED (413: over the message size
-// cap), UNAVAILABLE (503: a model not loaded), INTERNAL (a failed run).
+// cap; or more than `threads` inferences at once), UNAVAILABLE (503: a model not loaded), INTERNAL
+// (a failed run).
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -35,6 +37,7 @@ struct grpc_server_options {
   std::string bind = "127.0.0.1";
   int port = 0;                                          // 0: an ephemeral port (see port())
   std::size_t max_message_bytes = std::size_t{64} << 20;  // larger requests: RESOURCE_EXHAUSTED
+  std::size_t threads = 16;  // ModelInfer calls served at once (as the HTTP server's); more: RESOURCE_EXHAUSTED
 };
 
 namespace detail::kserve_grpc {
@@ -82,7 +85,7 @@ inline void one_repository(const std::string& repository_name, const std::string
 
 class service final : public inference::GRPCInferenceService::Service {
  public:
-  explicit service(model_repository& repo) : repo_(repo) {}
+  service(model_repository& repo, std::size_t max_inferences) : repo_(repo), max_inferences_(max_inferences) {}
 
   ::grpc::Status ServerLive(::grpc::ServerContext*, const inference::ServerLiveRequest*, inference::ServerLiveResponse* r) override {
     r->set_live(true);
@@ -113,6 +116,17 @@ class service final : public inference::GRPCInferenceService::Service {
     });
   }
   ::grpc::Status ModelInfer(::grpc::ServerContext*, const inference::ModelInferRequest* q, inference::ModelInferResponse* r) override {
+    // gRPC's synchronous server gives every call a thread: past the cap a client is told to back
+    // off rather than queue without bound. Health and metadata calls stay answered.
+    if (inferences_.fetch_add(1) >= max_inferences_) {
+      inferences_.fetch_sub(1);
+      return {::grpc::StatusCode::RESOURCE_EXHAUSTED, "the server is running " + std::to_string(max_inferences_) +
+                                                         " inferences already (its threads option): retry later"};
+    }
+    struct release {
+      std::atomic<std::size_t>& n;
+      ~release() { n.fetch_sub(1); }
+    } done{inferences_};
     return guarded([&] {
       if (q->model_name().empty()) throw request_error(400, "no model_name", "request", "name the model to run");
       const auto m = repo_.find(q->model_name(), q->model_version());
@@ -152,13 +166,18 @@ class service final : public inference::GRPCInferenceService::Service {
 
  private:
   model_repository& repo_;
+  std::size_t max_inferences_;
+  std::atomic<std::size_t> inferences_{0};  // ModelInfer calls under way
 };
 
 }  // namespace detail::kserve_grpc
 
 class grpc_server {
  public:
-  grpc_server(model_repository& repo, grpc_server_options options) : options_(std::move(options)), service_(repo) {
+  grpc_server(model_repository& repo, grpc_server_options options)
+      : options_(std::move(options)), service_(repo, options_.threads) {
+    if (options_.threads == 0 || options_.threads > 4096)
+      throw error(error_category::usage, std::to_string(options_.threads) + " threads", "grpc server", "use 1 to 4096");
     if (options_.port < 0 || options_.port > 65535)
       throw error(error_category::usage, "port " + std::to_string(options_.port) + " is out of range", "grpc server",
                   "give 0 (ephemeral) to 65535");
@@ -181,6 +200,11 @@ class grpc_server {
     b.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a port in use is an error, not shared with another server
     b.SetMaxReceiveMessageSize(static_cast<int>(options_.max_message_bytes));
     b.SetMaxSendMessageSize(std::numeric_limits<int>::max());
+    // Bounds the threads of every call, not only inferences: the cap's calls, health and metadata
+    // calls besides, and gRPC's pollers. Past it gRPC itself answers RESOURCE_EXHAUSTED.
+    ::grpc::ResourceQuota quota("ipu serve grpc");
+    quota.SetMaxThreads(static_cast<int>(options_.threads) + 16);
+    b.SetResourceQuota(quota);
     b.RegisterService(&service_);
     auto s = b.BuildAndStart();
     if (!s || port <= 0)
