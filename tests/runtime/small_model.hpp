@@ -3,6 +3,7 @@
 // an output with PyTorch's.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <string>
@@ -20,10 +21,12 @@ inline ipu::constant_tensor f32(const std::vector<float>& v) {
           ipu::byte_buffer::from_values(std::span<const float>(v))};
 }
 
-/// y = relu(x * w + b), z = y - x, for x: F32[3] named `input` and weights w = w0, b = b0.
-inline ipu::graph small_model(const std::string& input = "x") {
-  ipu::builder g("small");
-  const auto x = g.add_input_tensor({ipu::data_type::F32, {3}}, input);
+/// y = relu(x * w + b), z = y - x, for x: F32[3] named `input` and weights w = w0, b = b0; with
+/// rows > 0, x is F32[rows, 3] (the weights broadcast over the rows: a batch dimension). `name`
+/// names the graph.
+inline ipu::graph small_model(const std::string& input = "x", std::int64_t rows = 0, const std::string& name = "small") {
+  ipu::builder g(name);
+  const auto x = g.add_input_tensor({ipu::data_type::F32, rows > 0 ? ipu::shape{rows, 3} : ipu::shape{3}}, input);
   const auto w = g.add_initialized_input(f32(w0), "w");
   const auto b = g.add_initialized_input(f32(b0), "b");
   const auto y = g.relu(g.add(g.mul(x, w, "m"), b, "s"), "y");

@@ -11,36 +11,23 @@
 
 #include <unistd.h>
 
-#include "ipu/builder/builder.hpp"
 #include "ipu/compile/compile.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/serve/model_repository.hpp"
+#include "../runtime/small_model.hpp"
 
 namespace serve_test_models {
 
 namespace fs = std::filesystem;
 
-inline const std::vector<float> w{2.f, -1.f, 0.5f}, b{1.f, 1.f, -4.f};
+// The weights and graph are the runtime suites' small model (tests/runtime/small_model.hpp).
+inline const std::vector<float>& w = runtime_test::w0;
+inline const std::vector<float>& b = runtime_test::b0;
 constexpr std::int64_t batch = 4;
 
-inline ipu::constant_tensor f32(const std::vector<float>& v) {
-  return {{ipu::data_type::F32, ipu::shape{static_cast<std::int64_t>(v.size())}},
-          ipu::byte_buffer::from_values(std::span<const float>(v))};
-}
-
 /// y = relu(x * w + b), z = y - x for x: F32[4,3].
-inline ipu::graph rows_model() {
-  ipu::builder g("rows");
-  const auto x = g.add_input_tensor({ipu::data_type::F32, {batch, 3}}, "x");
-  const auto wt = g.add_initialized_input(f32(w), "w");
-  const auto bt = g.add_initialized_input(f32(b), "b");
-  const auto y = g.relu(g.add(g.mul(x, wt, "m"), bt, "s"), "y");
-  const auto z = g.sub(y, x, "z");
-  g.add_output(y);
-  g.add_output(z);
-  return std::move(g).build();
-}
+inline ipu::graph rows_model() { return runtime_test::small_model("x", batch, "rows"); }
 
 /// The hand-computed answer for one row.
 inline std::vector<float> y_of(const std::vector<float>& x) {

@@ -32,12 +32,6 @@ namespace ipu::serve {
 inline constexpr const char* server_name = "ipu";
 inline constexpr const char* server_version = "0.1.0";
 
-struct tensor_metadata {
-  std::string name;
-  data_type type = data_type::F32;
-  std::vector<std::int64_t> shape;  // -1 for the batch dimension when batching
-};
-
 /// One loaded model version: its runner, its batcher and what clients see of it.
 class served_model {
  public:
@@ -97,42 +91,15 @@ class served_model {
   /// request_error (400) for inputs that do not fit the model.
   infer_response infer(const infer_request& r) const {
     const auto where = "model '" + name_ + "'";
-    std::optional<std::int64_t> rows;
-    std::vector<std::span<const std::byte>> spans(inputs_.size());
-    std::vector<bool> given(inputs_.size(), false);
-    for (const auto& t : r.inputs) {
-      const auto it = std::find_if(inputs_.begin(), inputs_.end(), [&](const auto& m) { return m.name == t.name; });
-      if (it == inputs_.end()) throw request_error(400, "'" + t.name + "' is not an input of the model", where, names(inputs_));
-      const auto k = static_cast<std::size_t>(it - inputs_.begin());
-      const auto want = "the model takes " + kserve_name(it->type) + nlohmann::json(it->shape).dump();
-      if (t.type != it->type)
-        throw request_error(400, "input '" + t.name + "' is " + kserve_name(t.type), where, want);
-      bool fits = t.shape.size() == it->shape.size();
-      for (std::size_t d = 0; fits && d < t.shape.size(); ++d) fits = it->shape[d] == -1 || it->shape[d] == t.shape[d];
-      if (!fits) throw request_error(400, "input '" + t.name + "' has shape " + nlohmann::json(t.shape).dump(), where, want);
-      if (max_batch_) {
-        if (rows && *rows != t.shape[0])
-          throw request_error(400, "inputs disagree on the batch: " + std::to_string(*rows) + " and " + std::to_string(t.shape[0]) + " rows", where,
-                              "give every input the same leading dimension");
-        rows = t.shape[0];
-        if (static_cast<std::uint64_t>(*rows) > max_batch_)
-          throw request_error(400, "a batch of " + std::to_string(*rows) + " exceeds max_batch_size " + std::to_string(max_batch_), where,
-                              "split the request");
-      }
-      spans[k] = std::span<const std::byte>(t.data);
-      given[k] = true;
-    }
-    for (std::size_t k = 0; k < inputs_.size(); ++k)
-      if (!given[k]) throw request_error(400, "no tensor for input '" + inputs_[k].name + "'", where, names(inputs_));
+    auto [n, spans] = match_inputs(r, inputs_, max_batch_, where);
     std::vector<std::pair<std::size_t, bool>> wanted;  // output index, binary
     for (const auto& [name, binary] : r.outputs) {
       const auto it = std::find_if(outputs_.begin(), outputs_.end(), [&](const auto& m) { return m.name == name; });
-      if (it == outputs_.end()) throw request_error(400, "'" + name + "' is not an output of the model", where, names(outputs_));
+      if (it == outputs_.end()) throw request_error(400, "'" + name + "' is not an output of the model", where, detail::codec::names(outputs_));
       wanted.emplace_back(static_cast<std::size_t>(it - outputs_.begin()), binary);
     }
     if (r.outputs.empty())
       for (std::size_t k = 0; k < outputs_.size(); ++k) wanted.emplace_back(k, r.binary_outputs);
-    const auto n = static_cast<std::uint64_t>(rows.value_or(1));
     auto out = batcher_->submit(std::move(spans), n).get();
     infer_response resp;
     resp.model_name = name_;
@@ -157,11 +124,6 @@ class served_model {
     (void)kserve_name(info.type);  // refuses types the protocol cannot carry
     if (max_batch_) m.shape[0] = -1;
     return m;
-  }
-  static std::string names(const std::vector<tensor_metadata>& v) {
-    std::string s;
-    for (const auto& m : v) s += (s.empty() ? "" : ", ") + m.name;
-    return "the model's are: " + s;
   }
 
   void run(const std::vector<std::span<const std::byte>>& in, const std::vector<std::span<std::byte>>& out) const {

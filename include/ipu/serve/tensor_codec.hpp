@@ -11,11 +11,13 @@
 // is checked before anything is allocated from it: shapes are overflow-checked, element counts
 // and byte sizes must match the data, so a huge declared size is an error, never an allocation.
 // A bad request throws request_error with the HTTP status to answer (400).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -107,6 +109,14 @@ namespace detail::codec {
 
 inline std::string where(const std::string& name) { return "input '" + name + "'"; }
 
+/// A client's value for an error message: scalars as sent (cut to 40 characters), arrays and
+/// objects by kind, since nlohmann's dump recurses and a body of 64 MiB can nest millions deep.
+inline std::string shown(const nlohmann::json& v) {
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  return v.dump().substr(0, 40);
+}
+
 /// Elements of a shape; a request_error for negative, non-integer or overflowing dimensions.
 inline std::uint64_t elements(const std::vector<std::int64_t>& shape, const std::string& name) {
   std::uint64_t n = 1;
@@ -139,7 +149,7 @@ void put_integer(std::byte* out, const nlohmann::json& v, const std::string& nam
     if (ok) put<T>(out, static_cast<T>(s));
   }
   if (!ok)
-    throw request_error(400, "value " + v.dump().substr(0, 40) + " is not an integer the datatype holds", where(name),
+    throw request_error(400, "value " + shown(v) + " is not an integer the datatype holds", where(name),
                         "send integers in the datatype's range");
 }
 
@@ -147,7 +157,7 @@ void put_integer(std::byte* out, const nlohmann::json& v, const std::string& nam
 inline void put_value(std::byte* out, data_type t, const nlohmann::json& v, const std::string& name) {
   switch (t) {
     case data_type::BOOL:
-      if (!v.is_boolean()) throw request_error(400, "value " + v.dump().substr(0, 40) + " is not a boolean", where(name), "send true or false");
+      if (!v.is_boolean()) throw request_error(400, "value " + shown(v) + " is not a boolean", where(name), "send true or false");
       put<std::uint8_t>(out, v.get<bool>() ? 1 : 0);
       return;
     case data_type::U8: return put_integer<std::uint8_t>(out, v, name);
@@ -160,7 +170,7 @@ inline void put_value(std::byte* out, data_type t, const nlohmann::json& v, cons
     case data_type::S64: return put_integer<std::int64_t>(out, v, name);
     default: break;
   }
-  if (!v.is_number()) throw request_error(400, "value " + v.dump().substr(0, 40) + " is not a number", where(name), "send numbers");
+  if (!v.is_number()) throw request_error(400, "value " + shown(v) + " is not a number", where(name), "send numbers");
   const double d = v.get<double>();
   if (t == data_type::F16) put<std::uint16_t>(out, half(static_cast<float>(d)).bits());
   else if (t == data_type::F32) put<float>(out, static_cast<float>(d));
@@ -259,7 +269,7 @@ inline infer_request decode_infer_request(std::string_view body, std::optional<s
     if (!in.contains("shape") || !in["shape"].is_array()) throw request_error(400, "no 'shape' array", w);
     if (in["shape"].size() > 32) throw request_error(400, "the shape has more than 32 dimensions", w);
     for (const auto& d : in["shape"]) {
-      if (!d.is_number_integer()) throw request_error(400, "shape " + in["shape"].dump().substr(0, 80) + " holds a non-integer", w);
+      if (!d.is_number_integer()) throw request_error(400, "shape holds a non-integer: " + dc::shown(d), w, "give sizes as integers >= 0");
       if (d.is_number_unsigned() && d.get<std::uint64_t>() > max_elements)
         throw request_error(400, "shape has more than 2^40 elements", w, "send a smaller tensor");
       t.shape.push_back(d.get<std::int64_t>());
@@ -358,6 +368,64 @@ inline encoded_response encode_infer_response(const infer_response& r) {
     e.body += binary;
   }
   return e;
+}
+
+/// An input or output of a served model as clients see it (KServe's tensor metadata).
+struct tensor_metadata {
+  std::string name;
+  data_type type = data_type::F32;
+  std::vector<std::int64_t> shape;  // -1 for the batch dimension when batching
+};
+
+namespace detail::codec {
+inline std::string names(const std::vector<tensor_metadata>& v) {
+  std::string s;
+  for (const auto& m : v) s += (s.empty() ? "" : ", ") + m.name;
+  return "the model's are: " + s;
+}
+}  // namespace detail::codec
+
+/// A request's inputs in the order of a model's signature, and its rows (1 without batching).
+struct matched_inputs {
+  std::uint64_t rows = 1;
+  std::vector<std::span<const std::byte>> data;  // views of the request's tensors
+};
+
+/// Checks a decoded request's inputs against a model's signature (`inputs`; -1 leads each shape
+/// when max_batch > 0): every input named once, of its datatype and shape, all with one batch of
+/// at most max_batch rows. Throws request_error (400) saying which input does not fit, where.
+inline matched_inputs match_inputs(const infer_request& r, const std::vector<tensor_metadata>& inputs, std::uint64_t max_batch,
+                                   const std::string& where) {
+  std::optional<std::int64_t> rows;
+  matched_inputs m;
+  m.data.resize(inputs.size());
+  std::vector<bool> given(inputs.size(), false);
+  for (const auto& t : r.inputs) {
+    const auto it = std::find_if(inputs.begin(), inputs.end(), [&](const auto& s) { return s.name == t.name; });
+    if (it == inputs.end()) throw request_error(400, "'" + t.name + "' is not an input of the model", where, detail::codec::names(inputs));
+    const auto k = static_cast<std::size_t>(it - inputs.begin());
+    if (given[k]) throw request_error(400, "the input is given twice", detail::codec::where(t.name), "send each input once");
+    const auto want = "the model takes " + kserve_name(it->type) + nlohmann::json(it->shape).dump();
+    if (t.type != it->type) throw request_error(400, "input '" + t.name + "' is " + kserve_name(t.type), where, want);
+    bool fits = t.shape.size() == it->shape.size();
+    for (std::size_t d = 0; fits && d < t.shape.size(); ++d) fits = it->shape[d] == -1 || it->shape[d] == t.shape[d];
+    if (!fits) throw request_error(400, "input '" + t.name + "' has shape " + nlohmann::json(t.shape).dump(), where, want);
+    if (max_batch) {
+      if (rows && *rows != t.shape[0])
+        throw request_error(400, "inputs disagree on the batch: " + std::to_string(*rows) + " and " + std::to_string(t.shape[0]) + " rows",
+                            where, "give every input the same leading dimension");
+      rows = t.shape[0];
+      if (static_cast<std::uint64_t>(*rows) > max_batch)
+        throw request_error(400, "a batch of " + std::to_string(*rows) + " exceeds max_batch_size " + std::to_string(max_batch), where,
+                            "split the request");
+    }
+    m.data[k] = std::span<const std::byte>(t.data);
+    given[k] = true;
+  }
+  for (std::size_t k = 0; k < inputs.size(); ++k)
+    if (!given[k]) throw request_error(400, "no tensor for input '" + inputs[k].name + "'", where, detail::codec::names(inputs));
+  m.rows = static_cast<std::uint64_t>(rows.value_or(1));
+  return m;
 }
 
 }  // namespace ipu::serve
