@@ -635,7 +635,12 @@ TEST_CASE("PopTorch's options carry autoRecomputation to the pipeline: the hand-
                        ipu::error);
   auto piped = ipu::options().execution_strategy(ipu::strategy_settings::pipelined());
   piped.auto_recomputation(ipu::recomputation::standard);
-  CHECK_THROWS_WITH_AS((void)ipu::plan_options_from(piped, true), doctest::Contains("is not modelled by the planner"),
+  // The planner takes it for training (training_plan_options_from), not for an inference plan.
+  const auto po = ipu::plan_options_from(piped, true);
+  CHECK(ipu::training_plan_options_from(piped, po).recompute == ipu::recomputation::standard);
+  CHECK_THROWS_WITH_AS((void)ipu::plan_options_from(piped, false), doctest::Contains("for an inference model"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS((void)ipu::training_plan_options_from(sharded, po), doctest::Contains("a step that is not pipelined"),
                        ipu::error);
 }
 

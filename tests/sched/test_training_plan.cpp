@@ -100,15 +100,56 @@ TEST_CASE("training plan: backward ops land on their forward op's stage, the los
   // middle stage costs at least twice its forward MatMul.
   const auto fwd_matmul = ipu::estimate_op_cost(e.model, 2, e.device).cycles();  // mm1, stage 1
   CHECK(p.stages[1].backward >= 2 * fwd_matmul);
-  // All but the last stage recompute their forward from the stash.
-  CHECK(p.stages[0].recompute == p.stages[0].forward);
-  CHECK(p.stages[3].recompute == 0);
+  // Recomputation is off by default (PopART's autoRecomputation None): everything the backward
+  // reads is stashed, nothing rerun.
+  for (const auto& s : p.stages) CHECK(s.recompute == 0);
   // Plain SGD keeps no state; accumulation keeps one accumulator per weight.
   for (const auto& m : p.memory) {
     CHECK(m.optimizer_bytes == 0);
     CHECK(m.gradient_bytes == 16 * 16 * 4);
   }
   CHECK(p.uncosted_ops.empty());
+}
+
+TEST_CASE("training plan: a stage's recompute is the forward ops its backward reruns (the executor's rule)") {
+  const auto o = training_options(3);
+  const auto e = ipu::pipelined_execution{}.plan(plan_test::pipelined_mlp(2, 16, 8),
+                                                 ipu::ipu_model<ipu::mk2, 2>::description(), o);
+  auto predict = [&](ipu::recomputation r, bool checkpoint_mm0, bool mark_mm0, bool mark_relu0) {
+    auto model = plan_test::mlp(2, 16, 8);  // ops: mm0, relu0, mm1, relu1
+    model.op(0).where.checkpoint = checkpoint_mm0;
+    model.op(0).where.recompute = mark_mm0;
+    model.op(1).where.recompute = mark_relu0;
+    const auto tg = ipu::train::make_training_graph(model, step_options(ipu::train::sgd{}, 3));
+    ipu::training_plan_options to{&o, 1};
+    to.recompute = r;
+    return ipu::predict_training(e, tg, to);
+  };
+  // Hand count. Stage 0's backward reads only x (a model input, for dW0 = x^T dY) and mm0's output
+  // (Relu's gradient is Where(x > 0, dY, 0) on Relu's input), so Standard and RecomputeAll rerun mm0
+  // alone (its inputs x and w0 have no producer), not relu0; the last stage reruns nothing.
+  const auto mm0 = ipu::estimate_op_cost(e.model, 0, e.device).cycles();
+  const auto relu0 = ipu::estimate_op_cost(e.model, 1, e.device).cycles();
+  const auto none = predict(ipu::recomputation::none, false, false, false);
+  CHECK(none.stages[0].recompute == 0);
+  CHECK(none.stages[1].recompute == 0);
+  for (auto r : {ipu::recomputation::standard, ipu::recomputation::all}) {
+    const auto p = predict(r, false, false, false);
+    CHECK(p.stages[0].forward == mm0 + relu0);
+    CHECK(p.stages[0].recompute == mm0);
+    CHECK(p.stages[1].recompute == 0);
+    // The rerun runs in stage 0's backward: each steady cycle grows by it, the whole step by G of them
+    // at most (the lockstep cycle is the busiest IPU's).
+    CHECK(p.accumulation_cycles > none.accumulation_cycles);
+    CHECK(p.accumulation_cycles <= none.accumulation_cycles + 3 * mm0);
+  }
+  // NormOnly: no normalisation in an MLP, nothing rerun.
+  CHECK(predict(ipu::recomputation::norm_only, false, false, false).stages[0].recompute == 0);
+  // Per-op marks: a checkpointed mm0 is stashed even under RecomputeAll; a marked mm0 is rerun even
+  // under None; a marked relu0 is not read by stage 0's backward, so nothing is rerun for it.
+  CHECK(predict(ipu::recomputation::all, true, false, false).stages[0].recompute == 0);
+  CHECK(predict(ipu::recomputation::none, false, true, false).stages[0].recompute == mm0);
+  CHECK(predict(ipu::recomputation::none, false, false, true).stages[0].recompute == 0);
 }
 
 TEST_CASE("training plan: one IPU runs G x (forward + backward), then the update") {

@@ -126,6 +126,37 @@ for mem in j["memory"]:
 for s in j["stages"]:
     expect("plan_train", text, rf"^{s['stage']} +{s['ipu']} +{s['forward_ops']}/{s['backward_ops']}/{s['update_ops']} "
                                rf"+{s['forward']} +{s['backward']} +{s['recompute']} +{s['update']} *$")
+# plan --train --recompute: a pipeline's backward stages rerun forward ops (the host executor's
+# rule), costed in the recompute column; nothing else in the step changes. LeNet over 2 IPUs: the
+# last stage (its own backward) reruns nothing; NormOnly finds no normalisation; Standard and
+# RecomputeAll rerun the same ops (the stage's input is the checkpoint).
+per_mode = {}
+for mode in ("none", "standard", "norm-only", "all"):
+    t, jm = with_json("plan_train_recompute_" + mode, "plan", lenet, "--train", "--device", "bow", "--device-iterations", "1",
+                      "--loss", "cross-entropy", "--ipus", "2", "--strategy", "pipelined", "--gradient-accumulation", "3",
+                      "--recompute", mode, same_stdout=False)
+    for s in jm["stages"]:
+        expect("plan_train_recompute_" + mode, t, rf"^{s['stage']} +{s['ipu']} +{s['forward_ops']}/{s['backward_ops']}/"
+                                                  rf"{s['update_ops']} +{s['forward']} +{s['backward']} +{s['recompute']} "
+                                                  rf"+{s['update']} *$")
+    per_mode[mode] = jm
+rec = {m: [s["recompute"] for s in jm["stages"]] for m, jm in per_mode.items()}
+if rec["none"] != [0, 0] or rec["norm-only"] != [0, 0] or rec["standard"] != rec["all"] or rec["standard"][0] <= 0 \
+        or rec["standard"][1] != 0 or rec["standard"][0] > per_mode["standard"]["stages"][0]["forward"]:
+    problems.append(f"plan --train --recompute: recompute cycles per stage {rec}")
+strip = lambda jm: [{k: v for k, v in s.items() if k != "recompute"} for s in jm["stages"]]
+if any(strip(jm) != strip(per_mode["none"]) for jm in per_mode.values()):
+    problems.append("plan --train --recompute: the forward, backward or update changed with the recomputation")
+if not per_mode["standard"]["weight_update"]["accumulation_cycles"] > per_mode["none"]["weight_update"]["accumulation_cycles"]:
+    problems.append("plan --train --recompute standard: the micro-batches do not take longer than with none")
+for bad, message in ((["--strategy", "sharded", "--recompute", "all"], "was asked of a step that is not pipelined"),
+                     (["--recompute", "bogus"], "unknown recomputation 'bogus'")):
+    r = run("plan", lenet, "--train", "--ipus", "2", "--gradient-accumulation", "3", *bad, fail=True)
+    if message not in r.stderr:
+        problems.append(f"plan --train {' '.join(bad)}: stderr {r.stderr!r}")
+if "--recompute applies to training" not in run("plan", lenet, "--recompute", "all", fail=True).stderr:
+    problems.append("plan --recompute without --train is not refused")
+
 ar = j["all_reduce"]
 expect("plan_train", text, rf"^all-reduce: {E(mib(ar['gradient_bytes']))} of gradients per IPU over {ar['replicas']} replicas: "
                            rf"{ar['cycles']} cycles = {f(ar['seconds'] * 1e3, 3)} ms")

@@ -15,12 +15,14 @@
 // chart, a tile-memory map per IPU and each stage's cycles.
 //
 // `--train [--optimizer sgd|adam|adamw|rmsprop|lamb|adagrad] [--momentum M] [--loss KIND] [--output
-// NAME] --gradient-accumulation G` plans the training step instead (sched/training_plan.hpp): the
-// model's loss, backward and optimizer ops costed through the op table on the forward plan's
-// stages, the gradient all-reduce across replicas, and the memory training adds (gradients or
-// accumulators, optimizer state, the activations the backward reads, pipeline stashes). Replicas
-// whose IPUs exceed one 64-IPU pod spread over whole pods joined by gateway links. `--trace` then
-// draws forward, backward, all-reduce and update per IPU.
+// NAME] [--recompute none|standard|norm-only|all] --gradient-accumulation G` plans the training step
+// instead (sched/training_plan.hpp; --recompute, pipelined only: the forward ops each backward stage
+// reruns, by the host executor's rule, train/recomputation.hpp): the model's loss, backward and
+// optimizer ops costed through the op table on the forward plan's stages, the gradient all-reduce
+// across replicas, and the memory training adds (gradients or accumulators, optimizer state, the
+// activations the backward reads, pipeline stashes). Replicas whose IPUs exceed one 64-IPU pod
+// spread over whole pods joined by gateway links. `--trace` then draws forward, backward,
+// all-reduce and update per IPU.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -76,6 +78,7 @@ struct plan_args {
   std::optional<double> momentum;
   std::optional<std::uint64_t> gradient_accumulation;
   bool shard_optimizer_state = false;
+  std::optional<std::string> recompute;  // --train, pipelined: PopART's autoRecomputation
   std::string options_file;
   bool device_iterations_given = false, replicas_given = false;
   json_option json;
@@ -196,6 +199,20 @@ inline void print_plan(report& rep, const ipu::executable& e, bool auto_planned)
   rep.printf("predicted: %llu cycles per step = %.3f ms; latency %llu cycles = %.3f ms; throughput %.1f samples/s\n",
               static_cast<unsigned long long>(p.cycles_per_step), p.seconds_per_step * 1e3,
               static_cast<unsigned long long>(p.latency_cycles), p.latency_seconds * 1e3, p.samples_per_second);
+}
+
+/// --recompute: the command line's names, or PopART's (recomputation_from).
+inline ipu::recomputation parse_recompute(const std::string& name) {
+  if (name == "none") return ipu::recomputation::none;
+  if (name == "standard") return ipu::recomputation::standard;
+  if (name == "norm-only") return ipu::recomputation::norm_only;
+  if (name == "all") return ipu::recomputation::all;
+  try {
+    return ipu::recomputation_from(name);
+  } catch (const ipu::error&) {
+    throw ipu::error(ipu::error_category::usage, "unknown recomputation '" + name + "'", "--recompute",
+                     "use none, standard, norm-only or all (or PopART's None, Standard, NormOnly, RecomputeAll, Pipeline)");
+  }
 }
 
 inline ipu::train::optimizer make_optimizer(const plan_args& a) {
@@ -373,13 +390,18 @@ inline void plan_into(report& rep, const plan_args& args) {
   if (!a.train) {
     const char* flag = a.optimizer ? "--optimizer" : a.loss ? "--loss" : a.output ? "--output" : a.momentum ? "--momentum"
                      : a.gradient_accumulation ? "--gradient-accumulation"
-                     : a.shard_optimizer_state ? "--replicated-tensor-sharding" : nullptr;
+                     : a.shard_optimizer_state ? "--replicated-tensor-sharding" : a.recompute ? "--recompute" : nullptr;
     if (flag)
       throw error(error_category::usage, std::string(flag) + " applies to training", flag, "add --train, or leave it out");
   } else if (phased) {
     throw error(error_category::usage, "--train plans sharded or pipelined training; phased training is not in the cost model yet",
                 "--strategy " + a.strategy, "use --strategy sharded or pipelined");
   }
+  const auto recompute = a.recompute ? detail::parse_recompute(*a.recompute) : recomputation::none;
+  if (recompute != recomputation::none && mode != execution_mode::pipelined)
+    throw error(error_category::usage,
+                "recomputation " + std::string(to_string(recompute)) + " was asked of a step that is not pipelined",
+                "--recompute", "use --strategy pipelined, or --recompute none (only a pipeline's backward stages recompute)");
   if (a.train && !a.report.empty())
     throw error(error_category::usage, "--report draws an inference plan; the training step has --trace", "--report",
                 "leave out --train, or use --trace");
@@ -480,7 +502,7 @@ inline void plan_into(report& rep, const plan_args& args) {
   const auto e = plan_with(s, model, device, o);
   std::optional<ipu::training_prediction> tp;
   if (tg) {
-    tp = predict_training(e, *tg, training_plan_options{&o, a.replicas, a.shard_optimizer_state});
+    tp = predict_training(e, *tg, training_plan_options{&o, a.replicas, a.shard_optimizer_state, recompute});
     detail::print_training_plan(rep, e, *tp, a, plan_replicas, auto_planned);
   } else {
     detail::print_plan(rep, e, auto_planned);
@@ -548,6 +570,9 @@ inline void add_plan_command(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 31));
   cmd->add_flag("--replicated-tensor-sharding", args->shard_optimizer_state,
                 "--train: shard the optimizer state over the replicas (each keeps and updates 1/R of it)");
+  cmd->add_option("--recompute", args->recompute,
+                  "--train, pipelined: none (default), standard, norm-only or all (PopART's autoRecomputation): the "
+                  "forward ops each backward stage reruns");
   cmd->add_option("--options", args->options_file,
                   "a PopTorch options file: deviceIterations, replicationFactor and autoRoundNumIPUs (others are refused)");
   add_json_option(*cmd, args->json);

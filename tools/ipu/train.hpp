@@ -235,18 +235,7 @@ inline file_options read_options_file(const std::string& file) {
 }
 
 /// --recompute: the command line's names, or PopART's (recomputation_from).
-inline ipu::recomputation parse_recompute(const std::string& name) {
-  if (name == "none") return ipu::recomputation::none;
-  if (name == "standard") return ipu::recomputation::standard;
-  if (name == "norm-only") return ipu::recomputation::norm_only;
-  if (name == "all") return ipu::recomputation::all;
-  try {
-    return ipu::recomputation_from(name);
-  } catch (const ipu::error&) {
-    throw usage("unknown recomputation '" + name + "'", "--recompute",
-                "use none, standard, norm-only or all (or PopART's None, Standard, NormOnly, RecomputeAll, Pipeline)");
-  }
-}
+inline ipu::recomputation parse_recompute(const std::string& name) { return detail::parse_recompute(name); }
 
 /// `g` as it runs on the device step after step: what the host does not stream (weights, optimizer
 /// state, statistics, accumulators) is a variable that stays on the device, and only `streamed_out`
@@ -518,6 +507,7 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     pa.loss = a.loss;
     pa.output = a.output;
     pa.gradient_accumulation = static_cast<std::uint64_t>(o.gradient_accumulation);
+    if (recompute != ipu::recomputation::none) pa.recompute = std::string(ipu::to_string(recompute));  // PopART's name
     // Before training: a step that does not fit is an error at once. The planner's text goes with
     // this command's, its JSON under "planner".
     report planner(rep.text_on() ? json_option{} : json_option{std::string()});

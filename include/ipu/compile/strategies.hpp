@@ -19,6 +19,7 @@
 #include "ipu/sched/pipelined_execution.hpp"
 #include "ipu/sched/replicated_execution.hpp"
 #include "ipu/sched/sharded_execution.hpp"
+#include "ipu/sched/training_plan.hpp"
 
 namespace ipu {
 
@@ -34,13 +35,11 @@ constexpr executable plan_with(const strategy_settings& s, const graph& g, const
   throw error(error_category::internal, "unknown execution mode", "plan_with");
 }
 
-/// The plan options PopTorch's options imply for a training (or inference) model.
+/// The plan options PopTorch's options imply for a training (or inference) model. The forward plan
+/// does not depend on autoRecomputation: a training step's prediction takes it from
+/// training_plan_options_from (options::validate refuses it for inference).
 inline plan_options plan_options_from(const options& opts, bool training) {
   opts.validate(training);
-  if (opts.auto_recomputation() != recomputation::none)
-    throw error(error_category::usage,
-                "autoRecomputation " + std::string(to_string(opts.auto_recomputation())) + " is not modelled by the planner",
-                "plan_options_from", "plan without it; ipu::placed_training_session runs a recomputing pipeline");
   plan_options o;
   o.batches_per_step = static_cast<std::uint64_t>(opts.device_iterations());
   o.gradient_accumulation = training ? static_cast<std::uint64_t>(opts.gradient_accumulation()) : 1;
@@ -55,6 +54,21 @@ inline plan_options plan_options_from(const options& opts, bool training) {
   o.precision = opts.precision();
   o.partials_type = opts.partials_type();
   return o;
+}
+
+/// What predict_training takes from PopTorch's options besides `plan` (made by
+/// plan_options_from(opts, true), which must outlive the result): the replicas and
+/// autoRecomputation. A recomputation asked of a step that is not pipelined is refused (PopART
+/// recomputes only in a pipeline's backward stages).
+inline training_plan_options training_plan_options_from(const options& opts, const plan_options& plan) {
+  const auto r = opts.auto_recomputation();
+  if (r != recomputation::none && opts.execution_strategy().mode != execution_mode::pipelined)
+    throw error(error_category::usage,
+                "autoRecomputation " + std::string(to_string(r)) + " asked of a step that is not pipelined",
+                "training_plan_options_from", "use PipelinedExecution, or leave autoRecomputation at None");
+  training_plan_options t{&plan, static_cast<std::uint32_t>(opts.replication_factor())};
+  t.recompute = r;
+  return t;
 }
 
 /// Plans `g` on `d` as PopTorch's options say (strategy, replication, device iterations...).

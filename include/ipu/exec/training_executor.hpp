@@ -49,6 +49,7 @@
 #include "ipu/poptorch/options.hpp"
 #include "ipu/poptorch/strategy.hpp"
 #include "ipu/train/optimizer.hpp"
+#include "ipu/train/recomputation.hpp"
 #include "ipu/train/session.hpp"
 #include "ipu/train/training_graph.hpp"
 #include "ipu/train/training_placement.hpp"
@@ -428,49 +429,15 @@ class placed_training_session {
       for (auto t : implicit_inputs(g, g.op(id))) in.push_back(t);
       return in;
     };
-    std::vector<op_id> producer(nt, no_op);
-    for (op_id id = 0; id < g.num_ops(); ++id)
-      for (auto t : g.op(id).outputs)
-        if (t != no_tensor) producer[t] = id;
-    // Recomputation: each backward stage runs again the recomputable forward ops whose results it
-    // reads, and those they read from their own stage; what crosses between forward stages stays
-    // stashed (the checkpoints).
-    const auto nf = placement_.forward_stages;
-    auto recomputable = [&](op_id id) {
-      if (id >= tg.forward_ops || placement_.stage_of[id] + 1 >= nf) return false;
-      const auto& op = g.op(id);
-      if (op.where.checkpoint) return false;  // stashed: recomputation starts after it
-      if (op.where.recompute) return true;    // marked: whatever the automatic setting
-      if (p_.recompute == recomputation::none) return false;
-      if (p_.recompute != recomputation::norm_only) return true;
-      return op.name.rfind("bn_train/", 0) == 0 ||
-             ((op.domain.empty() || op.domain == "ai.onnx") &&
-              (op.type == "LayerNormalization" || op.type == "InstanceNormalization" ||
-               op.type == "MeanVarianceNormalization"));
-    };
-    bool marked = false;
-    for (op_id id = 0; id < tg.forward_ops; ++id) marked = marked || g.op(id).where.recompute;
-    if (p_.recompute != recomputation::none || marked) {
+    // Recomputation (train/recomputation.hpp): each backward stage runs again the recomputable
+    // forward ops whose results it reads, and those they read from their own stage; what crosses
+    // between forward stages stays stashed (the checkpoints).
+    const train::forward_stages_view fv{tg.forward_ops, placement_.forward_stages, placement_.stage_of};
+    {
       std::vector<std::size_t> position(g.num_ops(), 0);
       for (std::size_t i = 0; i < order.size(); ++i) position[order[i]] = i;
-      for (std::size_t k = nf; k < n; ++k) {
-        std::vector<bool> take(g.num_ops(), false);
-        std::vector<op_id> todo;
-        for (auto id : stages_[k].ops)
-          for (auto t : inputs_of(id))
-            if (t != no_tensor && producer[t] != no_op && recomputable(producer[t])) todo.push_back(producer[t]);
-        while (!todo.empty()) {
-          const auto id = todo.back();
-          todo.pop_back();
-          if (take[id]) continue;
-          take[id] = true;
-          for (auto t : inputs_of(id))
-            if (t != no_tensor && producer[t] != no_op && recomputable(producer[t]) &&
-                placement_.stage_of[producer[t]] == placement_.stage_of[id])
-              todo.push_back(producer[t]);
-        }
-        for (op_id id = 0; id < g.num_ops(); ++id)
-          if (take[id]) stages_[k].recomputed.push_back(id);
+      for (std::size_t k = fv.stages; k < n; ++k) {
+        stages_[k].recomputed = train::recomputed_ops(g, fv, stages_[k].ops, p_.recompute);
         std::sort(stages_[k].recomputed.begin(), stages_[k].recomputed.end(),
                   [&](op_id a, op_id b) { return position[a] < position[b]; });
       }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/train/recomputation.hpp"
 
 namespace ipu {
 
@@ -38,18 +39,7 @@ enum class comm_group_type : std::uint8_t { all, consecutive, orthogonal, ungrou
 /// What an op mixing float16 and float32 inputs computes in.
 enum class half_float_casting : std::uint8_t { float_downcast_to_half, half_upcast_to_float };
 
-/// PopART's autoRecomputation for a pipeline: forward activations a backward stage reads are
-/// either stashed from the forward pass until then, or recomputed by that backward stage from the
-/// forward stage's inputs (which are stashed anyway). Recomputation reruns the same kernels on the
-/// same inputs: results do not change, only what is kept between stages.
-enum class recomputation : std::uint8_t {
-  none,       // stash every activation the backward pass reads
-  standard,   // recompute every op of the forward stages but the last (whose backward shares its stage)
-  norm_only,  // recompute only the normalisations (BatchNormalization's training ops, Layer-, Instance-,
-              // MeanVariance-Normalization)
-  all,        // RecomputeAll (and PopART's Pipeline): every op of the forward stages but the last. In a
-              // pipeline Standard's checkpoints are the stages' inputs, so the two rerun the same ops.
-};
+// ipu::recomputation (PopART's autoRecomputation) is in train/recomputation.hpp, with the rule it picks ops by.
 
 /// PopART's RecomputationType by name (None, Standard, NormOnly, RecomputeAll, Pipeline), or its
 /// value in that order; PopTorch sets it as `_Popart.set("autoRecomputation", value)`.

@@ -45,6 +45,7 @@
 #include "ipu/ops/op_table.hpp"
 #include "ipu/sched/executable.hpp"
 #include "ipu/sched/predict.hpp"
+#include "ipu/train/recomputation.hpp"
 #include "ipu/train/training_graph.hpp"
 
 namespace ipu {
@@ -69,7 +70,7 @@ struct training_stage_cost {
   std::uint64_t backward = 0;     // backward and accumulation ops, one micro-batch
   std::uint64_t backward_io = 0;  // gradients sent back to the previous stages, and a sync
   std::uint64_t update = 0;       // optimizer ops, once per weight update
-  std::uint64_t recompute = 0;    // pipelined, all but the last stage: the forward again, from the stash
+  std::uint64_t recompute = 0;    // pipelined: the forward ops its backward reruns (train/recomputation.hpp)
   std::uint32_t forward_ops = 0, backward_ops = 0, update_ops = 0;
   friend constexpr bool operator==(const training_stage_cost&, const training_stage_cost&) = default;
 };
@@ -258,6 +259,10 @@ struct training_plan_options {
   /// state and updates 1/R of the weights; gradients are reduce-scattered and the updated weights
   /// all-gathered, the same bytes over the same rings as the all-reduce.
   bool shard_optimizer_state = false;
+  /// Pipelined: PopART's autoRecomputation; the step's per-op marks (annotation::recompute,
+  /// annotation::checkpoint) apply whatever it says. Which ops a backward stage reruns is the host
+  /// executor's rule (train/recomputation.hpp): a stage's recompute is their forward cycles.
+  recomputation recompute = recomputation::none;
 };
 
 /// Costs training step `tg` on the stages of `e`, a plan of the same model's forward pass made for
@@ -318,8 +323,15 @@ constexpr training_prediction predict_training(const executable& e, const train:
   p.output_cycles = to_host.empty() ? 0 : *std::max_element(to_host.begin(), to_host.end());
   for (const auto& s : main.steps)
     if (s.kind == step_kind::ipu_copy && s.stage < ns) p.stages[s.stage].backward_io += s.cycles;
-  if (p.pipelined)
-    for (std::size_t i = 0; i + 1 < ns; ++i) p.stages[i].recompute = p.stages[i].forward;
+  if (p.pipelined) {
+    const train::forward_stages_view fv{tg.forward_ops, ns, st.step_stage};
+    std::vector<std::vector<op_id>> readers(ns);
+    for (op_id id = 0; id < tg.step.num_ops(); ++id)
+      if (st.step_work[id] != training_work::forward) readers[st.step_stage[id]].push_back(id);
+    for (std::size_t i = 0; i + 1 < ns; ++i)
+      for (auto id : train::recomputed_ops(tg.step, fv, readers[i], to.recompute))
+        p.stages[i].recompute += estimate_op_cost(tg.step, id, e.device, costing, o.cost_hook).cycles();
+  }
 
   // Memory.
   for (const auto& m : e.memory) p.memory.push_back(training_memory{m.ipu, m.total_bytes});
