@@ -2,6 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
 #include "tensor_kernel_harness.hpp"
 
 namespace test_indexing {
@@ -57,6 +62,30 @@ TEST_CASE("indexing: ScatterElements with every reduction") {
   CHECK(red("max") == std::vector<float>{1, 2.5f, 3, 4, 5});
   CHECK(red("min") == std::vector<float>{1, 1.5f, 3, 4, 5});
   CHECK_THROWS_AS(red("avg"), ipu::error);
+}
+
+TEST_CASE("indexing: ScatterElements on flat data (MaxPool's gradient): reductions, negative and out-of-range indices") {
+  auto data = f32({5}, {1, 2, 3, 4, 5});
+  auto idx = i64({4}, {1, -4, 4, -1});  // 1 twice, 4 twice
+  auto upd = f32({4}, {1.5f, 2.5f, 10, 20});
+  auto red = [&](const char* r) {
+    return values<float>(run1("ScatterElements", {data, idx, upd}, f32_info({5}), {attr("reduction", r)}));
+  };
+  CHECK(red("none") == std::vector<float>{1, 2.5f, 3, 4, 20});  // the last update wins
+  CHECK(red("add") == std::vector<float>{1, 6, 3, 4, 35});
+  CHECK(red("mul") == std::vector<float>{1, 7.5f, 3, 4, 1000});
+  CHECK(red("max") == std::vector<float>{1, 2.5f, 3, 4, 20});
+  CHECK(red("min") == std::vector<float>{1, 1.5f, 3, 4, 5});
+  // INT32 indices take the widening path; same answer.
+  CHECK(values<float>(run1("ScatterElements", {data, i32({4}, {1, -4, 4, -1}), upd}, f32_info({5}),
+                           {attr("reduction", "add")})) == std::vector<float>{1, 6, 3, 4, 35});
+  // -n is the first element; n and -n - 1 (and the int64 extremes) are errors naming the index.
+  CHECK(values<float>(run1("ScatterElements", {data, i64({1}, {-5}), f32({1}, {9})}, f32_info({5}))) ==
+        std::vector<float>{9, 2, 3, 4, 5});
+  for (const std::int64_t bad : {std::int64_t{5}, std::int64_t{-6}, std::numeric_limits<std::int64_t>::max(),
+                                 std::numeric_limits<std::int64_t>::min()})
+    CHECK_THROWS_WITH_AS(run1("ScatterElements", {data, i64({2}, {0, bad}), f32({2}, {1, 1})}, f32_info({5})),
+                         doctest::Contains(("index " + std::to_string(bad) + " is out of range").c_str()), ipu::error);
 }
 
 TEST_CASE("indexing: ScatterND replaces or reduces slices") {

@@ -163,14 +163,13 @@ TEST_CASE("3-D MaxPool and AveragePool against the definition") {
   check_close(floats(md), pool_ref(true, xv, xs, k, s, d, p, outd, false));
 }
 
-TEST_CASE("MaxPool: Indices against the definition, with ties, NaN, padding, strides and dilations") {
-  // Values from a small set so windows tie: the first maximum in window order is the one reported.
-  const std::int64_t n = 2, c = 3, h = 9, w = 11;
-  std::vector<float> xv(static_cast<std::size_t>(n * c * h * w));
-  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 5);
-  xv[40] = std::numeric_limits<float>::quiet_NaN();
-  const ints k{3, 2}, s{2, 3}, dl{1, 2}, p{1, 1, 1, 2};
-  const std::int64_t oh = (h + 2 - 3) / 2 + 1, ow = (w + 3 - 3) / 3 + 1;
+namespace {
+/// Runs 2-D MaxPool with Indices on an [n, c, h, w] input and checks every output against a
+/// direct loop over the window: the first maximum in window order wins, and a NaN beats any number.
+void check_max_pool_indices(std::int64_t n, std::int64_t c, std::int64_t h, std::int64_t w, const std::vector<float>& xv,
+                            const ints& k, const ints& s, const ints& dl, const ints& p) {
+  const std::int64_t oh = (h + p[0] + p[2] - dl[0] * (k[0] - 1) - 1) / s[0] + 1;
+  const std::int64_t ow = (w + p[1] + p[3] - dl[1] * (k[1] - 1) - 1) / s[1] + 1;
   auto out = run("MaxPool", {f32({n, c, h, w}, xv)}, {{data_type::F32, {n, c, oh, ow}}, {data_type::S64, {n, c, oh, ow}}},
                  {{"kernel_shape", k}, {"strides", s}, {"dilations", dl}, {"pads", p}});
   const auto got_v = floats(out[0]);
@@ -194,6 +193,40 @@ TEST_CASE("MaxPool: Indices against the definition, with ties, NaN, padding, str
         const float want = xv[static_cast<std::size_t>(arg)];
         CHECK(((std::isnan(want) && std::isnan(got_v[o])) || got_v[o] == want));
       }
+}
+}  // namespace
+
+TEST_CASE("MaxPool: Indices against the definition, with ties, NaN, padding, strides and dilations") {
+  // Values from a small set so windows tie: the first maximum in window order is the one reported.
+  const std::int64_t n = 2, c = 3, h = 9, w = 11;
+  std::vector<float> xv(static_cast<std::size_t>(n * c * h * w));
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 37) % 5);
+  xv[40] = std::numeric_limits<float>::quiet_NaN();
+  check_max_pool_indices(n, c, h, w, xv, {3, 2}, {2, 3}, {1, 2}, {1, 1, 1, 2});
+}
+
+TEST_CASE("MaxPool: Indices of ResNet's stem window (3x3, stride 2, pad 1) and other strides, against the definition") {
+  // The row loop splits input rows by column modulo the stride: odd and even widths, strides 1 to
+  // 4, and a stride wider than the row (the window-at-a-time loop). Ties, -inf, NaN and an
+  // all--inf window (it reports -inf at its first element).
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const std::int64_t w : {1, 2, 7, 8, 13}) {
+    const std::int64_t n = 1, c = 2, h = 7;
+    std::vector<float> xv(static_cast<std::size_t>(n * c * h * w));
+    for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = static_cast<float>((i * 7) % 4) - 2.0f;
+    for (std::size_t i = 0; i < xv.size(); i += 5) xv[i] = -inf;
+    if (w >= 2) {
+      for (std::int64_t i = 0; i < 2; ++i)
+        for (std::int64_t j = 0; j < 2; ++j) xv[static_cast<std::size_t>((h + i) * w + j)] = -inf;  // plane 1's corner
+      xv[static_cast<std::size_t>(3 * w + 1)] = std::numeric_limits<float>::quiet_NaN();
+    }
+    CAPTURE(w);
+    check_max_pool_indices(n, c, h, w, xv, {3, 3}, {2, 2}, {1, 1}, {1, 1, 1, 1});
+    check_max_pool_indices(n, c, h, w, xv, {2, 3}, {1, 1}, {1, 1}, {0, 1, 1, 1});
+    check_max_pool_indices(n, c, h, w, xv, {3, 2}, {3, 3}, {1, 2}, {1, 2, 0, 1});
+    check_max_pool_indices(n, c, h, w, xv, {1, 4}, {2, 4}, {1, 1}, {0, 3, 0, 2});
+    if (w >= 2) check_max_pool_indices(n, c, h, w, xv, {2, 2}, {2, w + 1}, {1, 1}, {0, 0, 0, 0});
+  }
 }
 
 }  // namespace test_pool

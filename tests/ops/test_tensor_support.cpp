@@ -77,4 +77,52 @@ TEST_CASE("tensor support: gather_axes copies runs, walks tables and fills outsi
   CHECK(one == 4);
 }
 
+TEST_CASE("tensor support: gather_axes merges axes that walk the input as one, against a direct loop") {
+  // Output element (o_0, ..., o_3) reads sum_k offsets[k][o_k] (or the fill): checked element by
+  // element for tables the mover merges (linear with matching steps, size-1 axes, broadcasts of
+  // all element sizes) and ones it must not (reversed, strided, outside entries, axis 0).
+  const std::vector<std::vector<std::int64_t>> lin4{{0, 1, 2, 3}, {0, 4, 8, 12}, {0, 0, 0, 0}, {12, 8, 4, 0},
+                                                    {1, 3, 5, 7}, {0, outside, 2, 3}, {16, 20, 24, 28}};
+  const std::vector<std::vector<std::int64_t>> lin2{{0, 1}, {0, 2}, {0, 0}, {1, 0}, {0, 4}, {0, outside}};
+  const std::vector<std::vector<std::int64_t>> lin1{{0}, {3}, {outside}};
+  std::vector<std::uint32_t> in(64);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<std::uint32_t>(100 + i);
+  const std::uint32_t fill = 7;
+  std::size_t cases = 0;
+  for (const auto& a : lin2)
+    for (const auto& b : lin1)
+      for (const auto& c : lin4)
+        for (const auto& d : lin2) {
+          axis_tables t;
+          t.dims = {2, 1, 4, 2};
+          t.offsets = {a, b, c, d};
+          std::vector<std::uint32_t> want, got(16, 0);
+          for (std::size_t i = 0; i < 2; ++i)
+            for (std::size_t k = 0; k < 4; ++k)
+              for (std::size_t l = 0; l < 2; ++l) {
+                const bool out = a[i] == outside || b[0] == outside || c[k] == outside || d[l] == outside;
+                want.push_back(out ? fill : in[static_cast<std::size_t>(a[i] + b[0] + c[k] + d[l])]);
+              }
+          gather_axes(t, reinterpret_cast<const std::byte*>(in.data()), reinterpret_cast<std::byte*>(got.data()), 4,
+                      reinterpret_cast<const std::byte*>(&fill));
+          CHECK(got == want);
+          ++cases;
+        }
+  CHECK(cases == 6 * 3 * 7 * 6);
+  // A broadcast innermost run fills with one element of every size (1, 2, 8 and 3 bytes).
+  const std::vector<std::uint8_t> bytes{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  for (const std::size_t es : {std::size_t{1}, std::size_t{2}, std::size_t{8}, std::size_t{3}}) {
+    axis_tables t;
+    t.dims = {2, 3, 5};
+    t.offsets = {{1, 0}, {0, 0, 0}, {0, 0, 0, 0, 0}};
+    std::vector<std::uint8_t> got(30 * es, 0), want;
+    for (std::size_t i = 0; i < 2; ++i)
+      for (std::size_t r = 0; r < 15; ++r)
+        for (std::size_t e = 0; e < es; ++e) want.push_back(bytes[(1 - i) * es + e]);
+    gather_axes(t, reinterpret_cast<const std::byte*>(bytes.data()), reinterpret_cast<std::byte*>(got.data()), es);
+    CAPTURE(es);
+    CHECK(got == want);
+  }
+}
+
 }  // namespace test_tensor_support

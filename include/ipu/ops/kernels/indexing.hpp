@@ -187,8 +187,14 @@ inline void scatter_run(const kernel_context& ctx, scatter_reduction red, data_t
 inline void scatter_elements_kernel(const kernel_context& ctx) {
   copy_whole(ctx, 0, 0);
   const auto& ds = ctx.inputs[0].info().shape;
-  const auto indices = read_ints(ctx, ctx.input(1), "indices");
+  // S64 indices are read in place (MaxPool's gradient scatters millions); others are widened.
+  const auto index_view = ctx.input(1);
+  std::vector<std::int64_t> widened;
+  if (index_view.info().type != data_type::S64) widened = read_ints(ctx, index_view, "indices");
+  const std::int64_t* indices =
+      index_view.info().type == data_type::S64 ? data_as<std::int64_t>(index_view) : widened.data();
   const auto& is = ctx.inputs[1].info().shape;
+  const auto count = static_cast<std::size_t>(is.num_elements());
   const auto updates = ctx.input(2);
   if (updates.info().shape != is || is.rank() != ds.rank() || updates.info().type != ctx.inputs[0].info().type)
     throw ctx.fail("updates must have the indices' shape and the data's type and rank", "fix the inputs");
@@ -200,8 +206,20 @@ inline void scatter_elements_kernel(const kernel_context& ctx) {
   visit_type(updates.info().type, ctx, [&]<class T>() {
     auto* d = reinterpret_cast<T*>(ctx.outputs[0].data());
     const auto* s = reinterpret_cast<const T*>(updates.data());
+    if (ds.rank() == 1) {
+      // Flat data (MaxPool's gradient): the index is the offset; one unsigned compare checks it,
+      // checked_index words the error.
+      const std::int64_t n = ds[0];
+      for (std::size_t p = 0; p < count; ++p) {
+        const std::int64_t i = indices[p] < 0 ? indices[p] + n : indices[p];
+        if (static_cast<std::uint64_t>(i) >= static_cast<std::uint64_t>(n)) checked_index(ctx, indices[p], n);
+        if (red == scatter_reduction::none) d[i] = s[p];
+        else scatter_one(red, d[i], s[p]);
+      }
+      return;
+    }
     odometer it(is.dims());
-    for (std::size_t p = 0; p < indices.size(); ++p, it.next()) {
+    for (std::size_t p = 0; p < count; ++p, it.next()) {
       std::int64_t off = 0;
       for (std::size_t k = 0; k < ds.rank(); ++k) {
         const std::int64_t i = k == axis ? checked_index(ctx, indices[p], ds[k]) : it.idx[k];

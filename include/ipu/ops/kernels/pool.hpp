@@ -115,21 +115,37 @@ inline std::vector<std::array<std::int64_t, 3>> row_columns(const window_geometr
 }
 
 /// MaxPool with row-major Indices, one output row at a time like pool_rows: every tap updates the
-/// row's best values and where they are. Each output still sees its taps in window order (depth,
-/// row, column), so ties and NaNs pick the same element as the window-at-a-time loop.
+/// row's best values and which tap they came from. Each output still sees its taps in window order
+/// (depth, row, column), so ties and NaNs pick the same element as the window-at-a-time loop.
+/// Each input row is first split by column modulo the stride (widened to the compute type), so a
+/// tap reads a contiguous run and the update loop is branch-free and vectorisable; the winning tap
+/// is a 32-bit number turned into the flat index once per output.
 template <class T>
 void max_pool_rows_with_indices(const kernel_context& ctx, const T* x, T* y, std::int64_t* indices,
                                 std::int64_t planes, const window_geometry& g,
                                 const std::array<std::vector<tap_range>, 3>& tab) {
   using C = compute_t<T>;
-  const std::int64_t s_in = g.in_size(), s_out = g.out_size(), ow_n = g.out[2];
-  const auto columns = row_columns(g);
+  const std::int64_t s_in = g.in_size(), s_out = g.out_size(), ow_n = g.out[2], in_w = g.in[2];
   const std::int64_t sw = g.stride[2];
+  // Phase p of a row holds its columns p, p + sw, p + 2 sw, ...: `len` each.
+  const std::int64_t len = ceil_div(in_w, sw);
+  struct column {
+    std::int64_t lo, hi, at;  // the outputs it reaches and where output o's value sits: phases[at + o]
+    std::int64_t offset;      // output o's input column: o * sw + offset
+  };
+  std::vector<column> columns;
+  for (const auto& [lo, hi, base] : row_columns(g)) {
+    const std::int64_t q = floor_div(base, sw);
+    columns.push_back({lo, hi, (base - q * sw) * len + q, base});
+  }
+  const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
+                                                        : std::numeric_limits<C>::lowest();
   parallel_blocks(ctx, static_cast<std::size_t>(planes),
                   std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
                   [&](std::size_t p0, std::size_t p1) {
-    std::vector<C> best(static_cast<std::size_t>(ow_n));
-    std::vector<std::int64_t> arg(static_cast<std::size_t>(ow_n));
+    std::vector<C> best(static_cast<std::size_t>(ow_n)), phases(static_cast<std::size_t>(sw * len));
+    std::vector<std::int32_t> arg(static_cast<std::size_t>(ow_n));
+    std::vector<std::int64_t> tap_offset;  // per tap of the current output row: its row start + column offset
     for (auto pl = static_cast<std::int64_t>(p0); pl < static_cast<std::int64_t>(p1); ++pl) {
       const T* xp = x + pl * s_in;
       for (std::int64_t od = 0; od < g.out[0]; ++od) {
@@ -139,23 +155,29 @@ void max_pool_rows_with_indices(const kernel_context& ctx, const T* x, T* y, std
           const auto th = tab[1][static_cast<std::size_t>(oh)];
           const std::int64_t sh = oh * g.stride[1] - g.pad_begin[1];
           C* r = best.data();
-          std::int64_t* ar = arg.data();
-          std::fill(ar, ar + ow_n, std::int64_t{-1});
-          std::fill(r, r + ow_n, std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
-                                                                      : std::numeric_limits<C>::lowest());
+          std::int32_t* ar = arg.data();
+          C* ph = phases.data();
+          std::fill(ar, ar + ow_n, std::int32_t{-1});
+          std::fill(r, r + ow_n, lowest);
+          tap_offset.clear();
           for (std::int64_t a = td.lo; a < td.hi; ++a) {
             const std::int64_t id = sd + a * g.dilation[0];
             for (std::int64_t b = th.lo; b < th.hi; ++b) {
-              const std::int64_t row_start = (id * g.in[1] + sh + b * g.dilation[1]) * g.in[2];
+              const std::int64_t row_start = (id * g.in[1] + sh + b * g.dilation[1]) * in_w;
               const T* row = xp + row_start;
-              for (const auto& [lo, hi, base] : columns) {
-                for (std::int64_t o = lo; o < hi; ++o) {
-                  const std::int64_t iw = o * sw + base;
-                  const C v = widen(row[iw]);
-                  // NaN propagates (like PyTorch): once taken, nothing compares greater.
-                  const bool take = ar[o] < 0 || v > r[o] || (v != v && r[o] == r[o]);
+              for (std::int64_t p = 0; p < sw; ++p)
+                for (std::int64_t j = 0, w = p; w < in_w; ++j, w += sw) ph[p * len + j] = widen(row[w]);
+              for (const auto& col : columns) {
+                const auto k = static_cast<std::int32_t>(tap_offset.size());
+                tap_offset.push_back(row_start + col.offset);
+                const C* src = ph + col.at;
+                for (std::int64_t o = col.lo; o < col.hi; ++o) {
+                  const C v = src[o];
+                  // NaN propagates (like PyTorch): once taken, nothing compares greater. Bitwise
+                  // ors: no branches, so the loop vectorises.
+                  const bool take = (ar[o] < 0) | (v > r[o]) | ((v != v) & (r[o] == r[o]));
                   r[o] = take ? v : r[o];
-                  ar[o] = take ? row_start + iw : ar[o];
+                  ar[o] = take ? k : ar[o];
                 }
               }
             }
@@ -163,7 +185,7 @@ void max_pool_rows_with_indices(const kernel_context& ctx, const T* x, T* y, std
           const std::int64_t o0 = pl * s_out + (od * g.out[1] + oh) * ow_n;
           for (std::int64_t o = 0; o < ow_n; ++o) {
             y[o0 + o] = narrow<T>(r[o]);
-            indices[o0 + o] = ar[o] < 0 ? -1 : pl * s_in + ar[o];
+            indices[o0 + o] = ar[o] < 0 ? -1 : pl * s_in + tap_offset[static_cast<std::size_t>(ar[o])] + o * sw;
           }
         }
       }
@@ -243,7 +265,10 @@ void pool_planes(const kernel_context& ctx, const T* x, T* y, std::int64_t* indi
   std::array<std::vector<tap_range>, window_geometry::max_rank> tab;
   for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
     for (std::int64_t o = 0; o < g.out[d]; ++o) tab[d].push_back(taps(g, d, o));
-  if (Kind == pool_kind::max && indices && !column_major)
+  // The row loop numbers a row's taps in 32 bits and splits an input row into `stride` phases:
+  // a huge window or a stride wider than the row takes the window-at-a-time loop.
+  const bool rows = g.kernel_size() <= std::numeric_limits<std::int32_t>::max() && g.stride[2] <= g.in[2];
+  if (Kind == pool_kind::max && indices && !column_major && rows)
     max_pool_rows_with_indices(ctx, x, y, indices, planes, g, tab);
   else if (Kind == pool_kind::max && indices)
     max_pool_with_indices(ctx, x, y, indices, planes, g, tab, column_major);

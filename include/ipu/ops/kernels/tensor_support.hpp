@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -266,13 +267,68 @@ struct axis_tables {
 };
 
 namespace mover {
+template <class E>
+void fill_as(std::byte* dst, std::int64_t n, const std::byte* value) {
+  E v;
+  std::memcpy(&v, value, sizeof(E));
+  for (std::int64_t i = 0; i < n; ++i) std::memcpy(dst + static_cast<std::size_t>(i) * sizeof(E), &v, sizeof(E));
+}
 inline void fill(std::byte* dst, std::int64_t n, const std::byte* value, std::size_t esize) {
-  for (std::int64_t i = 0; i < n; ++i) std::memcpy(dst + static_cast<std::size_t>(i) * esize, value, esize);
+  switch (esize) {  // a fixed-size element loads once and the loop vectorises
+    case 1: std::memset(dst, static_cast<int>(*value), static_cast<std::size_t>(n)); return;
+    case 2: fill_as<std::uint16_t>(dst, n, value); return;
+    case 4: fill_as<std::uint32_t>(dst, n, value); return;
+    case 8: fill_as<std::uint64_t>(dst, n, value); return;
+    default:
+      for (std::int64_t i = 0; i < n; ++i) std::memcpy(dst + static_cast<std::size_t>(i) * esize, value, esize);
+  }
+}
+
+/// Step of a table that is tab[0] + i * step throughout (no `outside`), or nullopt.
+inline std::optional<std::int64_t> linear_step(const std::vector<std::int64_t>& tab) {
+  if (tab.empty() || tab[0] == outside) return std::nullopt;
+  const std::int64_t step = tab.size() > 1 ? tab[1] - tab[0] : 0;
+  for (std::size_t i = 1; i < tab.size(); ++i)
+    if (tab[i] == outside || tab[i] != tab[0] + static_cast<std::int64_t>(i) * step) return std::nullopt;
+  return step;
+}
+
+/// Merges neighbouring axes whose tables walk the input as one (outer step = inner step x inner
+/// size: a contiguous slice row, the untouched H and W of a Transpose, a broadcast over both), so
+/// the innermost runs are as long as possible. The output's row-major order is unchanged. Axis 0
+/// stays apart (gather_axes splits it over threads), and a merged table stays small (it is stored).
+inline axis_tables coalesce(const axis_tables& t) {
+  constexpr std::int64_t max_merged = std::int64_t{1} << 16;
+  axis_tables m;
+  for (std::size_t k = 0; k < t.dims.size(); ++k) {
+    if (m.dims.size() > 1 && m.dims.back() > 0 && t.dims[k] > 0 && m.dims.back() <= max_merged / t.dims[k]) {
+      const auto outer = linear_step(m.offsets.back()), inner = linear_step(t.offsets[k]);
+      // A one-entry table fits any step.
+      const std::optional<std::int64_t> step = !outer || !inner ? std::nullopt
+                                               : t.dims[k] == 1 ? outer
+                                               : m.dims.back() == 1 || *outer == *inner * t.dims[k]
+                                                   ? inner
+                                                   : std::nullopt;
+      if (step) {
+        const std::int64_t n = m.dims.back() * t.dims[k];
+        const std::int64_t start = m.offsets.back()[0] + t.offsets[k][0];
+        auto& tab = m.offsets.back();
+        tab.resize(static_cast<std::size_t>(n));
+        for (std::int64_t i = 0; i < n; ++i) tab[static_cast<std::size_t>(i)] = start + i * *step;
+        m.dims.back() = n;
+        continue;
+      }
+    }
+    m.dims.push_back(t.dims[k]);
+    m.offsets.push_back(t.offsets[k]);
+  }
+  return m;
 }
 
 struct plan {
   const axis_tables* t;
   std::vector<bool> contiguous;  // table k is base + 0, 1, 2, ... (a run can be memcpy'd)
+  std::vector<bool> repeated;    // table k is one offset throughout (a broadcast run is a fill)
   const std::byte* src;
   std::size_t esize;
   const std::byte* fill_value;
@@ -296,6 +352,8 @@ inline void run(const plan& p, std::size_t level, std::int64_t base, std::byte*&
       fill(dst, n, p.fill_value, p.esize);
     } else if (p.contiguous[level]) {
       std::memcpy(dst, p.src + static_cast<std::size_t>(base + tab[0]) * p.esize, static_cast<std::size_t>(n) * p.esize);
+    } else if (p.repeated[level]) {  // a broadcast row (Expand): one element, n times
+      fill(dst, n, p.src + static_cast<std::size_t>(base + tab[0]) * p.esize, p.esize);
     } else {
       switch (p.esize) {
         case 1: leaf<1>(p, tab, n, base, dst); break;
@@ -322,19 +380,19 @@ inline void run(const plan& p, std::size_t level, std::int64_t base, std::byte*&
 
 /// Writes the row-major output described by `t` to `dst`, reading `src` elements of `esize` bytes.
 /// With `parallel`, large outputs are split over the outermost axis.
-inline void gather_axes(const axis_tables& t, const std::byte* src, std::byte* dst, std::size_t esize,
+inline void gather_axes(const axis_tables& tables, const std::byte* src, std::byte* dst, std::size_t esize,
                         const std::byte* fill_value = nullptr, const parallel_for_fn* parallel = nullptr) {
-  if (product(t.dims) == 0) return;
-  if (t.dims.empty()) {
+  if (product(tables.dims) == 0) return;
+  if (tables.dims.empty()) {
     std::memcpy(dst, src, esize);
     return;
   }
-  mover::plan p{&t, {}, src, esize, fill_value};
+  const axis_tables t = mover::coalesce(tables);
+  mover::plan p{&t, {}, {}, src, esize, fill_value};
   for (std::size_t k = 0; k < t.dims.size(); ++k) {
-    const auto& tab = t.offsets[k];
-    bool c = !tab.empty() && tab[0] != outside;
-    for (std::size_t i = 1; c && i < tab.size(); ++i) c = tab[i] == tab[0] + static_cast<std::int64_t>(i);
-    p.contiguous.push_back(c);
+    const auto step = mover::linear_step(t.offsets[k]);
+    p.contiguous.push_back(step && (*step == 1 || t.dims[k] == 1));
+    p.repeated.push_back(step && *step == 0);
   }
   // An outside entry needs a fill value; callers that never produce one may pass none.
   std::vector<std::byte> zeros;
