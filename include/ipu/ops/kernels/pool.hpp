@@ -170,9 +170,10 @@ void max_pool_rows_with_indices(const kernel_context& ctx, const T* x, T* y, std
               for (const auto& col : columns) {
                 const auto k = static_cast<std::int32_t>(tap_offset.size());
                 tap_offset.push_back(row_start + col.offset);
-                const C* src = ph + col.at;
+                // Indexed from ph itself: col.at is negative for a padded first column.
+                const std::int64_t at = col.at;
                 for (std::int64_t o = col.lo; o < col.hi; ++o) {
-                  const C v = src[o];
+                  const C v = ph[at + o];
                   // NaN propagates (like PyTorch): once taken, nothing compares greater. Bitwise
                   // ors: no branches, so the loop vectorises.
                   const bool take = (ar[o] < 0) | (v > r[o]) | ((v != v) & (r[o] == r[o]));
