@@ -506,6 +506,39 @@ TEST_CASE("a declared shape that disagrees with what the ops compute is an error
   CHECK(contains(e.what(), "tensor 'y' is declared [7] in the model's graph outputs but its producer computes [2,3]"));
 }
 
+TEST_CASE("a tensor declared twice must be declared alike, and the declaration ONNX checks is the one imported") {
+  // The fuzzer's find: t is a graph output declared [2,3] (what Relu computes) and a value_info
+  // declared [4,5]. ONNX's inference checks only the output's declaration; the importer sized t
+  // from the value_info, and Neg wrote 20 floats into y's buffer of 6.
+  model m(17);
+  m.input("x", {2, 3}).output("t", {2, 3});
+  m.add(node("Relu", {"x"}, {"t"}));
+  m.add(node("Neg", {"t"}, {"y"}));
+  *m.graph().add_value_info() = test_onnx::value("t", f32, {4, 5});
+  auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "tensor 't' is declared as FLOAT [2,3] in the model's graph outputs but as FLOAT [4,5] in its value_info"));
+  CHECK(contains(e.what(), "declare each tensor alike"));
+  // Element types count too.
+  model typed(17);
+  typed.input("x", {2, 3}).output("t", {2, 3});
+  typed.add(node("Relu", {"x"}, {"t"}));
+  *typed.graph().add_value_info() = test_onnx::value("t", ::onnx::TensorProto_DataType_INT64, {2, 3});
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(typed.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "as FLOAT [2,3] in the model's graph outputs but as INT64 [2,3] in its value_info"));
+  // An output declared with symbolic sizes does not contradict the value_info, but ONNX completes the
+  // output from the op ([2,3]) without reading the value_info: the next check finds the contradiction.
+  model loose(17);
+  loose.input("x", {2, 3}).output("t", {"n", "m"});
+  loose.add(node("Relu", {"x"}, {"t"}));
+  *loose.graph().add_value_info() = test_onnx::value("t", f32, {4, 5});
+  e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(loose.bytes(), unchecked()); });
+  CHECK(contains(e.what(), "tensor 't' is declared as FLOAT [2,3] in the model's graph outputs but as FLOAT [4,5] in its value_info"));
+  // Without the value_info, the completed output is what the IR holds.
+  loose.graph().clear_value_info();
+  const auto g = ipu::onnx::load_model_from_bytes(loose.bytes(), unchecked());
+  CHECK(g.tensor(g.outputs().front()).info.shape == ipu::shape{2, 3});
+}
+
 TEST_CASE("convolution ranks and attribute lengths are checked before ONNX's shape inference reads them") {
   // The fuzzer's find: ONNX 1.13's Conv inference takes the kernel's rank from the weights and reads
   // the input's dimensions past its rank (a crash inside libonnx).
@@ -568,6 +601,12 @@ TEST_CASE("a declared dimension below 0 is refused before ONNX's shape inference
   m.add(node("GatherND", {"data", "indices"}, {"y"}, {attr("batch_dims", 1)}, "gather"));
   const auto e = error_of([&] { (void)ipu::onnx::load_model_from_bytes(m.bytes(), unchecked()); });
   CHECK(contains(e.what(), "'indices' is declared with the dimension -7"));
+  // The next find: batch_dims -1 made it copy data's dimension -1.
+  model negative(13);
+  negative.input("data", {2, 2, 2}, i64).input("indices", {2, 0}, i64).output("y", {2, 2}, i64);
+  negative.add(node("GatherND", {"data", "indices"}, {"y"}, {attr("batch_dims", -1)}, "gather"));
+  const auto b = error_of([&] { (void)ipu::onnx::load_model_from_bytes(negative.bytes(), unchecked()); });
+  CHECK(contains(b.what(), "GatherND node: batch_dims -1 is negative"));
 }
 
 TEST_CASE("stored tensors whose data disagrees with their dims are refused before ONNX's shape inference reads them") {

@@ -313,7 +313,55 @@ inline void check_declared_type(const ::onnx::TypeProto& t, const std::string& n
   if (t.has_map_type()) check_declared_type(t.map_type().value_type(), name, where);
 }
 
+/// Two declarations of one tensor agree: same kind of type, same element type and rank, and the
+/// same size wherever both give one.
+inline bool declared_alike(const ::onnx::TypeProto& a, const ::onnx::TypeProto& b) {
+  if (a.value_case() != b.value_case()) return false;
+  if (!a.has_tensor_type()) return true;
+  const auto& x = a.tensor_type();
+  const auto& y = b.tensor_type();
+  if (x.elem_type() != 0 && y.elem_type() != 0 && x.elem_type() != y.elem_type()) return false;
+  if (!x.has_shape() || !y.has_shape()) return true;
+  if (x.shape().dim_size() != y.shape().dim_size()) return false;
+  for (int i = 0; i < x.shape().dim_size(); ++i) {
+    const auto& p = x.shape().dim(i);
+    const auto& q = y.shape().dim(i);
+    if (p.has_dim_value() && q.has_dim_value() && p.dim_value() != q.dim_value()) return false;
+  }
+  return true;
+}
+
+inline std::string declared_type_text(const ::onnx::TypeProto& t) {
+  if (!t.has_tensor_type()) return "as a non-tensor value";
+  const auto type = t.tensor_type().elem_type();
+  return "as " + (type ? ::onnx::TensorProto_DataType_Name(type) : std::string("?")) + " " +
+         (t.tensor_type().has_shape() ? declared_dims(t) : std::string("of unknown shape"));
+}
+
+/// A tensor declared more than once (graph inputs, outputs, value_info) must be declared alike.
+/// ONNX's inference lets a graph output's declaration hide a value_info of the same name, so a
+/// contradictory value_info was never checked, and the importer sized the tensor from it: the
+/// fuzzer's find, where a Neg wrote past a buffer of the declared size.
+inline void check_declared_alike(const ::onnx::GraphProto& graph, const std::string& where) {
+  std::unordered_map<std::string, std::pair<const ::onnx::TypeProto*, const char*>> first;
+  const auto note = [&](const ::onnx::ValueInfoProto& v, const char* list) {
+    if (!v.has_type()) return;
+    const auto [it, fresh] = first.try_emplace(v.name(), &v.type(), list);
+    if (fresh || declared_alike(*it->second.first, v.type())) return;
+    throw error(error_category::onnx,
+                "tensor '" + single_line(v.name()) + "' is declared " + declared_type_text(*it->second.first) +
+                    " in the model's " + it->second.second + " but " + declared_type_text(v.type()) + " in its " + list,
+                where,
+                "declare each tensor alike wherever it appears, or once (onnx.shape_inference.infer_shapes writes the "
+                "shapes the ops compute)");
+  };
+  for (const auto& v : graph.input()) note(v, "graph inputs");
+  for (const auto& v : graph.output()) note(v, "graph outputs");
+  for (const auto& v : graph.value_info()) note(v, "value_info");
+}
+
 inline void check_graph_tensors(const ::onnx::GraphProto& graph, const std::string& where) {
+  check_declared_alike(graph, where);
   for (const auto& v : graph.input()) check_declared_type(v.type(), v.name(), where);
   for (const auto& v : graph.output()) check_declared_type(v.type(), v.name(), where);
   for (const auto& v : graph.value_info()) check_declared_type(v.type(), v.name(), where);
@@ -362,6 +410,23 @@ inline void guard_inference() {
           });
         version = schema->since_version() - 1;
       }
+    }
+    // GatherND's inference (1.13) trusts batch_dims to be 0 or more: a negative one makes it
+    // copy data's dimension -1 (the fuzzer's find, a crash inside libonnx).
+    for (int version = std::numeric_limits<int>::max(); version >= 1;) {
+      const auto* schema = ::onnx::OpSchemaRegistry::Schema("GatherND", version, "");
+      if (schema == nullptr) break;
+      auto* mutable_schema = const_cast<::onnx::OpSchema*>(schema);
+      auto original = schema->GetTypeAndShapeInferenceFunction();
+      if (original)
+        mutable_schema->TypeAndShapeInferenceFunction([original](::onnx::InferenceContext& ctx) {
+          if (const auto* a = ctx.getAttribute("batch_dims"); a != nullptr && a->i() < 0)
+            throw ::onnx::InferenceError("[ShapeInferenceError] GatherND node: batch_dims " + std::to_string(a->i()) +
+                                         " is negative; it counts leading dimensions shared by data and indices, "
+                                         "from 0");
+          original(ctx);
+        });
+      version = schema->since_version() - 1;
     }
   });
 }

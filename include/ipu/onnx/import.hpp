@@ -62,6 +62,7 @@
 #include "ipu/onnx/unsupported.hpp"
 #include "ipu/onnx/upgrade.hpp"
 #include "ipu/ops/all.hpp"
+#include "ipu/ops/infer.hpp"
 
 namespace ipu::onnx {
 
@@ -450,6 +451,7 @@ class graph_builder {
     for (int i = 0; i < gp.node_size(); ++i) add_node(gp.node(i), i, s);
     for (const auto& o : gp.output()) g.mark_output(lookup(s, o.name(), "the graph outputs"));
     validate(g);
+    check_shape_rules(g, "graph '" + gp.name() + "'");
     return g;
   }
 

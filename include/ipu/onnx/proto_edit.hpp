@@ -165,9 +165,11 @@ inline ::onnx::NodeProto constant_node(const std::string& name, const std::strin
 class type_scope {
  public:
   type_scope(const ::onnx::GraphProto& g, const type_scope* parent) : parent_(parent) {
+    // ONNX's inference reads the declarations in this order, a later one hiding an earlier one of
+    // the same name, and checks (and completes) only the one it keeps: keep the same one.
     for (const auto& v : g.input()) add(v);
-    for (const auto& v : g.output()) add(v);
     for (const auto& v : g.value_info()) add(v);
+    for (const auto& v : g.output()) add(v);
     for (const auto& t : g.initializer()) {
       auto& ty = initializer_types_[t.name()];
       auto* tt = ty.mutable_tensor_type();

@@ -75,6 +75,42 @@ constexpr std::vector<tensor_info> infer_outputs(const graph& g, const op_node& 
   return infer_outputs(op, in, op.outputs.size());
 }
 
+/// Checks that every op's outputs carry the infos its shape rule computes from its inputs. A graph
+/// read from a file holds claims: kernels size their loops from their inputs and their buffers
+/// from the outputs' infos, so a claim the rule refutes (ONNX's inference does not check
+/// ConvInteger's channels, say) is refused here, naming the op, before anything runs. Ops without
+/// a rule, and ops whose rule needs the contents of an input computed at run time, are not checked.
+constexpr void check_shape_rules(const graph& g, const std::string& where) {
+  std::vector<infer_input> in;
+  for (const auto& op : g.ops()) {
+    const auto row = op_def_index(op.domain, op.type);
+    if (row == no_op_def || !op_row_at(row).shape) continue;
+    in.clear();
+    for (auto t : op.inputs) {
+      if (t == no_tensor) in.push_back({});
+      else in.push_back({&g.tensor(t).info, detail::known_value(g, t)});
+    }
+    const infer_context ctx(op, in, op.outputs.size());
+    std::vector<tensor_info> computed;
+    try {
+      computed = op_row_at(row).shape.fn(ctx);
+    } catch (const error& e) {
+      if (ctx.needed_unknown_value()) continue;
+      throw error(error_category::shape, "op " + graph::describe(op) + " cannot run on the inputs it is given: " + e.message(),
+                  where, "the model's shapes are inconsistent: fix the op's inputs or attributes, or re-export the model");
+    }
+    for (std::size_t i = 0; i < op.outputs.size() && i < computed.size(); ++i) {
+      if (op.outputs[i] == no_tensor) continue;
+      const auto& held = g.tensor(op.outputs[i]);
+      if (held.info != computed[i])
+        throw error(error_category::shape,
+                    "output '" + held.name + "' of op " + graph::describe(op) + " is declared " + to_string(held.info) +
+                        " but the op computes " + to_string(computed[i]),
+                    where, "the model's declared shapes are wrong: correct or delete them, or re-export the model");
+    }
+  }
+}
+
 /// Recomputes the info of every op output in `g`, in topological order. Ops without an
 /// inference rule keep the infos their outputs already have. Returns how many ops were inferred.
 constexpr std::size_t infer_shapes(graph& g) {

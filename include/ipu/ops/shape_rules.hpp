@@ -83,14 +83,19 @@ class infer_context {
   [[nodiscard]] constexpr bool has_value(std::size_t i) const noexcept {
     return has_input(i) && inputs_[i].data != nullptr;
   }
+  /// Whether the rule asked for the contents of an input that is not known (see int_values): its
+  /// failure then says nothing about the op, only that the graph computes the input at run time.
+  [[nodiscard]] constexpr bool needed_unknown_value() const noexcept { return needed_unknown_value_; }
 
   /// The contents of integer input `i` (a shape, axes, pads...), which must be known.
   [[nodiscard]] constexpr std::vector<std::int64_t> int_values(std::size_t i, std::string_view what) const {
     const auto& info = input(i);
-    if (!has_value(i))
+    if (!has_value(i)) {
+      needed_unknown_value_ = true;
       throw fail("input #" + std::to_string(i) + " (" + std::string(what) +
                      ") must be a constant or initializer for its output shape to be known",
                  "compute it from constants, or fold it before building the graph");
+    }
     const auto& d = *inputs_[i].data;
     const auto n = static_cast<std::size_t>(info.num_elements());
     if (d.size() != info.num_bytes())
@@ -179,6 +184,7 @@ class infer_context {
   const op_node* op_;
   std::span<const infer_input> inputs_;
   std::size_t num_outputs_;
+  mutable bool needed_unknown_value_ = false;
 };
 
 /// An inference rule: the infos of every output the op can produce (callers keep the first n).
