@@ -254,6 +254,8 @@ TEST_CASE("serve: hostile requests get KServe's error JSON and the right status"
   using J = nlohmann::json;
   const std::vector<bad_case> cases{
       {"/v2/models/rows/infer", "{\"inputs\": [", "malformed JSON", 400},
+      // A byte that is not UTF-8, quoted back by the parser's message (the reply once threw: 500).
+      {"/v2/models/rows/infer", "{\"inputs\": [{\"data\": [0.5\x9f" "1]}]}", "malformed JSON", 400},
       {"/v2/models/rows/infer", "[1, 2]", "not a JSON object", 400},
       {"/v2/models/rows/infer", "{}", "no 'inputs' array", 400},
       {"/v2/models/rows/infer", body([](J& j) { j["inputs"][0]["datatype"] = "INT32"; j["inputs"][0]["data"] = {1, 2, 3}; }), "the model takes FP32[-1,3]", 400},

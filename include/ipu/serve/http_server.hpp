@@ -79,7 +79,9 @@ class http_server {
 
   static void reply(response& res, int status, const nlohmann::json& j) {
     res.status = status;
-    res.set_content(j.dump(), "application/json");
+    // Messages may quote a request's bytes (a JSON parser's "last read"), which need not be UTF-8:
+    // replaced, not thrown (a throw here turned a 400 into an empty 500).
+    res.set_content(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
   }
   static void fail(response& res, int status, const std::string& message) { reply(res, status, {{"error", message}}); }
 
@@ -102,6 +104,9 @@ class http_server {
   void routes() {
     svr_.new_task_queue = [n = options_.threads] { return new httplib::ThreadPool(n); };
     svr_.set_payload_max_length(options_.max_body_bytes);
+    // httplib writes a response's headers and body separately: with Nagle's algorithm the body
+    // waited for the client's delayed ACK, up to 40 ms on every keep-alive request.
+    svr_.set_tcp_nodelay(true);
     // Answers httplib gives itself (413, 404 for no route, 400 for a bad request line) get a body too.
     svr_.set_error_handler(httplib::Server::HandlerWithResponse([](const request& req, response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;

@@ -360,7 +360,7 @@ inline encoded_response encode_infer_response(const infer_response& r) {
     j["outputs"].push_back(std::move(o));
   }
   encoded_response e;
-  e.body = j.dump();
+  e.body = j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);  // names from a stranger's model
   bool any_binary = false;
   for (const auto& t : r.outputs) any_binary = any_binary || t.binary;
   if (any_binary) {
