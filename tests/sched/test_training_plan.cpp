@@ -152,6 +152,45 @@ TEST_CASE("training plan: a stage's recompute is the forward ops its backward re
   CHECK(predict(ipu::recomputation::none, false, false, true).stages[0].recompute == 0);
 }
 
+TEST_CASE("training plan: a pipeline stashes what the backward reads and does not recompute, per micro-batch in flight") {
+  // The 2-layer MLP of the test above (batch 8, width 16, F32), 2 IPUs, G = 3. Stage 0's backward
+  // reads x (the stage's input, which the forward plan stashes) and mm0's output (Relu's gradient):
+  // without recomputation mm0's [8,16] is held for the 2 (N - 0) - 1 = 3 micro-batches between
+  // stage 0's forward and backward, one of them counted as the backward's activations: 2 x 512 B
+  // stashed. Recomputing mm0 stashes nothing of its own; a checkpoint keeps it stashed. The last
+  // stage runs its backward in the forward's cycle: nothing stashed.
+  const auto o = training_options(3);
+  const auto e = ipu::pipelined_execution{}.plan(plan_test::pipelined_mlp(2, 16, 8),
+                                                 ipu::ipu_model<ipu::mk2, 2>::description(), o);
+  auto predict = [&](ipu::recomputation r, bool checkpoint_mm0) {
+    auto model = plan_test::mlp(2, 16, 8);
+    model.op(0).where.checkpoint = checkpoint_mm0;
+    const auto tg = ipu::train::make_training_graph(model, step_options(ipu::train::sgd{}, 3));
+    ipu::training_plan_options to{&o, 1};
+    to.recompute = r;
+    return ipu::predict_training(e, tg, to);
+  };
+  auto on = [](const ipu::training_prediction& p, std::uint32_t ipu) {
+    for (const auto& m : p.memory)
+      if (m.ipu == ipu) return m;
+    FAIL("no memory entry for IPU " << ipu);
+    return ipu::training_memory{};
+  };
+  const auto stage0 = e.stages[0].ipu, stage1 = e.stages[1].ipu;
+  REQUIRE(stage0 != stage1);
+  const auto none = predict(ipu::recomputation::none, false);
+  CHECK(on(none, stage0).stash_bytes == 2 * 8 * 16 * 4);
+  CHECK(on(none, stage1).stash_bytes == 0);
+  const auto all = predict(ipu::recomputation::all, false);
+  CHECK(on(all, stage0).stash_bytes == 0);
+  CHECK(on(all, stage0).total() + 2 * 8 * 16 * 4 == on(none, stage0).total());
+  CHECK(on(predict(ipu::recomputation::all, true), stage0).stash_bytes == 2 * 8 * 16 * 4);
+  // Sharded training holds one micro-batch at a time: no stash.
+  const auto one = ipu::sharded_execution{}.plan(plan_test::mlp(2, 16, 8), ipu::ipu_model<ipu::mk2, 1>::description(), o);
+  const auto tg = ipu::train::make_training_graph(plan_test::mlp(2, 16, 8), step_options(ipu::train::sgd{}, 3));
+  CHECK(ipu::predict_training(one, tg, {&o, 1}).memory[0].stash_bytes == 0);
+}
+
 TEST_CASE("training plan: one IPU runs G x (forward + backward), then the update") {
   const auto o = training_options(3);
   const auto e = ipu::sharded_execution{}.plan(plan_test::mlp(2, 32, 4), ipu::ipu_model<ipu::mk2, 1>::description(), o);

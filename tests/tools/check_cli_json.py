@@ -121,7 +121,7 @@ expect("plan_train", text, rf"^batch: micro-batch {b['micro_batch']} x gradient 
                            rf"{b['replicas']} replicas = global batch {b['global_batch']}")
 for mem in j["memory"]:
     expect("plan_train", text, rf"^{mem['ipu']} +{E(mib(mem['plan_bytes']))} +{E(mib(mem['activation_bytes']))} "
-                               rf"+{E(mib(mem['gradient_bytes']))} +{E(mib(mem['optimizer_bytes']))} "
+                               rf"+{E(mib(mem['stash_bytes']))} +{E(mib(mem['gradient_bytes']))} +{E(mib(mem['optimizer_bytes']))} "
                                rf"+{E(mib(mem['total_bytes']))} +{f(100 * mem['total_bytes'] / mem['ipu_bytes'], 1)}%$")
 for s in j["stages"]:
     expect("plan_train", text, rf"^{s['stage']} +{s['ipu']} +{s['forward_ops']}/{s['backward_ops']}/{s['update_ops']} "

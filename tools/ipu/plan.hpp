@@ -291,7 +291,7 @@ inline void print_training_plan(report& rep, const ipu::executable& e, const ipu
   j["memory"] = nlohmann::json::array();
   for (const auto& m : p.memory)
     j["memory"].push_back({{"ipu", m.ipu}, {"plan_bytes", m.plan_bytes}, {"activation_bytes", m.activation_bytes},
-                           {"gradient_bytes", m.gradient_bytes}, {"optimizer_bytes", m.optimizer_bytes},
+                           {"stash_bytes", m.stash_bytes}, {"gradient_bytes", m.gradient_bytes}, {"optimizer_bytes", m.optimizer_bytes},
                            {"total_bytes", m.total()}, {"ipu_bytes", per_ipu}});
   j["gradients"] = p.gradient_accumulation > 1 ? "accumulators" : "one per weight";
   j["optimizer_state_sharded"] = args.shard_optimizer_state;
@@ -300,13 +300,15 @@ inline void print_training_plan(report& rep, const ipu::executable& e, const ipu
     j["stages"].push_back({{"stage", s.stage}, {"ipu", s.ipu}, {"forward_ops", s.forward_ops}, {"backward_ops", s.backward_ops},
                            {"update_ops", s.update_ops}, {"forward", s.forward + s.forward_io},
                            {"backward", s.backward + s.backward_io}, {"recompute", s.recompute}, {"update", s.update}});
-  rep.printf("\n%-4s %-12s %-12s %-12s %-12s %-12s %s\n", "IPU", "plan", "activations", "gradients", "optimizer", "total", "of the IPU");
+  rep.printf("\n%-4s %-12s %-12s %-12s %-12s %-12s %-12s %s\n", "IPU", "plan", "activations", "stash", "gradients", "optimizer",
+             "total", "of the IPU");
   for (const auto& m : p.memory)
-    rep.printf("%-4u %-12s %-12s %-12s %-12s %-12s %5.1f%%\n", m.ipu, mib(m.plan_bytes).c_str(), mib(m.activation_bytes).c_str(),
-                mib(m.gradient_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.total()).c_str(),
+    rep.printf("%-4u %-12s %-12s %-12s %-12s %-12s %-12s %5.1f%%\n", m.ipu, mib(m.plan_bytes).c_str(), mib(m.activation_bytes).c_str(),
+                mib(m.stash_bytes).c_str(), mib(m.gradient_bytes).c_str(), mib(m.optimizer_bytes).c_str(), mib(m.total()).c_str(),
                 100.0 * static_cast<double>(m.total()) / static_cast<double>(per_ipu));
-  rep.printf("(plan: weights, live activations, stashes, temporaries and vertex state of the forward plan; activations: what "
-              "the backward reads; gradients: %s%s)\n",
+  rep.printf("(plan: weights, live activations, stage-input stashes, temporaries and vertex state of the forward plan; "
+              "activations: what the backward reads; stash: what a pipeline's backward reads and does not recompute, for "
+              "the other micro-batches in flight; gradients: %s%s)\n",
               p.gradient_accumulation > 1 ? "accumulators" : "one per weight",
               args.shard_optimizer_state ? "; optimizer state sharded over the replicas" : "");
 

@@ -26,7 +26,9 @@
 //   samples/s           = micro-batch x G x device iterations x replicas / seconds per step
 //
 // Memory per IPU: the forward plan's (weights, live activations, stashes of the in-flight
-// micro-batches, temporaries, vertex state; sched/memory_plan.hpp), plus per weight on the IPU:
+// micro-batches' stage inputs, temporaries, vertex state; sched/memory_plan.hpp); the forward values
+// the backward reads, once, and in a pipeline, for the other micro-batches in flight, those a
+// stage's backward does not recompute (train/recomputation.hpp); plus per weight on the IPU:
 // one gradient (G = 1) or one accumulator (G > 1, in the accumulation type), and the optimizer's
 // state (SGD with momentum one copy, Adam / AdamW / LAMB two, RMSprop one to three, Adagrad one).
 #include <algorithm>
@@ -40,6 +42,7 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/format.hpp"
+#include "ipu/graph/captures.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/op_cost.hpp"
 #include "ipu/ops/op_table.hpp"
@@ -81,8 +84,11 @@ struct training_memory {
   std::uint64_t gradient_bytes = 0;    // gradients (G = 1) or accumulators (G > 1)
   std::uint64_t optimizer_bytes = 0;   // optimizer state
   std::uint64_t activation_bytes = 0;  // forward tensors the backward reads (one micro-batch)
+  std::uint64_t stash_bytes = 0;       // pipelined: those of them stashed, for the other micro-batches in flight
   std::uint64_t weight_bytes = 0;      // the weights the IPU updates (what it all-reduces)
-  [[nodiscard]] constexpr std::uint64_t total() const noexcept { return plan_bytes + gradient_bytes + optimizer_bytes + activation_bytes; }
+  [[nodiscard]] constexpr std::uint64_t total() const noexcept {
+    return plan_bytes + gradient_bytes + optimizer_bytes + activation_bytes + stash_bytes;
+  }
   friend constexpr bool operator==(const training_memory&, const training_memory&) = default;
 };
 
@@ -323,18 +329,45 @@ constexpr training_prediction predict_training(const executable& e, const train:
   p.output_cycles = to_host.empty() ? 0 : *std::max_element(to_host.begin(), to_host.end());
   for (const auto& s : main.steps)
     if (s.kind == step_kind::ipu_copy && s.stage < ns) p.stages[s.stage].backward_io += s.cycles;
+  std::vector<std::uint64_t> stash(ns, 0);  // per forward stage
   if (p.pipelined) {
     const train::forward_stages_view fv{tg.forward_ops, ns, st.step_stage};
     std::vector<std::vector<op_id>> readers(ns);
     for (op_id id = 0; id < tg.step.num_ops(); ++id)
       if (st.step_work[id] != training_work::forward) readers[st.step_stage[id]].push_back(id);
-    for (std::size_t i = 0; i + 1 < ns; ++i)
-      for (auto id : train::recomputed_ops(tg.step, fv, readers[i], to.recompute))
-        p.stages[i].recompute += estimate_op_cost(tg.step, id, e.device, costing, o.cost_hook).cycles();
+    for (std::size_t i = 0; i + 1 < ns; ++i) {
+      const auto rerun = train::recomputed_ops(tg.step, fv, readers[i], to.recompute);
+      for (auto id : rerun) p.stages[i].recompute += estimate_op_cost(tg.step, id, e.device, costing, o.cost_hook).cycles();
+      // The stash: what stage i's backward, and the forward ops it reruns, read of the values its own
+      // forward made and it does not rerun, held for each micro-batch between stage i's forward and
+      // its backward (2 (N - i) - 1 in lockstep, at most G; the executor's stage_memory counts the
+      // same). One micro-batch's copy is in activation_bytes; values from earlier stages arrive as
+      // the stage's inputs, which the forward plan stashes already.
+      const auto held = std::min<std::uint64_t>(2 * (ns - i) - 1, o.gradient_accumulation);
+      if (held < 2) continue;
+      std::vector<bool> reruns(tg.step.num_ops(), false), seen(tg.step.num_tensors(), false);
+      for (auto id : rerun) reruns[id] = true;
+      auto stashed = [&](tensor_id t) {
+        if (t == no_tensor || t >= seen.size() || seen[t]) return;
+        seen[t] = true;
+        const auto made = tg.step.tensor(t).producer;
+        if (made == no_op || st.step_work[made] != training_work::forward || st.step_stage[made] != i || reruns[made]) return;
+        stash[i] += costed_bytes(tg.step.tensor(t).info, costing) * (held - 1);
+      };
+      auto reads = [&](op_id id) {
+        for (auto t : tg.step.op(id).inputs) stashed(t);
+        for (auto t : implicit_inputs(tg.step, tg.step.op(id))) stashed(t);
+      };
+      for (auto id : readers[i]) reads(id);
+      for (auto id : rerun) reads(id);
+    }
   }
 
   // Memory.
   for (const auto& m : e.memory) p.memory.push_back(training_memory{m.ipu, m.total_bytes});
+  for (std::size_t i = 0; i < ns; ++i)
+    for (auto& m : p.memory)
+      if (m.ipu == e.stages[i].ipu) m.stash_bytes += stash[i];
   auto ipu_of_weight = [&](std::string_view name) -> std::uint32_t {
     if (auto t = tg.step.find_tensor(name))
       for (auto c : tg.step.tensor(*t).consumers) return e.stages[st.step_stage[c]].ipu;
@@ -396,9 +429,12 @@ constexpr training_prediction predict_training(const executable& e, const train:
                   "IPU " + format_uint(m.ipu) + " needs " + format_uint(m.total() >> 20) + " MiB for training (plan " +
                       format_uint(m.plan_bytes >> 20) + " MiB, gradients " + format_uint(m.gradient_bytes >> 20) +
                       " MiB, optimizer state " + format_uint(m.optimizer_bytes >> 20) + " MiB, activations for the backward " +
-                      format_uint(m.activation_bytes >> 20) + " MiB) but has " +
+                      format_uint(m.activation_bytes >> 20) + " MiB, stashed for the micro-batches in flight " +
+                      format_uint(m.stash_bytes >> 20) + " MiB) but has " +
                       format_uint(sram >> 20) + " MiB",
-                  where, "use a smaller micro-batch, FP16, more IPUs per replica, or an optimizer with less state");
+                  where, m.stash_bytes > 0 ? "recompute in the backward (PopART's autoRecomputation: a pipeline stashes less), "
+                                             "use a smaller micro-batch, FP16, more IPUs per replica, or an optimizer with less state"
+                                           : "use a smaller micro-batch, FP16, more IPUs per replica, or an optimizer with less state");
 
   // One weight update's micro-batches.
   std::vector<std::uint64_t> busy(e.ipus_per_replica, 0);
