@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""Load on `ipu serve` (loopback, bounded): CLIENTS threads x REQUESTS one-row requests to LeNet-5
-compiled with a batch of 4, served without and then with dynamic batching, in the same run. Every
-response is checked against the same row run alone. Prints p50 / p99 latency, throughput, and the
-batching gain as a ratio.
+"""Load on `ipu serve` (loopback, bounded): two models served at once (LeNet-5 and a small affine
+model, each compiled with a batch of 4), CLIENTS threads x REQUESTS one-row requests alternating
+between them, served without and then with dynamic batching, in the same run. Every response is
+matched to its request (its id, its model, and the row's answer from a request of its own). Prints
+p50 / p99 latency, throughput, and the batching gain as a ratio.
 
-serve_load.py IPU LENET_ONNX [--clients 8] [--requests 50]
+serve_load.py IPU LENET_ONNX [--clients 16] [--requests 500]
 """
 import argparse
 import json
@@ -17,49 +18,62 @@ import time
 import urllib.request
 
 import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+INPUT = {"lenet5": ("image", (1, 1, 28, 28)), "affine": ("x", (1, 3))}
 
 
-def post(port, body):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/lenet5/infer", data=json.dumps(body).encode(),
+def post(port, model, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v2/models/{model}/infer", data=json.dumps(body).encode(),
                                  method="POST", headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=60) as r:
         return json.loads(r.read())
 
 
-def body(x):
-    return {"inputs": [{"name": "image", "datatype": "FP32", "shape": [1, 1, 28, 28], "data": x.flatten().tolist()}]}
+def body(model, x, rid=None):
+    name, shape = INPUT[model]
+    b = {"inputs": [{"name": name, "datatype": "FP32", "shape": list(shape), "data": x.flatten().tolist()}]}
+    if rid is not None:
+        b["id"] = rid
+    return b
 
 
 def serve(ipu, repo):
     p = subprocess.Popen([ipu, "serve", "--model-repository", repo, "--http-port", "0"], stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     line = p.stdout.readline()
-    if not line.startswith("serving 1 models"):
+    if not line.startswith("serving 2 models"):
         raise SystemExit(f"ipu serve did not start: {line!r}")
     return p, int(line.rsplit(":", 1)[1])
 
 
 def load(ipu, repo, config, inputs, clients, requests):
-    cfg = os.path.join(repo, "lenet5", "config.json")
-    if config:
-        with open(cfg, "w") as f:
-            json.dump(config, f)
-    elif os.path.exists(cfg):
-        os.remove(cfg)
+    for model in INPUT:
+        cfg = os.path.join(repo, model, "config.json")
+        if config:
+            with open(cfg, "w") as f:
+                json.dump(config, f)
+        elif os.path.exists(cfg):
+            os.remove(cfg)
     p, port = serve(ipu, repo)
     try:
-        alone = [np.array(post(port, body(x))["outputs"][0]["data"]) for x in inputs]  # also warms up
+        # Each row's answer from a request of its own (this also warms the server up).
+        alone = {m: [np.array(post(port, m, body(m, x))["outputs"][0]["data"]) for x in inputs[m]] for m in INPUT}
         latencies, wrong = [], [0]
         lock = threading.Lock()
 
         def client(c):
             mine = []
             for i in range(requests):
-                k = (c * requests + i) % len(inputs)
+                model = ("lenet5", "affine")[(c + i) % 2]
+                k = (c * requests + i) % len(inputs[model])
+                rid = f"{c}-{i}"
                 t0 = time.perf_counter()
-                out = np.array(post(port, body(inputs[k]))["outputs"][0]["data"])
+                out = post(port, model, body(model, inputs[model][k], rid))
                 mine.append(time.perf_counter() - t0)
-                if not np.array_equal(out, alone[k]):
+                if (out.get("id") != rid or out.get("model_name") != model or
+                        not np.array_equal(np.array(out["outputs"][0]["data"]), alone[model][k])):
                     with lock:
                         wrong[0] += 1
             with lock:
@@ -80,29 +94,43 @@ def load(ipu, repo, config, inputs, clients, requests):
             "requests_per_s": len(lat) / wall, "answered": len(lat), "wrong": wrong[0]}
 
 
+def affine_model(path):
+    g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["s"]),
+         helper.make_node("Relu", ["s"], ["y"])], "affine",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
+        [numpy_helper.from_array(np.array([2.0, -1.0, 0.5], np.float32), "w"),
+         numpy_helper.from_array(np.array([1.0, 1.0, -4.0], np.float32), "b")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ipu")
     ap.add_argument("onnx")
-    ap.add_argument("--clients", type=int, default=8)
-    ap.add_argument("--requests", type=int, default=50)
+    ap.add_argument("--clients", type=int, default=16)
+    ap.add_argument("--requests", type=int, default=500)
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         repo = os.path.join(d, "repo")
-        os.makedirs(os.path.join(repo, "lenet5", "1"))
-        subprocess.run([a.ipu, "compile", a.onnx, "-o", os.path.join(repo, "lenet5", "1", "model.popef"),
-                        "--device", "cpu"], check=True, capture_output=True, timeout=300)
+        affine_model(os.path.join(d, "affine.onnx"))
+        for model, src, extra in (("lenet5", a.onnx, []), ("affine", os.path.join(d, "affine.onnx"), ["--batch", "4"])):
+            os.makedirs(os.path.join(repo, model, "1"))
+            subprocess.run([a.ipu, "compile", src, "-o", os.path.join(repo, model, "1", "model.popef"), "--device", "cpu"]
+                           + extra, check=True, capture_output=True, timeout=300)
         rng = np.random.default_rng(0)
-        inputs = [rng.random((1, 1, 28, 28), dtype=np.float32) for _ in range(16)]
+        inputs = {m: [rng.random(INPUT[m][1], dtype=np.float32) for _ in range(16)] for m in INPUT}
         plain = load(a.ipu, repo, None, inputs, a.clients, a.requests)
         batched = load(a.ipu, repo, {"dynamic_batching": {"max_queue_delay_microseconds": 2000}}, inputs, a.clients,
                        a.requests)
+    print(f"{a.clients} clients x {a.requests} requests, alternating between lenet5 and affine")
     for name, r in (("no batching", plain), ("dynamic batching", batched)):
         print(f"{name:17s} p50 {r['p50_ms']:.2f} ms  p99 {r['p99_ms']:.2f} ms  {r['requests_per_s']:.0f} requests/s  "
               f"answered {r['answered']}  wrong {r['wrong']}")
     print(f"batching gain (throughput ratio): {batched['requests_per_s'] / plain['requests_per_s']:.2f}")
     if plain["wrong"] or batched["wrong"]:
-        raise SystemExit("some responses differ from the row run alone")
+        raise SystemExit("some responses differ from their request's own answer")
 
 
 if __name__ == "__main__":
