@@ -24,6 +24,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <vector>
@@ -82,6 +83,7 @@ inline std::vector<double> batch_size_buckets(std::uint64_t batch) {
 /// Counters since construction (read while serving: each is consistent on its own).
 struct batcher_stats {
   std::uint64_t requests = 0, runs = 0, rows = 0, failed_runs = 0;
+  std::uint64_t timed_out = 0;  // requests that left the queue unrun at their timeout (infer())
   std::uint64_t queue_ns = 0, compute_ns = 0;  // summed over requests (queue) and runs (compute)
   histogram request_seconds;  // per request answered: queued until its last rows ran
   histogram queue_seconds;    // per request: queued until its first rows started
@@ -120,32 +122,28 @@ class dynamic_batcher {
   /// Queues a request of `rows` rows: one span per input of rows x row bytes, alive until the
   /// future is ready.
   std::future<batch_outputs> submit(std::vector<std::span<const std::byte>> inputs, std::uint64_t rows) {
-    if (inputs.size() != layout_.input_row_bytes.size())
-      throw error(error_category::internal, "wrong number of inputs", "dynamic batcher");
-    auto p = std::make_shared<pending>();
-    for (std::size_t i = 0; i < inputs.size(); ++i) {
-      if (inputs[i].size() != rows * layout_.input_row_bytes[i])
-        throw error(error_category::internal, "an input's bytes are not its rows", "dynamic batcher");
-      p->in.push_back(inputs[i].data());
-    }
-    p->rows = rows;
-    p->remaining = rows;
-    for (auto b : layout_.output_row_bytes) p->out.emplace_back(rows * b);
-    p->arrived = std::chrono::steady_clock::now();
-    auto f = p->promise.get_future();
-    if (rows == 0) {
-      p->promise.set_value(std::move(p->out));
-      return f;
-    }
+    return enqueue(std::move(inputs), rows, nullptr);
+  }
+
+  /// Submits a request and waits for its outputs. With a timeout (above 0), a request none of
+  /// whose rows has started when it expires leaves the queue unrun: nullopt. Once rows run they
+  /// read the request's inputs, so it is waited for to the end whatever the timeout.
+  std::optional<batch_outputs> infer(std::vector<std::span<const std::byte>> inputs, std::uint64_t rows,
+                                     std::chrono::microseconds timeout) {
+    std::shared_ptr<pending> p;
+    auto f = enqueue(std::move(inputs), rows, &p);
+    if (timeout.count() <= 0 || f.wait_for(timeout) == std::future_status::ready) return f.get();
     {
       std::lock_guard lock(mutex_);
-      if (stop_) throw error(error_category::runtime, "the batcher is shutting down", "dynamic batcher");
-      queue_.push_back(std::move(p));
-      waiting_rows_ += rows;
-      ++stats_.requests;
+      if (p->taken == 0)
+        if (const auto it = std::find(queue_.begin(), queue_.end(), p); it != queue_.end()) {
+          queue_.erase(it);
+          waiting_rows_ -= p->rows;
+          ++stats_.timed_out;
+          return std::nullopt;
+        }
     }
-    ready_.notify_one();
-    return f;
+    return f.get();
   }
 
   [[nodiscard]] batcher_stats stats() const {
@@ -169,6 +167,38 @@ class dynamic_batcher {
     std::shared_ptr<pending> request;
     std::uint64_t offset = 0, rows = 0;
   };
+
+  /// submit(), also handing back the queued request (for infer()'s timeout).
+  std::future<batch_outputs> enqueue(std::vector<std::span<const std::byte>> inputs, std::uint64_t rows,
+                                     std::shared_ptr<pending>* queued) {
+    if (inputs.size() != layout_.input_row_bytes.size())
+      throw error(error_category::internal, "wrong number of inputs", "dynamic batcher");
+    auto p = std::make_shared<pending>();
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].size() != rows * layout_.input_row_bytes[i])
+        throw error(error_category::internal, "an input's bytes are not its rows", "dynamic batcher");
+      p->in.push_back(inputs[i].data());
+    }
+    p->rows = rows;
+    p->remaining = rows;
+    for (auto b : layout_.output_row_bytes) p->out.emplace_back(rows * b);
+    p->arrived = std::chrono::steady_clock::now();
+    auto f = p->promise.get_future();
+    if (queued) *queued = p;
+    if (rows == 0) {
+      p->promise.set_value(std::move(p->out));
+      return f;
+    }
+    {
+      std::lock_guard lock(mutex_);
+      if (stop_) throw error(error_category::runtime, "the batcher is shutting down", "dynamic batcher");
+      queue_.push_back(std::move(p));
+      waiting_rows_ += rows;
+      ++stats_.requests;
+    }
+    ready_.notify_one();
+    return f;
+  }
 
   void work() {
     std::vector<std::vector<std::byte>> staged_in, staged_out;

@@ -234,6 +234,8 @@ class http_server {
     family("ipu_inference_requests_total", "counter", "Requests queued to the model.", [&](const batcher_stats& st) { return u(st.requests); });
     family("ipu_inference_runs_total", "counter", "Compiled batches run.", [&](const batcher_stats& st) { return u(st.runs); });
     family("ipu_inference_failed_runs_total", "counter", "Runs that failed.", [&](const batcher_stats& st) { return u(st.failed_runs); });
+    family("ipu_inference_timed_out_requests_total", "counter", "Requests that left the queue unrun at the model's request timeout.",
+           [&](const batcher_stats& st) { return u(st.timed_out); });
     family("ipu_inference_rows_total", "counter", "Rows run (padding excluded).", [&](const batcher_stats& st) { return u(st.rows); });
     family("ipu_inference_queue_seconds_total", "counter", "Time requests waited before their first run.",
            [&](const batcher_stats& st) { return secs(st.queue_ns); });

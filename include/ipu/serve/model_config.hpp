@@ -3,7 +3,7 @@
 //
 //   {"max_batch_size": 16,
 //    "dynamic_batching": {"preferred_batch_size": [4, 8], "max_queue_delay_microseconds": 500},
-//    "instance_count": 2}
+//    "instance_count": 2, "request_timeout_microseconds": 2000000}
 //
 // max_batch_size: the most rows one request may carry along the batch (leading) dimension; 0 turns
 // the batch dimension off (requests give the compiled shapes exactly). Absent: the compiled batch
@@ -12,7 +12,10 @@
 // run, which starts once the rows waiting reach the largest preferred size (else the compiled
 // batch) or the oldest has waited max_queue_delay_microseconds. instance_count: threads running
 // batches on the model at once (they share one model runner, so several batches can fill a step of
-// several batches per step). Unknown keys are refused: a misspelt setting is never ignored.
+// several batches per step). request_timeout_microseconds (0 or absent: none): a request still
+// waiting in the queue, none of its rows started, that long after it arrived is answered 503
+// instead (rows already running are finished: they read the request). Unknown keys are refused: a
+// misspelt setting is never ignored.
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -36,6 +39,7 @@ struct model_config {
   std::optional<std::uint64_t> max_batch_size;  // absent: from the compiled model
   std::optional<dynamic_batching_config> dynamic_batching;
   std::uint64_t instance_count = 1;
+  std::uint64_t request_timeout_microseconds = 0;  // 0: none
 };
 
 namespace detail::config {
@@ -70,6 +74,7 @@ inline void refuse_unknown(const nlohmann::json& o, std::initializer_list<std::s
 inline constexpr std::uint64_t max_config_batch = std::uint64_t{1} << 20;
 inline constexpr std::uint64_t max_instances = 64;
 inline constexpr std::uint64_t max_queue_delay_us = 10'000'000;  // 10 s
+inline constexpr std::uint64_t max_request_timeout_us = 3'600'000'000;  // an hour
 
 /// Parses a config's text; `where` names it in errors.
 inline model_config parse_model_config(std::string_view text, const std::string& where) {
@@ -81,10 +86,13 @@ inline model_config parse_model_config(std::string_view text, const std::string&
     throw error(error_category::options, std::string("not valid JSON: ") + e.what(), where, "write the config as a JSON object");
   }
   if (!j.is_object()) throw error(error_category::options, "the config is not a JSON object", where, "write {\"max_batch_size\": 8, ...}");
-  dc::refuse_unknown(j, {"max_batch_size", "dynamic_batching", "instance_count"}, where);
+  dc::refuse_unknown(j, {"max_batch_size", "dynamic_batching", "instance_count", "request_timeout_microseconds"}, where);
   model_config c;
   if (j.contains("max_batch_size")) c.max_batch_size = dc::count(j["max_batch_size"], "max_batch_size", where, 0, max_config_batch);
   if (j.contains("instance_count")) c.instance_count = dc::count(j["instance_count"], "instance_count", where, 1, max_instances);
+  if (j.contains("request_timeout_microseconds"))
+    c.request_timeout_microseconds =
+        dc::count(j["request_timeout_microseconds"], "request_timeout_microseconds", where, 0, max_request_timeout_us);
   if (j.contains("dynamic_batching")) {
     const auto& d = j["dynamic_batching"];
     const auto w = where + ": dynamic_batching";

@@ -10,6 +10,7 @@
 //   auto out = m->infer(request);
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -77,6 +78,7 @@ class served_model {
       }
     }
     batcher_ = std::make_unique<dynamic_batcher>(bl, bc, [this](const auto& in, const auto& out) { run(in, out); });
+    timeout_ = std::chrono::microseconds(config.request_timeout_microseconds);
   }
 
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
@@ -86,6 +88,8 @@ class served_model {
   [[nodiscard]] const std::vector<tensor_metadata>& outputs() const noexcept { return outputs_; }
   [[nodiscard]] const dynamic_batcher& batcher() const noexcept { return *batcher_; }
   [[nodiscard]] const runtime::model_runner& runner() const noexcept { return runner_; }
+  /// The config's request_timeout_microseconds (0: none).
+  [[nodiscard]] std::chrono::microseconds request_timeout() const noexcept { return timeout_; }
 
   /// Checks a request against the model, runs it (batched with others) and answers it. Throws
   /// request_error (400) for inputs that do not fit the model.
@@ -100,7 +104,11 @@ class served_model {
     }
     if (r.outputs.empty())
       for (std::size_t k = 0; k < outputs_.size(); ++k) wanted.emplace_back(k, r.binary_outputs);
-    auto out = batcher_->submit(std::move(spans), n).get();
+    auto ran = batcher_->infer(std::move(spans), n, timeout_);
+    if (!ran)
+      throw request_error(503, "the request waited " + std::to_string(timeout_.count()) + " us in the queue without starting",
+                          where, "send it again later, or raise request_timeout_microseconds in the model's config.json");
+    auto& out = *ran;
     infer_response resp;
     resp.model_name = name_;
     resp.model_version = std::to_string(version_);
@@ -142,6 +150,7 @@ class served_model {
   mutable runtime::model_runner runner_;  // thread-safe: clients queue requests
   std::uint64_t max_batch_ = 0;
   std::vector<tensor_metadata> inputs_, outputs_;
+  std::chrono::microseconds timeout_{0};
   std::unique_ptr<dynamic_batcher> batcher_;  // last: stopped before the runner
 };
 
