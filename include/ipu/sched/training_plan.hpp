@@ -340,9 +340,9 @@ constexpr training_prediction predict_training(const executable& e, const train:
       for (auto id : rerun) p.stages[i].recompute += estimate_op_cost(tg.step, id, e.device, costing, o.cost_hook).cycles();
       // The stash: what stage i's backward, and the forward ops it reruns, read of the values its own
       // forward made and it does not rerun, held for each micro-batch between stage i's forward and
-      // its backward (2 (N - i) - 1 in lockstep, at most G; the executor's stage_memory counts the
-      // same). One micro-batch's copy is in activation_bytes; values from earlier stages arrive as
-      // the stage's inputs, which the forward plan stashes already.
+      // its backward (2 (N - i) - 1 in lockstep, at most G, as the host executor holds them). One
+      // micro-batch's copy is in activation_bytes; values from earlier stages arrive as the stage's
+      // inputs, which the forward plan stashes already.
       const auto held = std::min<std::uint64_t>(2 * (ns - i) - 1, o.gradient_accumulation);
       if (held < 2) continue;
       std::vector<bool> reruns(tg.step.num_ops(), false), seen(tg.step.num_tensors(), false);
