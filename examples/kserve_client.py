@@ -12,8 +12,10 @@ outputs (or saves them with --save DIR).
 Debian packages: python3-numpy, python3-requests; for gRPC python3-grpcio and python3-grpc-tools.
 """
 import argparse
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,6 +61,7 @@ def grpc_stubs():
     here = os.path.dirname(os.path.abspath(__file__))
     proto_dir = os.path.join(here, "..", "include", "ipu", "serve")
     out = tempfile.mkdtemp(prefix="kserve-stubs-")
+    atexit.register(shutil.rmtree, out, True)
     subprocess.run([sys.executable, "-m", "grpc_tools.protoc", "-I", proto_dir, f"--python_out={out}",
                     f"--grpc_python_out={out}", os.path.join(proto_dir, "kserve_v2.proto")], check=True)
     sys.path.insert(0, out)
