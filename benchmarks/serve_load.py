@@ -17,9 +17,12 @@ import threading
 import time
 import urllib.request
 
+import sys
+
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "tools"))
+from serve_models import save_affine_model  # noqa: E402
 
 INPUT = {"lenet5": ("image", (1, 1, 28, 28)), "affine": ("x", (1, 3))}
 
@@ -94,17 +97,6 @@ def load(ipu, repo, config, inputs, clients, requests):
             "requests_per_s": len(lat) / wall, "answered": len(lat), "wrong": wrong[0]}
 
 
-def affine_model(path):
-    g = helper.make_graph(
-        [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["s"]),
-         helper.make_node("Relu", ["s"], ["y"])], "affine",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
-        [numpy_helper.from_array(np.array([2.0, -1.0, 0.5], np.float32), "w"),
-         numpy_helper.from_array(np.array([1.0, 1.0, -4.0], np.float32), "b")])
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("ipu")
@@ -114,7 +106,7 @@ def main():
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as d:
         repo = os.path.join(d, "repo")
-        affine_model(os.path.join(d, "affine.onnx"))
+        save_affine_model(os.path.join(d, "affine.onnx"))
         for model, src, extra in (("lenet5", a.onnx, []), ("affine", os.path.join(d, "affine.onnx"), ["--batch", "4"])):
             os.makedirs(os.path.join(repo, model, "1"))
             subprocess.run([a.ipu, "compile", src, "-o", os.path.join(repo, model, "1", "model.popef"), "--device", "cpu"]

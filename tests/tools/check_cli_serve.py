@@ -18,11 +18,8 @@ import urllib.error
 import urllib.request
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
-W = np.array([2.0, -1.0, 0.5], dtype=np.float32)
-B = np.array([1.0, 1.0, -4.0], dtype=np.float32)
+from serve_models import B, W, save_affine_model
 
 
 def fail(msg):
@@ -61,14 +58,8 @@ def main():
     shutil.rmtree(work, ignore_errors=True)
     os.makedirs(os.path.join(work, "repo", "affine", "1"))
     # y = relu(x * W + B) over rows of 3, batch dynamic.
-    g = helper.make_graph(
-        [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["s"]),
-         helper.make_node("Relu", ["s"], ["y"])], "affine",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
-        [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b")])
     onnx_file = os.path.join(work, "affine.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), onnx_file)
+    save_affine_model(onnx_file)
     popef = os.path.join(work, "repo", "affine", "1", "model.popef")
     subprocess.run([ipu, "compile", onnx_file, "-o", popef, "--device", "cpu", "--batch", "4"], check=True,
                    capture_output=True, timeout=300)

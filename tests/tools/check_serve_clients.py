@@ -23,14 +23,12 @@ import threading
 import time
 
 import numpy as np
-import onnx
 import requests
-from onnx import TensorProto, helper, numpy_helper
+
+from serve_models import B, W, save_affine_model
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
-W = np.array([2.0, -1.0, 0.5], dtype=np.float32)
-B = np.array([1.0, 1.0, -4.0], dtype=np.float32)
 OK_ERRORS = {400, 404, 405, 413, 503}
 
 
@@ -41,14 +39,8 @@ def fail(msg):
 def make_repository(ipu, work):
     """affine (y = relu(x W + B), rows of 3, batch 4) and LeNet-5 (batch 4), both with dynamic batching."""
     repo = os.path.join(work, "repo")
-    g = helper.make_graph(
-        [helper.make_node("Mul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["s"]),
-         helper.make_node("Relu", ["s"], ["y"])], "affine",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])],
-        [numpy_helper.from_array(W, "w"), numpy_helper.from_array(B, "b")])
     affine = os.path.join(work, "affine.onnx")
-    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), affine)
+    save_affine_model(affine)
     models = {"affine": (affine, ["--batch", "4"]), "lenet5": (os.path.join(ROOT, "examples", "models", "lenet5.onnx"), [])}
     for name, (src, extra) in models.items():
         os.makedirs(os.path.join(repo, name, "1"))
