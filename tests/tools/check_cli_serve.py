@@ -10,7 +10,6 @@ check_cli_serve.py IPU WORKDIR [grpc]
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ import urllib.request
 
 import numpy as np
 
-from serve_models import B, W, save_affine_model
+from serve_models import B, W, save_affine_model, stop_server
 
 
 def fail(msg):
@@ -117,15 +116,9 @@ def main():
         if status != 400 or "malformed JSON" not in out.get("error", ""):
             fail(f"bad JSON: {status} {out}")
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            fail("no exit within 60 s of SIGTERM")
-    err = p.stderr.read()
-    if rc != 0 or "stopped (SIGTERM)" not in err:
-        fail(f"exit status {rc}, stderr {err!r}")
+        stopped = stop_server(p)
+    if stopped:
+        fail(stopped)
     shutil.rmtree(work, ignore_errors=True)
     print("ipu serve: metadata, inference equal to numpy, 413 and 400 answers, " +
           ("the gRPC port answering HTTP/2, " if grpc else "") + "clean SIGTERM exit")

@@ -16,7 +16,6 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -25,7 +24,7 @@ import time
 import numpy as np
 import requests
 
-from serve_models import B, W, save_affine_model
+from serve_models import B, W, save_affine_model, stop_server
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.join(HERE, "..", "..")
@@ -387,15 +386,9 @@ def main():
             f"http://127.0.0.1:{port}/v2/models/affine/infer", json=json_body("x", x_affine), timeout=60).json())[1],
             want["affine"][1])
     finally:
-        p.send_signal(signal.SIGTERM)
-        try:
-            rc = p.wait(timeout=120)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            fail("no exit within 120 s of SIGTERM")
-    err = p.stderr.read()
-    if rc != 0 or "stopped (SIGTERM)" not in err or "Sanitizer" in err:
-        fail(f"exit status {rc}, stderr {err[-2000:]!r}")
+        stopped = stop_server(p)
+    if stopped:
+        fail(stopped)
     shutil.rmtree(a.work, ignore_errors=True)
     print(f"ipu serve, two models: curl, requests (JSON, binary) " + ("and grpcio " if a.grpc else "") +
           f"equal to ipu run; {a.clients} x {a.requests} requests all matched; {a.fuzz} fuzzed HTTP requests "
