@@ -374,6 +374,24 @@ inline void check_graph_tensors(const ::onnx::GraphProto& graph, const std::stri
 }
 
 
+/// Runs `check` (which throws ::onnx::InferenceError to refuse) before ONNX's own inference of
+/// every version of op `name`. The registry owns its schemas as mutable objects and hands out
+/// const pointers only.
+template <class Check>
+void check_before_inference(const std::string& name, Check check) {
+  for (int version = std::numeric_limits<int>::max(); version >= 1;) {
+    const auto* schema = ::onnx::OpSchemaRegistry::Schema(name, version, "");
+    if (schema == nullptr) break;
+    auto original = schema->GetTypeAndShapeInferenceFunction();
+    if (original)
+      const_cast<::onnx::OpSchema*>(schema)->TypeAndShapeInferenceFunction([check, original](::onnx::InferenceContext& ctx) {
+        check(ctx);
+        original(ctx);
+      });
+    version = schema->since_version() - 1;
+  }
+}
+
 /// The same checks at inference time, with the ranks inference has found so far (a Conv reading a
 /// Reshape's output, say): ONNX's inference functions of the convolution and pooling ops, every
 /// version, are wrapped once per process so that a bad node fails inference with ONNX's own
@@ -386,48 +404,28 @@ inline void guard_inference() {
       const std::string name = op;
       const bool conv = is_convolution(name);
       const int weights = name == "QLinearConv" ? 3 : 1;
-      for (int version = std::numeric_limits<int>::max(); version >= 1;) {
-        const auto* schema = ::onnx::OpSchemaRegistry::Schema(name, version, "");
-        if (schema == nullptr) break;
-        // The registry owns its schemas as mutable objects and hands out const pointers only.
-        auto* mutable_schema = const_cast<::onnx::OpSchema*>(schema);
-        auto original = schema->GetTypeAndShapeInferenceFunction();
-        if (original)
-          mutable_schema->TypeAndShapeInferenceFunction([name, conv, weights, original](::onnx::InferenceContext& ctx) {
-            const auto rank = [&](std::size_t i) {
-              if (i >= ctx.getNumInputs()) return -1;
-              const auto* t = ctx.getInputType(i);
-              if (t == nullptr || !t->has_tensor_type() || !t->tensor_type().has_shape()) return -1;
-              return t->tensor_type().shape().dim_size();
-            };
-            std::vector<::onnx::AttributeProto> attributes;
-            for (const char* a : {"kernel_shape", "strides", "dilations", "output_padding", "pads"})
-              if (const auto* p = ctx.getAttribute(a)) attributes.push_back(*p);
-            const auto [message, hint] =
-                convolution_problem(name + " node", rank(0), conv ? rank(static_cast<std::size_t>(weights)) : -1, attributes);
-            if (!message.empty()) throw ::onnx::InferenceError("[ShapeInferenceError] " + message + "; " + hint);
-            original(ctx);
-          });
-        version = schema->since_version() - 1;
-      }
+      check_before_inference(name, [name, conv, weights](::onnx::InferenceContext& ctx) {
+        const auto rank = [&](std::size_t i) {
+          if (i >= ctx.getNumInputs()) return -1;
+          const auto* t = ctx.getInputType(i);
+          if (t == nullptr || !t->has_tensor_type() || !t->tensor_type().has_shape()) return -1;
+          return t->tensor_type().shape().dim_size();
+        };
+        std::vector<::onnx::AttributeProto> attributes;
+        for (const char* a : {"kernel_shape", "strides", "dilations", "output_padding", "pads"})
+          if (const auto* p = ctx.getAttribute(a)) attributes.push_back(*p);
+        const auto [message, hint] =
+            convolution_problem(name + " node", rank(0), conv ? rank(static_cast<std::size_t>(weights)) : -1, attributes);
+        if (!message.empty()) throw ::onnx::InferenceError("[ShapeInferenceError] " + message + "; " + hint);
+      });
     }
     // GatherND's inference (1.13) trusts batch_dims to be 0 or more: a negative one makes it
     // copy data's dimension -1 (the fuzzer's find, a crash inside libonnx).
-    for (int version = std::numeric_limits<int>::max(); version >= 1;) {
-      const auto* schema = ::onnx::OpSchemaRegistry::Schema("GatherND", version, "");
-      if (schema == nullptr) break;
-      auto* mutable_schema = const_cast<::onnx::OpSchema*>(schema);
-      auto original = schema->GetTypeAndShapeInferenceFunction();
-      if (original)
-        mutable_schema->TypeAndShapeInferenceFunction([original](::onnx::InferenceContext& ctx) {
-          if (const auto* a = ctx.getAttribute("batch_dims"); a != nullptr && a->i() < 0)
-            throw ::onnx::InferenceError("[ShapeInferenceError] GatherND node: batch_dims " + std::to_string(a->i()) +
-                                         " is negative; it counts leading dimensions shared by data and indices, "
-                                         "from 0");
-          original(ctx);
-        });
-      version = schema->since_version() - 1;
-    }
+    check_before_inference("GatherND", [](::onnx::InferenceContext& ctx) {
+      if (const auto* a = ctx.getAttribute("batch_dims"); a != nullptr && a->i() < 0)
+        throw ::onnx::InferenceError("[ShapeInferenceError] GatherND node: batch_dims " + std::to_string(a->i()) +
+                                     " is negative; it counts leading dimensions shared by data and indices, from 0");
+    });
   });
 }
 
