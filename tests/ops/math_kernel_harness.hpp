@@ -51,14 +51,17 @@ inline void chunked_for(std::size_t n, const std::function<void(std::size_t, std
 /// An input: a tensor, or std::nullopt for an omitted optional input.
 using input = std::optional<host_tensor>;
 
-/// Runs op `type` and returns its outputs, allocated with `outputs` (the IR's output infos).
-inline std::vector<host_tensor> run(const std::string& type, std::vector<input> inputs, std::vector<tensor_info> outputs,
-                                    std::vector<attribute> attrs = {}, ipu::parallel_for_fn pf = chunked_for) {
-  const auto* entry = registry().find("", type);
-  REQUIRE_MESSAGE(entry, "no kernel for " << type);
+/// Runs op `type` of `domain` and returns its outputs, allocated with `outputs` (the IR's output
+/// infos).
+inline std::vector<host_tensor> run_in(const std::string& domain, const std::string& type, std::vector<input> inputs,
+                                       std::vector<tensor_info> outputs, std::vector<attribute> attrs = {},
+                                       ipu::parallel_for_fn pf = chunked_for) {
+  const auto* entry = registry().find(domain, type);
+  REQUIRE_MESSAGE(entry, "no kernel for " << domain << "::" << type);
   ipu::op_node op;
+  op.domain = domain;
   op.type = type;
-  op.opset = 17;
+  op.opset = domain.empty() ? 17 : 1;
   op.name = "test";
   op.attributes = std::move(attrs);
   std::vector<ipu::const_tensor_view> in;
@@ -70,6 +73,12 @@ inline std::vector<host_tensor> run(const std::string& type, std::vector<input> 
   ipu::kernel_context ctx{op, in, out_views, std::move(pf), nullptr};
   entry->kernel(ctx);
   return out;
+}
+
+/// Runs op `type` of the default domain.
+inline std::vector<host_tensor> run(const std::string& type, std::vector<input> inputs, std::vector<tensor_info> outputs,
+                                    std::vector<attribute> attrs = {}, ipu::parallel_for_fn pf = chunked_for) {
+  return run_in("", type, std::move(inputs), std::move(outputs), std::move(attrs), std::move(pf));
 }
 
 /// One-output convenience.

@@ -197,6 +197,83 @@ TEST_CASE("Conv: F64, F16 and a real thread pool") {
   check_conv({.x = {4, 16, 30, 30}, .m = 32, .kernel = {1, 1}}, pf);
 }
 
+namespace {
+/// ipu::ConvWeightsGrad of a Conv `c` against the definition: dW[oc, cc, t] = sum over n and o of
+/// dY[n, oc, o] * X[n, g * cg + cc, o * s + t * d - pad], in double. The Conv's own reference gives
+/// the output shape (its values are not used).
+void check_weights_grad(const conv_case& c, ipu::parallel_for_fn pf = chunked_for, data_type type = data_type::F32) {
+  ints ws{c.m, c.x[1] / c.group};
+  ws.insert(ws.end(), c.kernel.begin(), c.kernel.end());
+  const std::size_t r = c.kernel.size();
+  const auto xv = random_floats(static_cast<std::size_t>(product(c.x)), 200);
+  const auto ys = conv_ref(c, xv, std::vector<float>(static_cast<std::size_t>(product(ws)), 0.0f), {}).shape;
+  const auto dyv = random_floats(static_cast<std::size_t>(product(ys)), 201);
+  const auto st = or_fill(c.strides, r, 1), dl = or_fill(c.dilations, r, 1), pd = or_fill(c.pads, 2 * r, 0);
+  std::array<std::int64_t, 3> in{1, 1, 1}, k{1, 1, 1}, out{1, 1, 1}, s3{1, 1, 1}, d3{1, 1, 1}, p3{0, 0, 0};
+  for (std::size_t i = 0; i < r; ++i) {
+    const std::size_t j = 3 - r + i;
+    in[j] = c.x[2 + i], k[j] = c.kernel[i], out[j] = ys[2 + i], s3[j] = st[i], d3[j] = dl[i], p3[j] = pd[i];
+  }
+  const std::int64_t ci = c.x[1], cg = ci / c.group, mg = c.m / c.group;
+  std::vector<float> want;
+  for (std::int64_t oc = 0; oc < c.m; ++oc)
+    for (std::int64_t cc = 0; cc < cg; ++cc)
+      for (std::int64_t t0 = 0; t0 < k[0]; ++t0)
+        for (std::int64_t t1 = 0; t1 < k[1]; ++t1)
+          for (std::int64_t t2 = 0; t2 < k[2]; ++t2) {
+            double acc = 0;
+            for (std::int64_t n = 0; n < c.x[0]; ++n)
+              for (std::int64_t o0 = 0; o0 < out[0]; ++o0)
+                for (std::int64_t o1 = 0; o1 < out[1]; ++o1)
+                  for (std::int64_t o2 = 0; o2 < out[2]; ++o2) {
+                    const std::int64_t i0 = o0 * s3[0] + t0 * d3[0] - p3[0], i1 = o1 * s3[1] + t1 * d3[1] - p3[1],
+                                       i2 = o2 * s3[2] + t2 * d3[2] - p3[2];
+                    if (i0 < 0 || i0 >= in[0] || i1 < 0 || i1 >= in[1] || i2 < 0 || i2 >= in[2]) continue;
+                    const std::int64_t xi = (((n * ci + oc / mg * cg + cc) * in[0] + i0) * in[1] + i1) * in[2] + i2;
+                    const std::int64_t yi = (((n * c.m + oc) * out[0] + o0) * out[1] + o1) * out[2] + o2;
+                    acc += static_cast<double>(xv[static_cast<std::size_t>(xi)]) * dyv[static_cast<std::size_t>(yi)];
+                  }
+            want.push_back(static_cast<float>(acc));
+          }
+  auto make_t = [&](const ints& sh, const std::vector<float>& v) -> host_tensor {
+    if (type == data_type::F64) return f64(shape(sh), std::vector<double>(v.begin(), v.end()));
+    return f32(shape(sh), v);
+  };
+  auto attrs = conv_attrs(c);
+  attrs.push_back({"kernel_shape", c.kernel});
+  const auto dw = run_in("ipu", "ConvWeightsGrad", {make_t(ys, dyv), make_t(c.x, xv)}, {{type, shape(ws)}}, attrs, pf);
+  check_close(floats(dw[0]), want, 1e-4f, 1e-4f);
+}
+}  // namespace
+
+TEST_CASE("ipu::ConvWeightsGrad, a Conv's weight gradient, against the definition: oneDNN and im2col paths") {
+  // F32 1-D and 2-D run on oneDNN; F64 and 3-D on im2col + GEMM.
+  for (const auto type : {data_type::F32, data_type::F64}) {
+    CAPTURE(type);
+    check_weights_grad({.x = {2, 3, 7, 6}, .m = 4, .kernel = {3, 3}, .pads = {1, 1, 1, 1}}, chunked_for, type);
+    check_weights_grad({.x = {2, 4, 9, 8}, .m = 6, .kernel = {3, 2}, .group = 2, .strides = {2, 1},
+                        .dilations = {1, 2}, .pads = {1, 0, 0, 1}},
+                       chunked_for, type);
+    check_weights_grad({.x = {3, 4, 8, 8}, .m = 4, .kernel = {3, 3}, .group = 4, .pads = {1, 1, 1, 1}}, chunked_for, type);
+    check_weights_grad({.x = {2, 3, 11}, .m = 5, .kernel = {3}, .strides = {2}}, chunked_for, type);
+    check_weights_grad({.x = {1, 2, 4, 5, 4}, .m = 3, .kernel = {2, 3, 2}, .pads = {0, 1, 0, 1, 0, 1}}, chunked_for, type);
+  }
+  // Slices of oc on a real pool of two threads.
+  ipu::thread_pool pool({.threads = 2});
+  auto pf = [&pool](std::size_t count, const std::function<void(std::size_t, std::size_t)>& body) {
+    pool.parallel_for(count, body);
+  };
+  check_weights_grad({.x = {4, 16, 14, 14}, .m = 24, .kernel = {3, 3}, .strides = {2, 2}, .pads = {1, 1, 1, 1}}, pf);
+  // dY that no Conv of X with these attributes makes, and a group that does not divide C.
+  const auto x = f32({1, 2, 5, 5}, std::vector<float>(50, 1.0f));
+  CHECK_THROWS_AS(run_in("ipu", "ConvWeightsGrad", {f32({1, 3, 4, 4}, std::vector<float>(48, 1.0f)), x},
+                         {{data_type::F32, {3, 2, 3, 3}}}, {{"kernel_shape", ints{3, 3}}}),
+                  ipu::error);
+  CHECK_THROWS_AS(run_in("ipu", "ConvWeightsGrad", {f32({1, 3, 3, 3}, std::vector<float>(27, 1.0f)), x},
+                         {{data_type::F32, {3, 1, 3, 3}}}, {{"kernel_shape", ints{3, 3}}, {"group", std::int64_t{3}}}),
+                  ipu::error);
+}
+
 TEST_CASE("Conv: auto_pad SAME_UPPER / SAME_LOWER equal the explicit pads they imply") {
   // 7 wide, kernel 4, stride 2 -> 4 outputs; total padding 3: upper (1, 2), lower (2, 1).
   std::vector<float> xv = random_floats(49, 7), wv = random_floats(16, 8);

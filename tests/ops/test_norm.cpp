@@ -43,6 +43,67 @@ TEST_CASE("BatchNormalization in training mode normalises with batch statistics"
   check_close(floats(out[2]), {3, 0.5f});  // 1 * 0.5 + 5 * 0.5, 1 * 0.5 + 0 * 0.5
 }
 
+TEST_CASE("ipu::BatchNormalizationTraining normalises with the batch's statistics and returns them") {
+  // The training-mode case above: channel 0 {1, 3, 5, 7} mean 4, biased var 5; channel 1 constant 2.
+  auto x = f32({2, 2, 2}, {1, 3, 2, 2, 5, 7, 2, 2});
+  auto out = run_in("ipu", "BatchNormalizationTraining", {x, f32({2}, {2, 1}), f32({2}, {0.5f, 10})},
+                    {{data_type::F32, {2, 2, 2}}, {data_type::F32, {2}}, {data_type::F32, {2}}}, {{"epsilon", 1.0f}});
+  const float r6 = 1 / std::sqrt(6.0f);  // 1 / sqrt(var + epsilon)
+  check_close(floats(out[0]), {-6 * r6 + 0.5f, -2 * r6 + 0.5f, 10, 10, 2 * r6 + 0.5f, 6 * r6 + 0.5f, 10, 10});
+  check_close(floats(out[1]), {4, 2});
+  check_close(floats(out[2]), {5, 0});
+  CHECK_THROWS_AS(run_in("ipu", "BatchNormalizationTraining", {x, f32({3}, {1, 1, 1}), f32({2}, {0, 0})},
+                         {{data_type::F32, {2, 2, 2}}, {data_type::F32, {2}}, {data_type::F32, {2}}}),
+                  ipu::error);
+}
+
+TEST_CASE("ipu::BatchNormalizationTrainingGrad is the derivative of ipu::BatchNormalizationTraining") {
+  // L = sum(Y * R): dY = R. Every gradient against central differences of the forward kernel (F64).
+  const shape xs{2, 3, 4};
+  std::vector<double> xv, rv;
+  for (int i = 0; i < 24; ++i) {
+    xv.push_back(std::sin(1.7 * i) * 3 + (i % 3));
+    rv.push_back(std::cos(0.9 * i));
+  }
+  const std::vector<double> scale{1.5, -0.5, 2}, bias{0.1, 0.2, -0.3};
+  const auto stat = tensor_info{data_type::F64, {3}};
+  auto forward = [&](const std::vector<double>& x, const std::vector<double>& s, const std::vector<double>& b) {
+    return run_in("ipu", "BatchNormalizationTraining", {f64(xs, x), f64({3}, s), f64({3}, b)},
+                  {{data_type::F64, xs}, stat, stat}, {{"epsilon", 0.01f}});
+  };
+  auto loss = [&](const std::vector<double>& x, const std::vector<double>& s, const std::vector<double>& b) {
+    const auto out = forward(x, s, b);
+    const auto y = out[0].as<double>();
+    double l = 0;
+    for (std::size_t i = 0; i < rv.size(); ++i) l += y[i] * rv[i];
+    return l;
+  };
+  const auto fwd = forward(xv, scale, bias);
+  const auto grads = run_in("ipu", "BatchNormalizationTrainingGrad",
+                            {f64(xs, rv), f64(xs, xv), f64({3}, scale), fwd[1], fwd[2]}, {{data_type::F64, xs}, stat, stat},
+                            {{"epsilon", 0.01f}});
+  const double h = 1e-6;
+  auto central = [&](auto&& f, std::vector<double> v, std::size_t i) {
+    v[i] += h;
+    const double up = f(v);
+    v[i] -= 2 * h;
+    return (up - f(v)) / (2 * h);
+  };
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    CHECK(grads[0].as<double>()[i] ==
+          doctest::Approx(central([&](const auto& v) { return loss(v, scale, bias); }, xv, i)).epsilon(1e-6));
+  for (std::size_t c = 0; c < 3; ++c) {
+    CHECK(grads[1].as<double>()[c] ==
+          doctest::Approx(central([&](const auto& v) { return loss(xv, v, bias); }, scale, c)).epsilon(1e-6));
+    CHECK(grads[2].as<double>()[c] ==
+          doctest::Approx(central([&](const auto& v) { return loss(xv, scale, v); }, bias, c)).epsilon(1e-6));
+  }
+  CHECK_THROWS_AS(run_in("ipu", "BatchNormalizationTrainingGrad",
+                         {f64({2, 3, 2}, std::vector<double>(12, 0)), f64(xs, xv), f64({3}, scale), fwd[1], fwd[2]},
+                         {{data_type::F64, xs}, stat, stat}),
+                  ipu::error);
+}
+
 TEST_CASE("InstanceNormalization normalises each (batch, channel) plane") {
   auto x = f32({2, 1, 4}, {1, 2, 3, 4, 10, 10, 20, 20});
   auto y = run1("InstanceNormalization", {x, f32({1}, {2}), f32({1}, {1})}, {data_type::F32, {2, 1, 4}}, {{"epsilon", 0.0f}});

@@ -312,7 +312,7 @@ TEST_CASE("autodiff refuses what cannot be trained, before adding anything") {
 }
 
 
-TEST_CASE("normalisation: LayerNormalization (axis, epsilon, broadcast Scale and B), InstanceNormalization") {
+TEST_CASE("normalisation: LayerNormalization (axis, epsilon, broadcast Scale and B), ipu::BatchNormalizationTraining, InstanceNormalization") {
   using B = ipu::builder;
   using V = const std::vector<tensor_id>&;
   check_gradients("LayerNormalization, last axis", {{{2, 3, 4}}, {{4}, 0.5, 2}, {{4}}},
@@ -327,6 +327,16 @@ TEST_CASE("normalisation: LayerNormalization (axis, epsilon, broadcast Scale and
                                            {.opset = 17, .num_outputs = 3});
                     return outs[0];
                   });
+  // The library's training-mode BatchNormalization (a training graph writes one for each
+  // BatchNormalization): its gradient is one op, ipu::BatchNormalizationTrainingGrad.
+  check_gradients("ipu::BatchNormalizationTraining 2-D", {{{3, 2, 2, 3}}, {{2}, 0.5, 2}, {{2}}}, [](B& b, V x) {
+    return b.op("BatchNormalizationTraining", {x[0], x[1], x[2]}, {attr("epsilon", 0.01f)},
+                {.opset = 1, .num_outputs = 3, .domain = "ipu"})[0];
+  });
+  check_gradients("ipu::BatchNormalizationTraining [N, C]", {{{4, 3}}, {{3}, 0.5, 2}, {{3}}}, [](B& b, V x) {
+    return b.op("BatchNormalizationTraining", {x[0], x[1], x[2]}, {attr("epsilon", 1e-5f)},
+                {.opset = 1, .num_outputs = 3, .domain = "ipu"})[0];
+  });
   check_gradients("InstanceNormalization 1-D", {{{2, 3, 5}}, {{3}, 0.5, 2}, {{3}}},
                   [](B& b, V x) { return op(b, "InstanceNormalization", {x[0], x[1], x[2]}); });
   check_gradients("InstanceNormalization 2-D, epsilon", {{{1, 2, 3, 3}}, {{2}, 0.5, 2}, {{2}}}, [](B& b, V x) {

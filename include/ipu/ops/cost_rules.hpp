@@ -367,6 +367,29 @@ constexpr op_cost normalisation(const op_cost_context& c, std::uint64_t groups) 
   r += vector_pass(c, t, n, 1, 3, broadcast_exchange_bytes(c, n));
   return r;
 }
+/// ipu::BatchNormalizationTraining: the batch's mean and variance per channel (two reductions over
+/// [N, C, ...], the second squaring), then the affine normalisation of inference.
+constexpr op_cost batch_norm_training(const op_cost_context& c) {
+  const auto t = c.type(c.input(0));
+  const auto n = c.input_elements(0);
+  const auto channels = dim(c.input(0), 1);
+  op_cost r = reduction(c, t, n, channels);
+  r += reduction(c, t, n, channels, 1);
+  r += batch_norm(c);
+  return r;
+}
+/// ipu::BatchNormalizationTrainingGrad: per channel, the sums of dY and of dY times the centred X
+/// (two reductions, the second a subtract and a multiply more per vector), then dX from dY and X
+/// (a multiply-add of each and an add: 3 instructions per vector over two inputs).
+constexpr op_cost batch_norm_training_grad(const op_cost_context& c) {
+  const auto t = c.type(c.input(1));
+  const auto n = c.input_elements(1);
+  const auto channels = dim(c.input(1), 1);
+  op_cost r = reduction(c, t, n, channels);
+  r += reduction(c, t, n, channels, 2);
+  r += vector_pass(c, t, n, 2, 3, broadcast_exchange_bytes(c, n));
+  return r;
+}
 constexpr op_cost layer_norm(const op_cost_context& c) {
   const auto& x = c.input(0);
   const auto r = static_cast<std::int64_t>(x.shape.rank());
@@ -585,6 +608,34 @@ constexpr op_cost conv_of(const op_cost_context& c, const conv_shape& s, std::si
 }
 
 constexpr op_cost conv(const op_cost_context& c) { return conv_of(c, conv_shape_of(c), 2); }
+
+/// ipu::ConvWeightsGrad(dY, X): the weight-update pass, planned as the convolution PopLibs turns it
+/// into: X's channels as the batch, the batch as the reduced input channels, dY's channels out, and
+/// dY's spatial extent as the kernel (the forward's strides becoming dilations and the reverse).
+/// Per group, so grouped as the forward is.
+constexpr op_cost conv_weights_grad(const op_cost_context& c) {
+  const auto& dy = c.input(0);
+  const auto& x = c.input(1);
+  const auto rank = x.shape.rank() >= 2 ? x.shape.rank() - 2 : 0;
+  conv_shape s;
+  s.groups = static_cast<std::uint64_t>(std::max<std::int64_t>(c.int_attr("group", 1), 1));
+  s.batch = dim(x, 1) / s.groups;
+  s.in_channels = mul_sat(dim(x, 0), s.groups);
+  s.out_channels = dim(dy, 1);
+  const auto strides = c.ints_attr("strides"), dilations = c.ints_attr("dilations"), pads = c.ints_attr("pads");
+  for (std::size_t i = 0; i < rank; ++i) {
+    const auto at = [&](const std::vector<std::int64_t>& v, std::size_t k, std::uint64_t dflt) {
+      return k < v.size() && v[k] > 0 ? static_cast<std::uint64_t>(v[k]) : dflt;
+    };
+    s.input.push_back(dim(x, static_cast<std::int64_t>(i + 2)));
+    s.kernel.push_back(std::max<std::uint64_t>(dim(dy, static_cast<std::int64_t>(i + 2)), 1));
+    s.strides.push_back(at(dilations, i, 1));
+    s.dilations.push_back(at(strides, i, 1));
+    s.pads_begin.push_back(pads.size() == 2 * rank ? at(pads, i, 0) : 0);
+    s.pads_end.push_back(pads.size() == 2 * rank ? at(pads, rank + i, 0) : 0);
+  }
+  return conv_of(c, s, static_cast<std::size_t>(-1));  // no bias input
+}
 constexpr op_cost conv_transpose(const op_cost_context& c) { return conv_of(c, conv_transpose_shape_of(c), 2); }
 
 /// The labels of an Einsum equation, as bit sets over 64 labels: letters a-z, A-Z (0..51) and the

@@ -123,6 +123,12 @@ class gradient_context {
     n.attributes = std::move(attrs);
     n.where = op_.where;  // the backward ops of an op start where the op is (the planner may move them)
     n.outputs.assign(num_outputs, no_tensor);
+    // An op of another domain (the library's own "ipu" ops) needs that domain's opset in the graph.
+    if (!domain.empty() && g_->opset_version(domain) == 0) {
+      auto opsets = g_->opset_imports();
+      opsets.push_back({std::string(domain), 1});
+      g_->set_opset_imports(std::move(opsets));
+    }
     // Infer with placeholder outputs: the rules read inputs and attributes only.
     const auto infos = infer_(*g_, n);
     if (infos.size() < num_outputs) throw fail("op " + std::string(type) + " gives fewer outputs than asked for");
@@ -170,6 +176,64 @@ class gradient_context {
   constexpr tensor_id ints(const std::vector<std::int64_t>& v) {
     std::vector<double> d(v.begin(), v.end());
     return constant(data_type::S64, shape{static_cast<std::int64_t>(v.size())}, d);
+  }
+  /// `t` with its axes permuted by `perm`, without a copy where one is not needed:
+  /// - nothing is added when `perm` is the identity;
+  /// - when `t` is a Transpose's output that `perm` permutes back, that Transpose's input is the
+  ///   answer (PyTorch exports a Linear layer as A @ W^T: its backward never copies W back);
+  /// - when `t` is a 2-D Gemm's output without C that nothing reads yet (a gradient just made),
+  ///   that Gemm is rewritten in place to make the transpose itself: (op(A) op(B))^T = op(B)^T op(A)^T.
+  constexpr tensor_id transpose(tensor_id t, const std::vector<std::int64_t>& perm) {
+    bool identity = true;
+    for (std::size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<std::int64_t>(i);
+    if (identity) return t;
+    const auto producer = g_->tensor(t).producer;
+    if (producer != no_op && g_->op(producer).domain.empty() && g_->op(producer).type == "Transpose") {
+      const auto& made = g_->op(producer);
+      const auto source = made.inputs.at(0);
+      std::vector<std::int64_t> first;
+      if (const auto* a = made.find_attribute("perm"))
+        if (const auto* v = std::get_if<std::vector<std::int64_t>>(&a->value)) first = *v;
+      if (first.empty())  // ONNX's default: the axes reversed
+        for (std::size_t i = perm.size(); i-- > 0;) first.push_back(static_cast<std::int64_t>(i));
+      // out[i] = t[perm[i]] = source[first[perm[i]]]: back to `source` when first[perm[i]] == i.
+      bool undone = first.size() == perm.size();
+      for (std::size_t i = 0; undone && i < perm.size(); ++i)
+        undone = perm[i] >= 0 && static_cast<std::size_t>(perm[i]) < first.size() &&
+                 first[static_cast<std::size_t>(perm[i])] == static_cast<std::int64_t>(i);
+      if (undone) return source;
+    }
+    if (producer != no_op && perm.size() == 2 && unread_gemm_without_c(t)) {
+      auto& gemm = g_->op(producer);
+      std::swap(gemm.inputs[0], gemm.inputs[1]);
+      std::int64_t trans_a = 0, trans_b = 0;
+      std::vector<attribute> attrs;
+      for (auto& a : gemm.attributes) {
+        const auto* v = std::get_if<std::int64_t>(&a.value);
+        if (a.name == "transA" && v) trans_a = *v;
+        else if (a.name == "transB" && v) trans_b = *v;
+        else attrs.push_back(std::move(a));
+      }
+      attrs.push_back({"transA", std::int64_t{trans_b == 0 ? 1 : 0}});
+      attrs.push_back({"transB", std::int64_t{trans_a == 0 ? 1 : 0}});
+      gemm.attributes = std::move(attrs);
+      auto& out = g_->tensor(t).info.shape;
+      out = shape{out[1], out[0]};
+      return t;
+    }
+    return add("Transpose", {t}, {{"perm", perm}});
+  }
+  /// Whether `t` is made by a Gemm of the default domain without a C input, and is neither read by
+  /// an op nor a graph output: rewriting that Gemm changes nothing anyone has seen.
+  [[nodiscard]] constexpr bool unread_gemm_without_c(tensor_id t) const {
+    const auto& node = g_->tensor(t);
+    if (node.producer == no_op || !node.consumers.empty()) return false;
+    const auto& gemm = g_->op(node.producer);
+    if (!gemm.domain.empty() || gemm.type != "Gemm" || gemm.outputs.size() != 1) return false;
+    if (gemm.inputs.size() < 2 || (gemm.inputs.size() > 2 && gemm.inputs[2] != no_tensor)) return false;
+    for (auto o : g_->outputs())
+      if (o == t) return false;
+    return true;
   }
   /// `t` reshaped to `s`.
   constexpr tensor_id reshape(tensor_id t, const shape& s) {
@@ -346,7 +410,7 @@ constexpr void transpose(gradient_context& c) {
     for (std::size_t i = 0; i < r; ++i) perm.push_back(static_cast<std::int64_t>(r - 1 - i));
   std::vector<std::int64_t> inverse(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) inverse[static_cast<std::size_t>(perm[i])] = static_cast<std::int64_t>(i);
-  c.set_input_grad(0, c.add("Transpose", {c.required_output_grad()}, {{"perm", inverse}}));
+  c.set_input_grad(0, c.transpose(c.required_output_grad(), inverse));
 }
 
 /// Pad (constant mode, pads >= 0): the gradient is dY without the padding.
@@ -506,7 +570,7 @@ constexpr tensor_id swap_last_two(gradient_context& c, tensor_id t) {
   std::vector<std::int64_t> perm;
   for (std::size_t i = 0; i < r; ++i) perm.push_back(static_cast<std::int64_t>(i));
   std::swap(perm[r - 2], perm[r - 1]);
-  return c.add("Transpose", {t}, {{"perm", perm}});
+  return c.transpose(t, perm);
 }
 /// Y = A @ B (numpy matmul: 1-D operands promoted, batch axes broadcast): dA = dY @ B^T and
 /// dB = A^T @ dY, each summed over the batch axes its operand was broadcast along.
@@ -700,8 +764,8 @@ constexpr std::vector<std::int64_t> swap01(std::size_t r) {
   return p;
 }
 /// Conv (groups, strides, dilations, pads, auto_pad): dX is the ConvTranspose of dY by the same
-/// weights; dW is the convolution of X by dY with batch and channels swapped (stride and dilation
-/// exchange roles), cut to the kernel's size and, for groups, to each group's block; dB sums dY.
+/// weights; dW is ipu::ConvWeightsGrad of dY and X (one op: as a Conv of X^T by dY^T it took two
+/// transposes in, a slice and a transpose out); dB sums dY.
 constexpr void conv(gradient_context& c) {
   const auto x = c.input(0), w = c.input(1), dy = c.required_output_grad();
   const auto sx = c.shape_of(x), sw = c.shape_of(w), sy = c.shape_of(c.output());
@@ -717,24 +781,10 @@ constexpr void conv(gradient_context& c) {
                                {"output_padding", output_padding(sx, sy, kernel, strides, dilations, pads)}}));
   }
   if (c.wants(1)) {
-    const auto xt = c.add("Transpose", {x}, {{"perm", swap01(sx.rank())}});   // [C, N, spatial]
-    const auto dyt = c.add("Transpose", {dy}, {{"perm", swap01(sy.rank())}});  // [M, N, out spatial]
-    auto full = c.add("Conv", {xt, dyt}, {{"strides", dilations}, {"dilations", strides}, {"pads", pads}});
-    // [C, M, k'] with k' >= k: the kernel's extent, then [M, C, k].
-    std::vector<std::int64_t> zeros(r, 0);
-    full = c.add("Slice", {full, c.ints(zeros), c.ints(kernel), c.ints(spatial_axes(r + 2))});
-    const auto cg = sx[1] / group, mg = sy[1] / group;
-    if (group == 1) {
-      c.set_input_grad(1, c.add("Transpose", {full}, {{"perm", swap01(r + 2)}}));
-    } else {
-      std::vector<tensor_id> blocks;
-      for (std::int64_t gi = 0; gi < group; ++gi) {
-        const auto block = c.add("Slice", {full, c.ints({gi * cg, gi * mg}), c.ints({(gi + 1) * cg, (gi + 1) * mg}),
-                                           c.ints({0, 1})});
-        blocks.push_back(c.add("Transpose", {block}, {{"perm", swap01(r + 2)}}));
-      }
-      c.set_input_grad(1, c.add("Concat", blocks, {{"axis", std::int64_t{0}}}));
-    }
+    c.set_input_grad(1, c.add_n("ConvWeightsGrad", {dy, x},
+                                {{"kernel_shape", kernel}, {"strides", strides}, {"dilations", dilations},
+                                 {"pads", pads}, {"group", group}},
+                                1, "ipu")[0]);
   }
   if (c.has_input(2) && c.wants(2)) {
     const auto axes = with_batch_axis(spatial_axes(sy.rank()));
@@ -1107,6 +1157,15 @@ constexpr void layer_norm(gradient_context& c) {
   if (c.wants(0)) c.set_input_grad(0, normalize_backward(c, n, scaled ? c.add("Mul", {dy, c.input(1)}) : dy, axes));
   if (scaled && c.wants(1)) c.set_input_grad(1, c.sum_to(c.add("Mul", {dy, n.xhat}), c.shape_of(c.input(1))));
   if (c.has_input(2) && c.wants(2)) c.set_input_grad(2, c.sum_to(dy, c.shape_of(c.input(2))));
+}
+/// ipu::BatchNormalizationTraining: the whole backward as one op, ipu::BatchNormalizationTrainingGrad,
+/// from dY, X, scale and the batch statistics the forward op made.
+constexpr void batch_norm_training(gradient_context& c) {
+  refuse_statistics_gradients(c);
+  const auto grads = c.add_n("BatchNormalizationTrainingGrad",
+                             {c.required_output_grad(), c.input(0), c.input(1), c.output(1), c.output(2)},
+                             {{"epsilon", c.attr_float("epsilon", 1e-5f)}}, 3, "ipu");
+  for (std::size_t i = 0; i < 3; ++i) c.set_input_grad(i, grads[i]);
 }
 /// InstanceNormalization over the spatial axes of [N, C, ...], scale and B per channel.
 constexpr void instance_norm(gradient_context& c) {

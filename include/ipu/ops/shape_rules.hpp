@@ -498,6 +498,36 @@ constexpr std::vector<tensor_info> conv(const infer_context& c) {
   return {tensor_info{c.in_type(0), shape(std::move(out))}};
 }
 
+/// ipu::ConvWeightsGrad(dY, X), attributes of the Conv from X to Y (kernel_shape required): dW
+/// [M, C/group, kernel...]; dY must be what that Conv makes of X.
+constexpr std::vector<tensor_info> conv_weights_grad(const infer_context& c) {
+  const auto& dy = c.in_shape(0);
+  const auto& x = c.in_shape(1);
+  same_type(c, 0, 1);
+  need_float(c, 1);
+  need_rank(c, 1, 3, "X");
+  const auto spatial = x.rank() - 2;
+  const auto kernel = c.attr_ints("kernel_shape");
+  if (kernel.size() != spatial)
+    throw c.fail("kernel_shape " + list(kernel) + " is not one size per spatial dimension of X " + to_string(c.input(1)),
+                 "give the forward Conv's kernel_shape");
+  const auto group = c.attr_int("group", 1);
+  if (group < 1) throw c.fail("group " + std::to_string(group) + " must be >= 1");
+  if (dy.rank() != x.rank() || dy[0] != x[0] || x[1] % group != 0 || dy[1] % group != 0)
+    throw c.fail("dY " + to_string(c.input(0)) + " and X " + to_string(c.input(1)) + " do not fit a Conv of group " +
+                     std::to_string(group),
+                 "dY is the Conv's [N, M, ...] output gradient, X its [N, C, ...] input; C and M divisible by group");
+  const auto w = read_window(c, spatial, dims(kernel.begin(), kernel.end()));
+  const auto sp = window_output(c, dims(x.dims().begin() + 2, x.dims().end()), w);
+  if (!std::equal(sp.begin(), sp.end(), dy.dims().begin() + 2, dy.dims().end()))
+    throw c.fail("dY " + to_string(c.input(0)) + " is not the output of the Conv of X " + to_string(c.input(1)) +
+                     " these attributes describe",
+                 "give the forward Conv's kernel_shape, strides, dilations and pads");
+  dims out{dy[1], x[1] / group};
+  out.insert(out.end(), kernel.begin(), kernel.end());
+  return {tensor_info{c.in_type(1), shape(std::move(out))}};
+}
+
 constexpr std::vector<tensor_info> conv_transpose(const infer_context& c) {
   const auto& x = c.in_shape(0);
   const auto& wt = c.in_shape(1);
@@ -576,6 +606,42 @@ constexpr std::vector<tensor_info> batch_norm(const infer_context& c) {
   const std::size_t extra = c.opset() >= 14 ? 2 : 4;
   for (std::size_t i = 0; i < extra; ++i) r.push_back(tensor_info{c.in_type(3), shape{ch}});
   return r;
+}
+
+/// Per-channel operands `first`..`last` of a batch normalisation over X (input `x`): [C], X's type.
+constexpr void need_per_channel(const infer_context& c, std::size_t x, std::size_t first, std::size_t last,
+                                const char* const* names) {
+  const auto ch = c.in_shape(x)[1];
+  for (std::size_t i = first; i <= last; ++i) {
+    same_type(c, x, i);
+    if (c.in_shape(i) != shape{ch})
+      throw c.fail(std::string(names[i]) + " " + to_string(c.input(i)) + " must be [" + std::to_string(ch) + "] for X " +
+                       to_string(c.input(x)),
+                   "per-channel operands have one value per channel (dimension 1 of X)");
+  }
+}
+/// ipu::BatchNormalizationTraining(X, scale, B): Y like X, then the batch's mean and biased
+/// variance per channel, in X's type.
+constexpr std::vector<tensor_info> batch_norm_training(const infer_context& c) {
+  need_float(c, 0);
+  need_rank(c, 0, 2, "X");
+  const char* names[] = {"X", "scale", "B"};
+  need_per_channel(c, 0, 1, 2, names);
+  const tensor_info stat{c.in_type(0), shape{c.in_shape(0)[1]}};
+  return {same_as_input(c), stat, stat};
+}
+/// ipu::BatchNormalizationTrainingGrad(dY, X, scale, mean, var): dX like X, then dScale and dB per
+/// channel.
+constexpr std::vector<tensor_info> batch_norm_training_grad(const infer_context& c) {
+  need_float(c, 1);
+  need_rank(c, 1, 2, "X");
+  if (c.input(0) != c.input(1))
+    throw c.fail("dY " + to_string(c.input(0)) + " is not like X " + to_string(c.input(1)),
+                 "give the gradient of the forward op's Y");
+  const char* names[] = {"dY", "X", "scale", "mean", "var"};
+  need_per_channel(c, 1, 2, 4, names);
+  const tensor_info stat{c.in_type(1), shape{c.in_shape(1)[1]}};
+  return {c.input(1), stat, stat};
 }
 
 constexpr std::vector<tensor_info> layer_norm(const infer_context& c) {

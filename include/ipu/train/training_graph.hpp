@@ -6,8 +6,9 @@
 //
 // Trained: every floating-point weight of the model but the frozen ones and BatchNormalization's
 // running statistics (buffers, as PyTorch calls them). BatchNormalization trains as PyTorch's
-// train() mode does: it normalises with the batch's statistics (its ops written out, so autodiff
-// sees ordinary ops) and updates the running statistics each step, as buffers the step returns.
+// train() mode does: it normalises with the batch's statistics (one op of the library's own,
+// ipu::BatchNormalizationTraining, with a gradient rule in the op table like any op) and updates
+// the running statistics each step, as buffers the step returns.
 //
 // A Dropout in training mode (training_mode a constant true, as PyTorch exports train() mode) is
 // written out as ops: ipu::DropoutMask draws its mask from the step input "dropout/seed" (the
@@ -191,9 +192,11 @@ constexpr graph untie_copies(const graph& g) {
 }
 
 namespace detail {
-/// Writes BatchNormalization `op` (inference form, one output) of `g` out as training-mode ops:
-/// normalised with the batch's mean and biased variance, and returning the running statistics
-/// updated as PyTorch does (momentum on the old value; the unbiased variance).
+/// Writes BatchNormalization `op` (inference form, one output) of `g` out in training mode: one
+/// ipu::BatchNormalizationTraining, normalising with the batch's mean and biased variance (one op
+/// forward, one op backward, where ONNX ops would be a dozen passes over X each way), and the
+/// running statistics updated as PyTorch does (momentum on the old value; the unbiased variance).
+/// Its ops are named "bn_train/<index>/..." (recomputation's NormOnly picks them by that).
 /// Returns the tensors holding the updated running mean and variance.
 constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op_node& op, std::size_t index) {
   if (op.outputs.size() != 1 || op.inputs.size() != 5)
@@ -204,68 +207,58 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
   const auto type = info.type;
   const auto rank = info.shape.rank();
   if (rank < 2) throw error(error_category::shape, "BatchNormalization of a rank-" + format_uint(rank) + " input", "op " + graph::describe(op));
-  double eps = 1e-5, momentum = 0.9;
+  float eps = 1e-5f;
+  double momentum = 0.9;
   if (const auto* a = op.find_attribute("epsilon"))
     if (const auto* v = std::get_if<float>(&a->value)) eps = *v;
   if (const auto* a = op.find_attribute("momentum"))
     if (const auto* v = std::get_if<float>(&a->value)) momentum = *v;
   std::int64_t n = info.shape[0];
-  std::vector<std::int64_t> axes{0}, keep(rank, 1);
-  for (std::size_t i = 2; i < rank; ++i) {
-    axes.push_back(static_cast<std::int64_t>(i));
-    n *= info.shape[i];
-  }
-  keep[1] = info.shape[1];
+  for (std::size_t i = 2; i < rank; ++i) n *= info.shape[i];
   const std::string prefix = "bn_train/" + format_uint(index) + "/";
   std::size_t k = 0;
-  auto constant = [&](data_type t, shape sh, const std::vector<double>& v) {
+  auto scalar = [&](double v) {
     byte_buffer data;
-    if (t == data_type::S64) {
-      std::vector<std::int64_t> w;
-      for (double d : v) w.push_back(static_cast<std::int64_t>(d));
-      data = byte_buffer::from_values(std::span<const std::int64_t>(w));
-    } else if (t == data_type::F64) {
-      data = byte_buffer::from_values(std::span<const double>(v));
+    if (type == data_type::F64) {
+      data = byte_buffer::from_values(std::span<const double>(&v, 1));
+    } else if (type == data_type::F16) {
+      const half h(static_cast<float>(v));
+      data = byte_buffer::from_values(std::span<const half>(&h, 1));
     } else {
-      std::vector<float> w(v.begin(), v.end());
-      data = byte_buffer::from_values(std::span<const float>(w));
+      const auto f = static_cast<float>(v);
+      data = byte_buffer::from_values(std::span<const float>(&f, 1));
     }
-    return g.add_tensor(prefix + "c" + format_uint(k++), tensor_info{t, std::move(sh)}, tensor_kind::constant, std::move(data));
+    return g.add_tensor(prefix + "c" + format_uint(k++), tensor_info{type, shape{}}, tensor_kind::constant, std::move(data));
   };
-  auto ints = [&](const std::vector<std::int64_t>& v) {
-    return constant(data_type::S64, shape{static_cast<std::int64_t>(v.size())}, std::vector<double>(v.begin(), v.end()));
-  };
-  auto scalar = [&](double v) { return constant(type, shape{}, {v}); };
-  auto emit = [&](std::string_view t, std::vector<tensor_id> in, std::vector<attribute> at = {},
-                  tensor_id out = no_tensor) {
+  auto emit = [&](std::string_view t, std::string_view domain, std::vector<tensor_id> in, std::vector<attribute> at,
+                  std::vector<tensor_id> out) {
     op_node o;
     o.type = std::string(t);
+    o.domain = std::string(domain);
+    if (!domain.empty()) o.opset = 1;
     o.name = prefix + std::string(t) + format_uint(k++);
     o.inputs = std::move(in);
     o.attributes = std::move(at);
     o.where = op.where;
-    o.outputs = {no_tensor};
+    o.outputs.assign(out.size(), no_tensor);
     const auto infos = infer_outputs(g, o);
-    o.outputs[0] = out != no_tensor ? out : g.add_tensor(o.name, infos.at(0));
-    const auto r = o.outputs[0];
+    for (std::size_t i = 0; i < out.size(); ++i)
+      o.outputs[i] = out[i] != no_tensor ? out[i] : g.add_tensor(o.name + (i == 0 ? "" : ":" + format_uint(i)), infos.at(i));
+    auto r = o.outputs;
     g.add_op(std::move(o));
     return r;
   };
-  const attribute keepdims{"keepdims", std::int64_t{1}};
-  const auto m = emit("ReduceSum", {x, ints(axes)}, {keepdims});
-  const auto batch_mean = emit("Div", {m, scalar(static_cast<double>(n))});
-  const auto d = emit("Sub", {x, batch_mean});
-  const auto sq = emit("ReduceSum", {emit("Mul", {d, d}), ints(axes)}, {keepdims});
-  const auto batch_var = emit("Div", {sq, scalar(static_cast<double>(n))});
-  const auto norm = emit("Div", {d, emit("Sqrt", {emit("Add", {batch_var, scalar(eps)})})});
-  const auto scaled = emit("Mul", {norm, emit("Reshape", {scale, ints(keep)})});
-  (void)emit("Add", {scaled, emit("Reshape", {bias, ints(keep)})}, {}, op.outputs[0]);
-  const auto c = ints({info.shape[1]});
+  const auto made = emit("BatchNormalizationTraining", "ipu", {x, scale, bias}, {{"epsilon", eps}},
+                         {op.outputs[0], no_tensor, no_tensor});
+  const auto batch_mean = made[1], batch_var = made[2];
   const auto keep_old = scalar(momentum), take_new = scalar(1 - momentum);
-  const auto new_mean = emit("Add", {emit("Mul", {mean, keep_old}), emit("Mul", {emit("Reshape", {batch_mean, c}), take_new})});
-  const auto unbiased = emit("Mul", {emit("Reshape", {batch_var, c}), scalar(n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0)});
-  const auto new_var = emit("Add", {emit("Mul", {var, keep_old}), emit("Mul", {unbiased, take_new})});
-  return {new_mean, new_var};
+  auto blend = [&](tensor_id old, tensor_id batch) {
+    const auto kept = emit("Mul", "", {old, keep_old}, {}, {no_tensor})[0];
+    return emit("Add", "", {kept, emit("Mul", "", {batch, take_new}, {}, {no_tensor})[0]}, {}, {no_tensor})[0];
+  };
+  const auto unbiased = emit("Mul", "", {batch_var, scalar(n > 1 ? static_cast<double>(n) / static_cast<double>(n - 1) : 1.0)},
+                             {}, {no_tensor})[0];
+  return {blend(mean, batch_mean), blend(var, unbiased)};
 }
 
 /// The bytes of tensor `t` of `g` when they are known before running: a constant or initializer,
@@ -513,7 +506,7 @@ constexpr training_graph detail::build_training_graph(const graph& exported, con
   }
   for (auto t : model.outputs()) g.mark_output(t);
   auto opsets = model.opset_imports();
-  if (dropouts > 0) opsets.push_back({"ipu", 1});  // ipu::DropoutMask
+  if (dropouts > 0 || bn > 0) opsets.push_back({"ipu", 1});  // ipu::DropoutMask, ipu::BatchNormalizationTraining
   g.set_opset_imports(std::move(opsets));
 
   // The loss.

@@ -1,6 +1,6 @@
 #pragma once
 // The op table's conv family: convolutions: Conv and ConvTranspose (groups, dilations, strides,
-// pads). A row holds what the library knows about an op: shape rule (ops/shape_rules.hpp), cost
+// pads), and the library's own ipu::ConvWeightsGrad, the weight gradient Conv's rule makes. A row holds what the library knows about an op: shape rule (ops/shape_rules.hpp), cost
 // rule (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host
 // kernels sit beside it, in ipu/ops/kernels/conv.hpp.
 #include "ipu/ops/op_def.hpp"
@@ -12,6 +12,7 @@ inline constexpr op_def conv[] = {
     {"", "Conv", detail::infer::conv, detail::cost_rules::conv, {}, detail::grad::conv},
     {"", "ConvTranspose", detail::infer::conv_transpose, detail::cost_rules::conv_transpose, {},
      detail::grad::conv_transpose},
+    {"ipu", "ConvWeightsGrad", detail::infer::conv_weights_grad, detail::cost_rules::conv_weights_grad, {}},
 };
 
 }  // namespace ipu::op_families

@@ -1,5 +1,7 @@
 #pragma once
-// The op table's norm family: normalisations: batch, layer, instance, LRN, mean-variance. A row
+// The op table's norm family: normalisations: batch, layer, instance, LRN, mean-variance; and the
+// library's own training-mode batch normalisation (domain "ipu"): its forward, which a training
+// graph writes for a BatchNormalization in PyTorch's train() mode, and its backward. A row
 // holds what the library knows about an op: shape rule (ops/shape_rules.hpp), cost rule
 // (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host kernels
 // sit beside it, in ipu/ops/kernels/norm.hpp.
@@ -16,6 +18,10 @@ inline constexpr op_def norm[] = {
      detail::grad::layer_norm},
     {"", "LRN", detail::infer::unary_float, detail::cost_rules::lrn, {}},
     {"", "MeanVarianceNormalization", detail::infer::unary_float, detail::cost_rules::mean_variance_norm, {}},
+    {"ipu", "BatchNormalizationTraining", detail::infer::batch_norm_training, detail::cost_rules::batch_norm_training,
+     {}, detail::grad::batch_norm_training},
+    {"ipu", "BatchNormalizationTrainingGrad", detail::infer::batch_norm_training_grad,
+     detail::cost_rules::batch_norm_training_grad, {}},
 };
 
 }  // namespace ipu::op_families

@@ -3,7 +3,8 @@
 // depthwise convolutions run as a direct loop, 1x1 convolutions as one GEMM per group, kernels
 // longer than the output (Conv's weight gradient) as a GEMM over kernel positions, and the rest as
 // im2col + GEMM over blocks of output columns (bounded scratch, parallel over batch x group x block).
-// ConvTranspose is GEMM + col2im. F16 is widened to F32 and rounded once at the end.
+// ConvTranspose is GEMM + col2im. F16 is widened to F32 and rounded once at the end. The library's
+// ipu::ConvWeightsGrad (a Conv's weight gradient, from its dY and X) is im2col + GEMM per group.
 // F32 1-D / 2-D Conv and ConvTranspose run on oneDNN instead (ops/kernels/conv_dnnl.hpp, dnnl_conv);
 // these kernels stay for other types, 3-D, what oneDNN refuses, and as the reference the tests
 // compare with (F64 runs them).
@@ -471,9 +472,81 @@ inline void conv_transpose_kernel(const kernel_context& ctx) {
   });
 }
 
+// --- ipu::ConvWeightsGrad --------------------------------------------------------------------------
+/// The weight gradient in the compute type C: per group, dW_g [M/g, C/g * k] = sum over the batch
+/// of dY_g [M/g, out] by im2col(X_g)^T [out, C/g * k]; parallel over groups.
+template <class C>
+void conv_weights_grad_compute(const kernel_context& ctx, const C* dy, const C* x, C* dw, std::int64_t batch,
+                               std::int64_t in_channels, std::int64_t out_channels, std::int64_t group,
+                               const window_geometry& g) {
+  const std::int64_t cg = in_channels / group, mg = out_channels / group, kg = cg * g.kernel_size();
+  const std::int64_t s_out = g.out_size(), s_in = g.in_size();
+  ctx.parallel_for(static_cast<std::size_t>(group), [&](std::size_t g0, std::size_t g1) {
+    auto col = scratch<C, 1>(static_cast<std::size_t>(kg * s_out));
+    for (auto gi = static_cast<std::int64_t>(g0); gi < static_cast<std::int64_t>(g1); ++gi) {
+      C* dwg = dw + gi * mg * kg;
+      for (std::int64_t n = 0; n < batch; ++n) {
+        im2col(x + (n * in_channels + gi * cg) * s_in, cg, g, 0, s_out, col.data());
+        gemm<C>(false, true, mg, kg, s_out, C{1}, dy + (n * out_channels + gi * mg) * s_out, s_out, col.data(), s_out,
+                n == 0 ? C{0} : C{1}, dwg, kg);
+      }
+    }
+  });
+}
+
+/// ipu::ConvWeightsGrad(dY, X), attributes kernel_shape, strides, dilations, pads and group of a
+/// Conv from X to Y: dW [M, C/group, kernel...], the gradient of that Conv's weights. F32 1-D and
+/// 2-D runs on oneDNN's convolution_backward_weights straight from X and dY; the rest (and what
+/// oneDNN refuses) runs im2col + GEMM, the reference the tests compare with.
+inline void conv_weights_grad_kernel(const kernel_context& ctx) {
+  const auto dy = ctx.input(0);
+  const auto x = ctx.input(1);
+  expect_type(ctx, 0, x.info().type);
+  const auto dw = output(ctx, 0);
+  const shape& sx = x.info().shape;
+  const shape& sy = dy.info().shape;
+  const shape& sw = dw.info().shape;
+  if (sy.rank() != sx.rank() || sw.rank() != sx.rank() || sx.rank() < 3)
+    throw ctx.fail("dY " + to_string(sy) + ", X " + to_string(sx) + " and dW " + to_string(sw) + " differ in rank",
+                   "give [N, M, out...], [N, C, in...] and [M, C/group, kernel...]");
+  const std::int64_t group = ctx.attr_int("group", 1);
+  const std::int64_t n = sx[0], c = sx[1], m = sy[1];
+  if (group < 1 || c % group != 0 || m % group != 0 || sw[0] != m || sw[1] * group != c || sy[0] != n)
+    throw ctx.fail("dY " + to_string(sy) + ", X " + to_string(sx) + " and dW " + to_string(sw) +
+                       " do not fit a Conv of group " + std::to_string(group),
+                   "dY is [N, M, ...], X [N, C, ...], dW [M, C/group, ...], C and M divisible by group");
+  const auto g = make_window_geometry(ctx, sx, sy, kernel_shape_of(ctx, sw));
+  for (std::size_t d = 0; d < window_geometry::max_rank; ++d) {
+    const std::int64_t span = g.in[d] + g.pad_begin[d] + g.pad_end[d] - g.extent(d);
+    if (g.out[d] != (span < 0 ? 0 : span / g.stride[d] + 1))
+      throw ctx.fail("dY " + to_string(sy) + " is not the output of a Conv of X " + to_string(sx) +
+                         " with these kernel, strides, dilations and pads",
+                     "give the forward Conv's attributes");
+  }
+  if (sw.num_elements() == 0) return;
+  if (x.info().type == data_type::F32) {
+    dnnl_conv_shape s;
+    if (dnnl_conv_shape_of(g, s)) {
+      s.kind = dnnl_conv_kind::backward_weights;
+      s.n = n;
+      s.ic = c;
+      s.oc = m;
+      s.group = group;
+      if (dnnl_conv_weights_run(ctx, s, x.as<float>().data(), dy.as<float>().data(), dw.as<float>().data())) return;
+    }
+  }
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const widened<T> wdy(dy.as<T>()), wx(x.as<T>());
+    widened_output<T> out(dw.as<T>());
+    conv_weights_grad_compute(ctx, wdy.data(), wx.data(), out.data(), n, c, m, group, g);
+    out.finish();
+  });
+}
+
 inline void register_conv_kernels(op_registry& r) {
   r.add({"", "Conv", &conv_kernel, true});
   r.add({"", "ConvTranspose", &conv_transpose_kernel, true});
+  r.add({"ipu", "ConvWeightsGrad", &conv_weights_grad_kernel, true});
 }
 
 }  // namespace ipu::detail::math_ops

@@ -302,6 +302,62 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const fl
   return true;
 }
 
+/// Runs the weight gradient `s` (kind backward_weights, s.n the batch) from X [n, ic, ...] and dY
+/// [n, oc, ...], both NCHW, into dW [oc, ic/group, kh, kw] (OIHW), in slices of oc the device's
+/// parallel_for shares out (one group; grouped, one call). A slice of dY is a strided view, which
+/// the reorder into oneDNN's layout reads as it is; a slice of dW is contiguous. False, having
+/// written nothing, when oneDNN does not take the shape.
+inline bool dnnl_conv_weights_run(const kernel_context& ctx, const dnnl_conv_shape& s, const float* x, const float* dy,
+                                  float* dw) {
+  using dnnl::memory;
+  const bool sliced = s.group == 1;
+  auto slice_shape = [&](std::int64_t count) {
+    dnnl_conv_shape t = s;
+    t.oc = count;
+    return t;
+  };
+  if (!dnnl_conv_plan_for(sliced ? slice_shape(1) : s)) return false;
+  const auto& engine = dnnl_cpu_engine();
+  const std::int64_t out_plane = s.oh * s.ow, w_unit = s.ic / s.group * s.kh * s.kw;
+  ctx.parallel_for(sliced ? static_cast<std::size_t>(s.oc) : 1, [&](std::size_t u0, std::size_t u1) {
+    const auto first = static_cast<std::int64_t>(u0);
+    const auto count = sliced ? static_cast<std::int64_t>(u1 - u0) : s.oc;
+    auto plan = dnnl_conv_plan_for(sliced ? slice_shape(count) : s);
+    std::int64_t step = count;
+    if (!plan) {  // not expected (only the slice size differs); then one oc at a time
+      plan = dnnl_conv_plan_for(slice_shape(1));
+      step = 1;
+    }
+    const dnnl_one_thread one;
+    dnnl::stream stream(engine);
+    memory src_user(plan->user_shared, engine, const_cast<float*>(x));
+    memory src = src_user;
+    if (plan->shared_reorder) {
+      src = memory(plan->shared, engine, dnnl_buffer<1>(plan->shared.get_size()));
+      plan->shared_reorder.execute(stream, src_user, src);
+    }
+    memory scratch(plan->scratch, engine, dnnl_buffer<3>(plan->scratch.get_size()));
+    for (std::int64_t oc0 = first; oc0 < first + count; oc0 += step) {
+      // dY[:, oc0 : oc0 + step] as a strided [n, step, oh, ow] view of the whole dY.
+      const memory::desc dy_view(memory::dims{s.n, step, s.oh, s.ow}, memory::data_type::f32,
+                                 memory::dims{s.oc * out_plane, out_plane, s.ow, 1});
+      memory dy_user(dy_view, engine, const_cast<float*>(dy + oc0 * out_plane));
+      memory diff_dst = dy_user;
+      if (plan->in != dy_view) {
+        diff_dst = memory(plan->in, engine, dnnl_buffer<6>(plan->in.get_size()));
+        dnnl::reorder(dy_user, diff_dst).execute(stream, dy_user, diff_dst);
+      }
+      memory dw_user(plan->user_out, engine, dw + oc0 * w_unit);
+      memory diff_w = plan->out_reorder ? memory(plan->out, engine, dnnl_buffer<7>(plan->out.get_size())) : dw_user;
+      plan->conv.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_DIFF_DST, diff_dst}, {DNNL_ARG_DIFF_WEIGHTS, diff_w},
+                                  {DNNL_ARG_SCRATCHPAD, scratch}});
+      if (plan->out_reorder) plan->out_reorder.execute(stream, diff_w, dw_user);
+    }
+    stream.wait();
+  });
+  return true;
+}
+
 /// The oneDNN shape of a 1-D or 2-D convolution with geometry `g` (3-D geometry with a unit
 /// leading dimension); false for 3-D.
 inline bool dnnl_conv_shape_of(const window_geometry& g, dnnl_conv_shape& s) {

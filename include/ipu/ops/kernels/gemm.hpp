@@ -197,8 +197,8 @@ inline void matmul_kernel(const kernel_context& ctx) {
 }
 
 inline void register_gemm_kernels(op_registry& r) {
-  r.add({"", "Gemm", &gemm_kernel});
-  r.add({"", "MatMul", &matmul_kernel});
+  r.add({"", "Gemm", &gemm_kernel, true});
+  r.add({"", "MatMul", &matmul_kernel, true});
 }
 
 }  // namespace ipu::detail::math_ops

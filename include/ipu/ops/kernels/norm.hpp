@@ -1,6 +1,8 @@
 #pragma once
 // Normalisation kernels: BatchNormalization (inference, and training mode with running
-// statistics), InstanceNormalization and LayerNormalization. Statistics accumulate in double.
+// statistics), InstanceNormalization and LayerNormalization, and the library's training-mode batch
+// normalisation, forward and backward (ipu::BatchNormalizationTraining and its Grad). Statistics
+// accumulate in double.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -105,6 +107,124 @@ inline void batch_norm_kernel(const kernel_context& ctx) {
     }
     channel_affine(ctx, in, y.as<T>().data(), n, c, spatial, a, b);
   });
+}
+
+/// The sum of f(i) over i in [0, n), in double, as eight running partial sums: independent sums
+/// vectorise, where one sum would be a chain of dependent adds.
+template <class F>
+double sum_of(std::int64_t n, F&& f) {
+  std::array<double, 8> acc{};
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (std::size_t j = 0; j < 8; ++j) acc[j] += f(i + static_cast<std::int64_t>(j));
+  double tail = 0.0;
+  for (; i < n; ++i) tail += f(i);
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7])) + tail;
+}
+
+/// [N, C, spatial] of a batch normalisation's X.
+struct channel_layout {
+  std::int64_t n = 0, c = 0, spatial = 0;
+};
+inline channel_layout channel_layout_of(const kernel_context& ctx, const shape& s) {
+  if (s.rank() < 2) throw ctx.fail("input " + to_string(s) + " has no channel dimension", "give [N, C, ...]");
+  const std::int64_t n = s[0], c = s[1];
+  return {n, c, n * c == 0 ? 0 : s.num_elements() / (n * c)};
+}
+
+/// ipu::BatchNormalizationTraining(X, scale, B), attribute epsilon: BatchNormalization as PyTorch's
+/// train() mode runs it, in two passes over X: the batch's mean and biased variance per channel
+/// (outputs 1 and 2), then Y = (X - mean) / sqrt(var + epsilon) * scale + B.
+inline void batch_norm_training_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto [n, c, spatial] = channel_layout_of(ctx, x.info().shape);
+  const double eps = ctx.attr_float("epsilon", 1e-5f);
+  const auto scale = channel_param(ctx, 1, c, "scale");
+  const auto bias = channel_param(ctx, 2, c, "B");
+  std::vector<double> mean(static_cast<std::size_t>(c)), var(static_cast<std::size_t>(c));
+  const auto count = static_cast<double>(n * spatial);
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    const T* in = x.as<T>().data();
+    ctx.parallel_for(static_cast<std::size_t>(c), [&](std::size_t c0, std::size_t c1) {
+      for (auto ch = static_cast<std::int64_t>(c0); ch < static_cast<std::int64_t>(c1); ++ch) {
+        double sum = 0.0, sq = 0.0;
+        for (std::int64_t b = 0; b < n; ++b) {
+          const T* p = in + (b * c + ch) * spatial;
+          sum += sum_of(spatial, [p](std::int64_t i) { return static_cast<double>(widen(p[i])); });
+        }
+        const double mu = count > 0 ? sum / count : 0.0;
+        for (std::int64_t b = 0; b < n; ++b) {
+          const T* p = in + (b * c + ch) * spatial;
+          sq += sum_of(spatial, [p, mu](std::int64_t i) {
+            const double d = static_cast<double>(widen(p[i])) - mu;
+            return d * d;
+          });
+        }
+        mean[static_cast<std::size_t>(ch)] = mu;
+        var[static_cast<std::size_t>(ch)] = count > 0 ? sq / count : 0.0;
+      }
+    });
+    std::vector<double> a(static_cast<std::size_t>(c)), b(static_cast<std::size_t>(c));
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      a[i] = scale[i] / std::sqrt(var[i] + eps);
+      b[i] = bias[i] - mean[i] * a[i];
+    }
+    channel_affine(ctx, in, output(ctx, 0).as<T>().data(), n, c, spatial, a, b);
+  });
+  if (has_output(ctx, 1)) write_doubles(ctx, ctx.outputs[1], mean);
+  if (has_output(ctx, 2)) write_doubles(ctx, ctx.outputs[2], var);
+}
+
+/// ipu::BatchNormalizationTrainingGrad(dY, X, scale, mean, var), attribute epsilon: the backward of
+/// ipu::BatchNormalizationTraining. Per channel, over its m = N * spatial values, with
+/// s = 1 / sqrt(var + epsilon) and Xhat = (X - mean) * s:
+///   dB = sum(dY), dScale = sum(dY * Xhat), dX = scale * s * (dY - dB / m - Xhat * dScale / m)
+/// (outputs dX, dScale, dB): one pass for the sums, one for dX.
+inline void batch_norm_training_grad_kernel(const kernel_context& ctx) {
+  const auto dy = ctx.input(0), x = ctx.input(1);
+  if (dy.info() != x.info())
+    throw ctx.fail("dY " + to_string(dy.info()) + " is not like X " + to_string(x.info()), "give the gradient of Y");
+  const auto [n, c, spatial] = channel_layout_of(ctx, x.info().shape);
+  const double eps = ctx.attr_float("epsilon", 1e-5f);
+  const auto scale = channel_param(ctx, 2, c, "scale");
+  const auto mean = channel_param(ctx, 3, c, "mean");
+  const auto var = channel_param(ctx, 4, c, "var");
+  std::vector<double> dscale(static_cast<std::size_t>(c)), dbias(static_cast<std::size_t>(c));
+  const auto m = static_cast<double>(n * spatial);
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    using C = compute_t<T>;
+    const T* g = dy.as<T>().data();
+    const T* in = x.as<T>().data();
+    T* out = output(ctx, 0).as<T>().data();
+    ctx.parallel_for(static_cast<std::size_t>(c), [&](std::size_t c0, std::size_t c1) {
+      for (auto ch = static_cast<std::int64_t>(c0); ch < static_cast<std::int64_t>(c1); ++ch) {
+        const auto k = static_cast<std::size_t>(ch);
+        const double mu = mean[k], s = 1.0 / std::sqrt(var[k] + eps);
+        double sum_g = 0.0, sum_gx = 0.0;
+        for (std::int64_t b = 0; b < n; ++b) {
+          const T* gp = g + (b * c + ch) * spatial;
+          const T* xp = in + (b * c + ch) * spatial;
+          sum_g += sum_of(spatial, [gp](std::int64_t i) { return static_cast<double>(widen(gp[i])); });
+          sum_gx += sum_of(spatial, [gp, xp, mu](std::int64_t i) {
+            return static_cast<double>(widen(gp[i])) * (static_cast<double>(widen(xp[i])) - mu);
+          });
+        }
+        dbias[k] = sum_g;
+        dscale[k] = sum_gx * s;
+        // dX = A dY + B (X - mean) + D, with A = scale s, B = -scale s^3 sum_gx / m, D = -A dB / m.
+        const double a = scale[k] * s, bx = m > 0 ? -scale[k] * s * s * s * sum_gx / m : 0.0;
+        const double d = m > 0 ? -a * sum_g / m : 0.0;
+        const C av = static_cast<C>(a), bv = static_cast<C>(bx), dv = static_cast<C>(d), mv = static_cast<C>(mu);
+        for (std::int64_t b = 0; b < n; ++b) {
+          const auto at = (b * c + ch) * spatial;
+          for (std::int64_t i = 0; i < spatial; ++i)
+            out[at + i] = narrow<T>(av * widen(g[at + i]) + bv * (widen(in[at + i]) - mv) + dv);
+        }
+      }
+    });
+  });
+  if (has_output(ctx, 1)) write_doubles(ctx, ctx.outputs[1], dscale);
+  if (has_output(ctx, 2)) write_doubles(ctx, ctx.outputs[2], dbias);
 }
 
 inline void instance_norm_kernel(const kernel_context& ctx) {
@@ -285,6 +405,8 @@ inline void register_norm_kernels(op_registry& r) {
   r.add({"", "LayerNormalization", &layer_norm_kernel});
   r.add({"", "LRN", &lrn_kernel});
   r.add({"", "MeanVarianceNormalization", &mvn_kernel});
+  r.add({"ipu", "BatchNormalizationTraining", &batch_norm_training_kernel, true});
+  r.add({"ipu", "BatchNormalizationTrainingGrad", &batch_norm_training_grad_kernel, true});
 }
 
 }  // namespace ipu::detail::math_ops
