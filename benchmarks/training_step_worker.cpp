@@ -10,6 +10,7 @@
 //   profile   per op type: the time spent in its kernels per step (the mean over every step so far,
 //             the untimed first one included) and how many ops of that type one step runs; then the
 //             slowest single ops and the tensors they read; then "end"
+//   profile TYPE   the same, then every op of that type, slowest first
 // and exits at end of input.
 #include <cblas.h>
 
@@ -69,7 +70,8 @@ int run(int argc, char** argv) {
       step_seconds += s;
       ++steps;
       std::printf("step_ms=%.3f loss=%.9g\n", s * 1e3, r.loss);
-    } else if (line == "profile") {
+    } else if (line == "profile" || line.starts_with("profile ")) {
+      const std::string only = line.size() > 8 ? line.substr(8) : std::string();
       const auto& g = session.graph_of_step().step;
       struct total {
         double seconds = 0;
@@ -92,8 +94,9 @@ int run(int argc, char** argv) {
         std::printf("op %s ms_per_step=%.3f ops=%d\n", type.c_str(), t.seconds / n * 1e3, t.ops);
       // The slowest single ops, with what they read: which instance of a type to speed up.
       std::vector<ipu::op_id> slowest;
-      for (ipu::op_id i = 0; i < op_seconds.size() && i < g.ops().size(); ++i) slowest.push_back(i);
-      const auto top = std::min<std::size_t>(slowest.size(), 12);
+      for (ipu::op_id i = 0; i < op_seconds.size() && i < g.ops().size(); ++i)
+        if (only.empty() || g.op(i).type == only) slowest.push_back(i);
+      const auto top = only.empty() ? std::min<std::size_t>(slowest.size(), 12) : slowest.size();
       std::partial_sort(slowest.begin(), slowest.begin() + static_cast<std::ptrdiff_t>(top), slowest.end(),
                         [&](auto a, auto b) { return op_seconds[a] > op_seconds[b]; });
       for (std::size_t k = 0; k < top; ++k) {
