@@ -80,9 +80,13 @@ class shape {
                   "are held to the same bound");
   }
   [[nodiscard]] std::string list() const {
-    std::string r;
-    for (auto d : dims_) r += (r.empty() ? "" : ",") + std::to_string(d);
-    return "[" + r + "]";
+    std::string r = "[";  // appended piece by piece: "," + std::string trips GCC 12's -Wrestrict
+    for (std::size_t i = 0; i < dims_.size(); ++i) {
+      if (i) r += ',';
+      r += std::to_string(dims_[i]);
+    }
+    r += ']';
+    return r;
   }
   std::vector<dim_type> dims_;
 };

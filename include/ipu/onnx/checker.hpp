@@ -70,9 +70,12 @@ inline std::string declared_dims(const ::onnx::TypeProto& t) {
   std::string s = "[";
   for (int i = 0; i < t.tensor_type().shape().dim_size(); ++i) {
     const auto& d = t.tensor_type().shape().dim(i);
-    s += (i ? "," : "") + (d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?"));
+    // Appended piece by piece: "," + std::string trips GCC 12's -Wrestrict in optimised builds.
+    if (i) s += ',';
+    s += d.has_dim_value() ? std::to_string(d.dim_value()) : std::string("?");
   }
-  return s + "]";
+  s += ']';
+  return s;
 }
 
 /// When inference finds a declared shape (value_info or a graph output) that disagrees with what

@@ -609,8 +609,9 @@ class training_session {
   /// `info` as stored for weight `w`: one value per group, stacked, for a grouped weight.
   [[nodiscard]] tensor_info stored_info(const tensor_info& info, std::size_t w) const {
     if (!replicated_ || !stacked_[w]) return info;
-    auto dims = info.shape.dims();
-    dims.insert(dims.begin(), weight_groups_[w].count);
+    // Built by push_back: GCC 12 warns of a null dereference in vector::insert at the front.
+    std::vector<std::int64_t> dims{weight_groups_[w].count};
+    for (const auto d : info.shape.dims()) dims.push_back(d);
     return {info.type, shape(dims)};
   }
   /// `t` (one value, or one per group) as replica `replica` sees it.
@@ -710,8 +711,8 @@ class training_session {
     for (std::size_t i = 0; i < weights_.size(); ++i) {
       if (!all_replicas_[i]) continue;
       const auto& plain = tg_.weights[i].info;
-      auto dims = plain.shape.dims();
-      dims.insert(dims.begin(), replicas_);
+      std::vector<std::int64_t> dims{replicas_};  // push_back: GCC 12 warns on vector::insert at the front
+      for (const auto d : plain.shape.dims()) dims.push_back(d);
       host_tensor t(tensor_info{plain.type, shape(dims)});
       for (std::int64_t r = 0; r < replicas_; ++r) {
         const auto v = group_view(weights_[i], plain, i, r);

@@ -242,8 +242,15 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
     o.where = op.where;
     o.outputs.assign(out.size(), no_tensor);
     const auto infos = infer_outputs(g, o);
-    for (std::size_t i = 0; i < out.size(); ++i)
-      o.outputs[i] = out[i] != no_tensor ? out[i] : g.add_tensor(o.name + (i == 0 ? "" : ":" + format_uint(i)), infos.at(i));
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      if (out[i] != no_tensor) {
+        o.outputs[i] = out[i];
+        continue;
+      }
+      std::string name = o.name;  // appended piece by piece: ":" + std::string trips GCC 12's -Wrestrict
+      if (i != 0) name.append(1, ':').append(format_uint(i));
+      o.outputs[i] = g.add_tensor(name, infos.at(i));
+    }
     auto r = o.outputs;
     g.add_op(std::move(o));
     return r;
