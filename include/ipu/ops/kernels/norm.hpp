@@ -137,7 +137,8 @@ inline channel_layout channel_layout_of(const kernel_context& ctx, const shape& 
 /// (outputs 1 and 2), then Y = (X - mean) / sqrt(var + epsilon) * scale + B.
 inline void batch_norm_training_kernel(const kernel_context& ctx) {
   const auto x = ctx.input(0);
-  const auto [n, c, spatial] = channel_layout_of(ctx, x.info().shape);
+  const auto layout = channel_layout_of(ctx, x.info().shape);
+  const std::int64_t n = layout.n, c = layout.c, spatial = layout.spatial;  // not bound: lambdas capture them
   const double eps = ctx.attr_float("epsilon", 1e-5f);
   const auto scale = channel_param(ctx, 1, c, "scale");
   const auto bias = channel_param(ctx, 2, c, "B");
@@ -184,7 +185,8 @@ inline void batch_norm_training_grad_kernel(const kernel_context& ctx) {
   const auto dy = ctx.input(0), x = ctx.input(1);
   if (dy.info() != x.info())
     throw ctx.fail("dY " + to_string(dy.info()) + " is not like X " + to_string(x.info()), "give the gradient of Y");
-  const auto [n, c, spatial] = channel_layout_of(ctx, x.info().shape);
+  const auto layout = channel_layout_of(ctx, x.info().shape);
+  const std::int64_t n = layout.n, c = layout.c, spatial = layout.spatial;
   const double eps = ctx.attr_float("epsilon", 1e-5f);
   const auto scale = channel_param(ctx, 2, c, "scale");
   const auto mean = channel_param(ctx, 3, c, "mean");
