@@ -357,24 +357,28 @@ constexpr op_cost batch_norm(const op_cost_context& c) {
   return vector_pass(c, c.type(c.output()), out, 1, 2, 2 * std::min(channels, share) * size_of(c.type(c.output())));
 }
 
+/// Two reductions of `n` elements of type `t` into `groups` statistics: a sum, and a sum of a
+/// product with `extra_ops` more instructions per vector (squares, centred products).
+constexpr op_cost statistics(const op_cost_context& c, data_type t, std::uint64_t n, std::uint64_t groups,
+                             std::uint32_t extra_ops) {
+  op_cost r = reduction(c, t, n, groups);
+  r += reduction(c, t, n, groups, extra_ops);
+  return r;
+}
+
 /// Layer / instance normalisation: mean and variance reductions, then normalise (subtract,
 /// scale by the reciprocal square root, affine: 3 instructions per vector).
 constexpr op_cost normalisation(const op_cost_context& c, std::uint64_t groups) {
   const auto t = c.type(c.input(0));
   const auto n = c.input_elements(0);
-  op_cost r = reduction(c, t, n, groups);
-  r += reduction(c, t, n, groups, 1);
+  op_cost r = statistics(c, t, n, groups, 1);
   r += vector_pass(c, t, n, 1, 3, broadcast_exchange_bytes(c, n));
   return r;
 }
 /// ipu::BatchNormalizationTraining: the batch's mean and variance per channel (two reductions over
 /// [N, C, ...], the second squaring), then the affine normalisation of inference.
 constexpr op_cost batch_norm_training(const op_cost_context& c) {
-  const auto t = c.type(c.input(0));
-  const auto n = c.input_elements(0);
-  const auto channels = dim(c.input(0), 1);
-  op_cost r = reduction(c, t, n, channels);
-  r += reduction(c, t, n, channels, 1);
+  op_cost r = statistics(c, c.type(c.input(0)), c.input_elements(0), dim(c.input(0), 1), 1);
   r += batch_norm(c);
   return r;
 }
@@ -384,9 +388,7 @@ constexpr op_cost batch_norm_training(const op_cost_context& c) {
 constexpr op_cost batch_norm_training_grad(const op_cost_context& c) {
   const auto t = c.type(c.input(1));
   const auto n = c.input_elements(1);
-  const auto channels = dim(c.input(1), 1);
-  op_cost r = reduction(c, t, n, channels);
-  r += reduction(c, t, n, channels, 2);
+  op_cost r = statistics(c, t, n, dim(c.input(1), 1), 2);
   r += vector_pass(c, t, n, 2, 3, broadcast_exchange_bytes(c, n));
   return r;
 }

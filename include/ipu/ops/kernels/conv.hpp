@@ -36,6 +36,15 @@ inline std::vector<std::int64_t> kernel_shape_of(const kernel_context& ctx, cons
   return k;
 }
 
+/// Whether `g`'s output sizes are what its input, kernel, strides, dilations and pads make.
+inline bool window_output_matches(const window_geometry& g) {
+  for (std::size_t d = 0; d < window_geometry::max_rank; ++d) {
+    const std::int64_t span = g.in[d] + g.pad_begin[d] + g.pad_end[d] - g.extent(d);
+    if (g.out[d] != (span < 0 ? 0 : span / g.stride[d] + 1)) return false;
+  }
+  return true;
+}
+
 /// Writes rows [c0, c0 + cols) of the im2col matrix for one group: row (c, kd, kh, kw), column =
 /// output position. `x` points at the group's first input channel.
 template <class C>
@@ -285,13 +294,9 @@ inline void conv_kernel(const kernel_context& ctx) {
                        ", weights " + to_string(sw),
                    "W must be [M, C/group, ...] with C and M divisible by group");
   const auto g = make_window_geometry(ctx, sx, sy, kernel_shape_of(ctx, sw));
-  for (std::size_t d = 0; d < window_geometry::max_rank; ++d) {
-    const std::int64_t span = g.in[d] + g.pad_begin[d] + g.pad_end[d] - g.extent(d);
-    const std::int64_t expected = span < 0 ? 0 : span / g.stride[d] + 1;
-    if (g.out[d] != expected)
-      throw ctx.fail("output " + to_string(sy) + " does not match the input, kernel, strides, dilations and pads",
-                     "fix the output shape in the model");
-  }
+  if (!window_output_matches(g))
+    throw ctx.fail("output " + to_string(sy) + " does not match the input, kernel, strides, dilations and pads",
+                   "fix the output shape in the model");
   if (sy[0] != n || sy[1] != m) throw ctx.fail("output " + to_string(sy) + " should be [" + std::to_string(n) + ", " + std::to_string(m) + ", ...]", "fix the output shape in the model");
   if (ctx.has_input(2)) {
     expect_type(ctx, 2, x.info().type);
@@ -516,13 +521,10 @@ inline void conv_weights_grad_kernel(const kernel_context& ctx) {
                        " do not fit a Conv of group " + std::to_string(group),
                    "dY is [N, M, ...], X [N, C, ...], dW [M, C/group, ...], C and M divisible by group");
   const auto g = make_window_geometry(ctx, sx, sy, kernel_shape_of(ctx, sw));
-  for (std::size_t d = 0; d < window_geometry::max_rank; ++d) {
-    const std::int64_t span = g.in[d] + g.pad_begin[d] + g.pad_end[d] - g.extent(d);
-    if (g.out[d] != (span < 0 ? 0 : span / g.stride[d] + 1))
-      throw ctx.fail("dY " + to_string(sy) + " is not the output of a Conv of X " + to_string(sx) +
-                         " with these kernel, strides, dilations and pads",
-                     "give the forward Conv's attributes");
-  }
+  if (!window_output_matches(g))
+    throw ctx.fail("dY " + to_string(sy) + " is not the output of a Conv of X " + to_string(sx) +
+                       " with these kernel, strides, dilations and pads",
+                   "give the forward Conv's attributes");
   if (sw.num_elements() == 0) return;
   if (x.info().type == data_type::F32) {
     dnnl_conv_shape s;
