@@ -128,6 +128,71 @@ TEST_CASE("LayerNormalization over the trailing axes, with Mean and InvStdDev") 
   check_close(floats(h), {-1, 1}, 0, 0);
 }
 
+TEST_CASE("ipu::LayerNormalizationGrad is the derivative of LayerNormalization, with or without its statistics") {
+  // L = sum(Y * R): dY = R. Every gradient against central differences of the forward kernel (F64),
+  // normalising the trailing [3, 4] of [2, 3, 4].
+  const shape xs{2, 3, 4}, ns{3, 4}, stats{2, 1, 1};
+  std::vector<double> xv, rv, scale, bias;
+  for (int i = 0; i < 24; ++i) {
+    xv.push_back(std::sin(1.7 * i) * 3 + (i % 3));
+    rv.push_back(std::cos(0.9 * i));
+  }
+  for (int i = 0; i < 12; ++i) {
+    scale.push_back(1.5 - 0.25 * i);
+    bias.push_back(0.1 * i - 0.3);
+  }
+  const std::vector<attribute> attrs{{"axis", std::int64_t{1}}, {"epsilon", 0.01f}};
+  const tensor_info stat{data_type::F64, stats}, param{data_type::F64, ns};
+  auto forward = [&](const std::vector<double>& x, const std::vector<double>& s, const std::vector<double>& b) {
+    return run("LayerNormalization", {f64(xs, x), f64(ns, s), f64(ns, b)}, {{data_type::F64, xs}, stat, stat}, attrs);
+  };
+  auto loss = [&](const std::vector<double>& x, const std::vector<double>& s, const std::vector<double>& b) {
+    const auto out = forward(x, s, b);
+    const auto y = out[0].as<double>();
+    double l = 0;
+    for (std::size_t i = 0; i < rv.size(); ++i) l += y[i] * rv[i];
+    return l;
+  };
+  const double h = 1e-6;
+  auto central = [&](auto&& f, std::vector<double> v, std::size_t i) {
+    v[i] += h;
+    const double up = f(v);
+    v[i] -= 2 * h;
+    return (up - f(v)) / (2 * h);
+  };
+  const auto fwd = forward(xv, scale, bias);
+  const auto with_stats = run_in("ipu", "LayerNormalizationGrad", {f64(xs, rv), f64(xs, xv), f64(ns, scale), fwd[1], fwd[2]},
+                                 {{data_type::F64, xs}, param, param}, attrs);
+  const auto without = run_in("ipu", "LayerNormalizationGrad", {f64(xs, rv), f64(xs, xv), f64(ns, scale)},
+                              {{data_type::F64, xs}, param, param}, attrs);
+  for (const auto* grads : {&with_stats, &without}) {
+    for (std::size_t i = 0; i < xv.size(); ++i)
+      CHECK((*grads)[0].as<double>()[i] ==
+            doctest::Approx(central([&](const auto& v) { return loss(v, scale, bias); }, xv, i)).epsilon(1e-6));
+    for (std::size_t c = 0; c < 12; ++c) {
+      CHECK((*grads)[1].as<double>()[c] ==
+            doctest::Approx(central([&](const auto& v) { return loss(xv, v, bias); }, scale, c)).epsilon(1e-6));
+      CHECK((*grads)[2].as<double>()[c] ==
+            doctest::Approx(central([&](const auto& v) { return loss(xv, scale, v); }, bias, c)).epsilon(1e-6));
+    }
+  }
+  // F32 agrees with F64 to float rounding.
+  std::vector<float> xf(xv.begin(), xv.end()), rf(rv.begin(), rv.end()), sf(scale.begin(), scale.end());
+  const tensor_info param32{data_type::F32, ns};
+  const auto single = run_in("ipu", "LayerNormalizationGrad", {f32(xs, rf), f32(xs, xf), f32(ns, sf)},
+                             {{data_type::F32, xs}, param32, param32}, attrs);
+  for (std::size_t k = 0; k < 3; ++k) {
+    const auto want = with_stats[k].as<double>();
+    check_close(floats(single[k]), std::vector<float>(want.begin(), want.end()), 1e-5f, 1e-5f);
+  }
+  CHECK_THROWS_WITH_AS(run_in("ipu", "LayerNormalizationGrad", {f64(xs, rv), f64(xs, xv), f64({12}, scale)},
+                              {{data_type::F64, xs}, param, param}, {{"axis", std::int64_t{2}}}),
+                       doctest::Contains("Scale has 12 values for rows of 4"), ipu::error);
+  CHECK_THROWS_AS(run_in("ipu", "LayerNormalizationGrad", {f64({2, 12}, rv), f64(xs, xv), f64(ns, scale)},
+                         {{data_type::F64, xs}, param, param}, attrs),
+                  ipu::error);
+}
+
 TEST_CASE("LRN sums squares over neighbouring channels") {
   auto x = f32({1, 3, 1, 1}, {1, 2, 3});
   // alpha / size = 1, beta = 1, bias = 1: y = x / (1 + sum of squares of channels c-1..c+1).

@@ -312,6 +312,42 @@ TEST_CASE("autodiff refuses what cannot be trained, before adding anything") {
 }
 
 
+TEST_CASE("LayerNormalization's backward is one op when Scale and B span the normalised axes, else op by op") {
+  auto backward_ops = [](const ipu::shape& scale_shape, std::size_t outputs, std::int64_t axis = -1) {
+    ipu::builder b("ln");
+    const auto x = b.add_input_tensor({data_type::F32, {2, 3, 4}}, "x");
+    const auto s = b.add_input_tensor({data_type::F32, scale_shape}, "s");
+    const auto y = b.op("LayerNormalization", {x, s}, {attr("axis", axis)}, {.opset = 17, .num_outputs = outputs})[0];
+    const auto loss = b.reduce_sum(y, {0, 1, 2}, false);
+    b.add_output(loss);
+    auto g = std::move(b).build();
+    const auto forward = g.num_ops();
+    const std::vector<tensor_id> weights{x, s};
+    (void)ipu::train::add_gradients(g, loss, weights);
+    std::vector<std::string> types;
+    for (auto id = forward; id < g.num_ops(); ++id) types.push_back(g.op(id).type);
+    return std::pair{types, g};
+  };
+  {
+    const auto [types, g] = backward_ops({4}, 3);
+    CHECK(std::count(types.begin(), types.end(), "LayerNormalizationGrad") == 1);
+    CHECK(types.size() <= 3);  // the loss's Expand of its seed, and the one op
+    for (const auto& op : g.ops())  // it reads the forward's Mean and InvStdDev
+      if (op.type == "LayerNormalizationGrad") CHECK(op.inputs.size() == 5);
+  }
+  {
+    const auto [types, g] = backward_ops({4}, 1);
+    CHECK(std::count(types.begin(), types.end(), "LayerNormalizationGrad") == 1);
+    for (const auto& op : g.ops())
+      if (op.type == "LayerNormalizationGrad") CHECK(op.inputs.size() == 3);
+  }
+  {
+    const auto [types, g] = backward_ops({1, 4}, 1, -2);  // Scale broadcasts over axis 1: op by op
+    CHECK(std::count(types.begin(), types.end(), "LayerNormalizationGrad") == 0);
+    CHECK(types.size() > 5);
+  }
+}
+
 TEST_CASE("normalisation: LayerNormalization (axis, epsilon, broadcast Scale and B), ipu::BatchNormalizationTraining, InstanceNormalization") {
   using B = ipu::builder;
   using V = const std::vector<tensor_id>&;
@@ -326,6 +362,13 @@ TEST_CASE("normalisation: LayerNormalization (axis, epsilon, broadcast Scale and
                     const auto outs = b.op("LayerNormalization", {x[0], x[1]}, {attr("axis", std::int64_t{-2})},
                                            {.opset = 17, .num_outputs = 3});
                     return outs[0];
+                  });
+  // Scale and B spanning the normalised axes: the backward is one op, ipu::LayerNormalizationGrad,
+  // reading the forward's statistics when it wrote them.
+  check_gradients("LayerNormalization, axis 1, Scale and B over [3, 4], statistics written", {{{2, 3, 4}}, {{3, 4}, 0.5, 2}, {{3, 4}}},
+                  [](B& b, V x) {
+                    return b.op("LayerNormalization", {x[0], x[1], x[2]}, {attr("axis", std::int64_t{1}), attr("epsilon", 0.1f)},
+                                {.opset = 17, .num_outputs = 3})[0];
                   });
   // The library's training-mode BatchNormalization (a training graph writes one for each
   // BatchNormalization): its gradient is one op, ipu::BatchNormalizationTrainingGrad.

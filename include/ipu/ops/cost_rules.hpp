@@ -400,6 +400,25 @@ constexpr op_cost layer_norm(const op_cost_context& c) {
   return normalisation(c, product(x, 0, std::clamp<std::int64_t>(axis, 0, r)));
 }
 constexpr op_cost instance_norm(const op_cost_context& c) { return normalisation(c, product(c.input(0), 0, 2)); }
+/// ipu::LayerNormalizationGrad: per row, the sums of dY * Scale and of that times the centred X (two
+/// reductions, the second a subtract and a multiply more per vector), then dX (3 instructions per
+/// vector over two inputs); per normalised element, dScale and dB summed over the rows; and the
+/// row statistics again when the forward op's are not given.
+constexpr op_cost layer_norm_grad(const op_cost_context& c) {
+  const auto& x = c.input(1);
+  const auto r = static_cast<std::int64_t>(x.shape.rank());
+  auto axis = c.int_attr("axis", -1);
+  if (axis < 0) axis += r;
+  const auto rows = product(x, 0, std::clamp<std::int64_t>(axis, 0, r));
+  const auto t = c.type(x);
+  const auto n = c.input_elements(1);
+  op_cost cost = statistics(c, t, n, rows, 2);
+  cost += vector_pass(c, t, n, 2, 3, broadcast_exchange_bytes(c, n));
+  cost += statistics(c, t, n, ceil_div(n, std::max<std::uint64_t>(rows, 1)), 1);
+  if (!c.has_input(3)) cost += statistics(c, t, n, rows, 1);
+  return cost;
+}
+
 
 /// The AMP precision of inputs of type `t` under the options, or nullopt for types the AMP does not
 /// take (integers run on the vector units).

@@ -1146,12 +1146,33 @@ constexpr void refuse_statistics_gradients(gradient_context& c) {
                    "compute the loss from output #0 only");
 }
 /// LayerNormalization over the axes from `axis` on; Scale and B broadcast over them: dX from
-/// dY * Scale, dScale = sum(dY * Xhat), dB = sum(dY), each summed to its own shape.
+/// dY * Scale, dScale = sum(dY * Xhat), dB = sum(dY), each summed to its own shape. With Scale (and
+/// B) spanning the normalised axes exactly, as PyTorch's LayerNorm has them, the whole backward is
+/// one op, ipu::LayerNormalizationGrad, reading the forward's Mean and InvStdDev when it wrote them;
+/// other shapes take the op-by-op form.
 constexpr void layer_norm(gradient_context& c) {
   refuse_statistics_gradients(c);
   const auto x = c.input(0), dy = c.required_output_grad();
   const auto r = c.shape_of(x).rank();
-  const auto axes = spatial_axes(r, axis_attr(c, -1, r));
+  const auto from = axis_attr(c, -1, r);
+  const auto axes = spatial_axes(r, from);
+  const auto sx = c.shape_of(x);
+  const shape normalised(std::vector<std::int64_t>(sx.dims().begin() + static_cast<std::ptrdiff_t>(from), sx.dims().end()));
+  const auto type = c.info(x).type;
+  const bool whole = c.has_input(1) && c.shape_of(c.input(1)) == normalised &&
+                     (!c.has_input(2) || c.shape_of(c.input(2)) == normalised) &&
+                     (type == data_type::F16 || type == data_type::F32 || type == data_type::F64);
+  if (whole) {
+    std::vector<tensor_id> in{dy, x, c.input(1)};
+    const auto& outs = c.op().outputs;
+    if (outs.size() > 2 && outs[1] != no_tensor && outs[2] != no_tensor) in.insert(in.end(), {outs[1], outs[2]});
+    const auto grads = c.add_n("LayerNormalizationGrad", std::move(in),
+                               {{"axis", static_cast<std::int64_t>(from)}, {"epsilon", c.attr_float("epsilon", 1e-5f)}}, 3,
+                               "ipu");
+    for (std::size_t i = 0; i < 3; ++i)
+      if (c.has_input(i) && c.wants(i)) c.set_input_grad(i, grads[i]);
+    return;
+  }
   const auto n = normalize(c, x, axes, c.attr_float("epsilon", 1e-5f));
   const bool scaled = c.has_input(1);
   if (c.wants(0)) c.set_input_grad(0, normalize_backward(c, n, scaled ? c.add("Mul", {dy, c.input(1)}) : dy, axes));

@@ -661,6 +661,37 @@ constexpr std::vector<tensor_info> layer_norm(const infer_context& c) {
   return {same_as_input(c), tensor_info{stash, shape(stats)}, tensor_info{stash, shape(stats)}};
 }
 
+/// ipu::LayerNormalizationGrad(dY, X, Scale, [Mean], [InvStdDev]), attribute axis: dX like X, then
+/// dScale and dB like Scale, which spans the normalised axes exactly. Mean and InvStdDev, when
+/// given, are the forward op's: X's shape with the normalised axes 1, any float type.
+constexpr std::vector<tensor_info> layer_norm_grad(const infer_context& c) {
+  need_float(c, 1);
+  if (c.input(0) != c.input(1))
+    throw c.fail("dY " + to_string(c.input(0)) + " is not like X " + to_string(c.input(1)),
+                 "give the gradient of the forward op's Y");
+  const auto& x = c.in_shape(1);
+  const auto a = c.axis(c.attr_int("axis", -1), x.rank());
+  const shape normalized(dims(x.dims().begin() + static_cast<std::ptrdiff_t>(a), x.dims().end()));
+  same_type(c, 1, 2);
+  if (c.in_shape(2) != normalized)
+    throw c.fail("Scale " + to_string(c.input(2)) + " is not the normalised shape " + to_string(normalized) + " of X " +
+                     to_string(c.input(1)),
+                 "give Scale spanning the dimensions from `axis` on (broadcast Scales take the op-by-op gradient)");
+  dims stats = x.dims();
+  for (std::size_t i = a; i < stats.size(); ++i) stats[i] = 1;
+  for (std::size_t i = 3; i < 5; ++i) {
+    if (!c.has_input(i)) continue;
+    need_float(c, i);
+    if (c.in_shape(i) != shape(stats))
+      throw c.fail(std::string(i == 3 ? "Mean " : "InvStdDev ") + to_string(c.input(i)) + " is not " +
+                       to_string(shape(stats)) + " for X " + to_string(c.input(1)),
+                   "give the forward LayerNormalization's statistics outputs, or leave them out");
+  }
+  if (c.has_input(3) != c.has_input(4))
+    throw c.fail("only one of Mean and InvStdDev is given", "give both, or neither (the op then computes them)");
+  return {c.input(1), c.input(2), c.input(2)};
+}
+
 constexpr std::vector<tensor_info> channel_norm(const infer_context& c) {  // InstanceNormalization
   need_rank(c, 0, 3, "X");
   const auto ch = c.in_shape(0)[1];

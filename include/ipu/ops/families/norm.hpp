@@ -1,7 +1,8 @@
 #pragma once
 // The op table's norm family: normalisations: batch, layer, instance, LRN, mean-variance; and the
 // library's own training-mode batch normalisation (domain "ipu"): its forward, which a training
-// graph writes for a BatchNormalization in PyTorch's train() mode, and its backward. A row
+// graph writes for a BatchNormalization in PyTorch's train() mode, and its backward; and layer
+// normalisation's backward as one op (LayerNormalization's gradient rule writes it). A row
 // holds what the library knows about an op: shape rule (ops/shape_rules.hpp), cost rule
 // (ops/cost_rules.hpp), flags (ops/flags.hpp) and the slot for its gradient rule; the host kernels
 // sit beside it, in ipu/ops/kernels/norm.hpp.
@@ -22,6 +23,7 @@ inline constexpr op_def norm[] = {
      {}, detail::grad::batch_norm_training},
     {"ipu", "BatchNormalizationTrainingGrad", detail::infer::batch_norm_training_grad,
      detail::cost_rules::batch_norm_training_grad, {}},
+    {"ipu", "LayerNormalizationGrad", detail::infer::layer_norm_grad, detail::cost_rules::layer_norm_grad, {}},
 };
 
 }  // namespace ipu::op_families

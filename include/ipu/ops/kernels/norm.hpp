@@ -319,6 +319,99 @@ inline void layer_norm_kernel(const kernel_context& ctx) {
   if (has_output(ctx, 2)) write_doubles(ctx, ctx.outputs[2], inv_std);
 }
 
+/// ipu::LayerNormalizationGrad(dY, X, Scale, [Mean], [InvStdDev]), attribute axis: the backward of
+/// LayerNormalization with Scale spanning the normalised block. Per row of m normalised values, with
+/// s its InvStdDev, Xhat = (X - mean) * s and G = dY * Scale:
+///   dX = s * (G - sum(G) / m - Xhat * sum(G * Xhat) / m)
+/// and per normalised element, over the rows: dScale = sum(dY * Xhat), dB = sum(dY) (outputs dX,
+/// dScale, dB). Rows run in parallel for dX, column blocks for dScale and dB, so the sums do not
+/// depend on the thread count. Without Mean and InvStdDev the row statistics are computed again.
+inline void layer_norm_grad_kernel(const kernel_context& ctx) {
+  const auto dy = ctx.input(0), x = ctx.input(1);
+  if (dy.info() != x.info())
+    throw ctx.fail("dY " + to_string(dy.info()) + " is not like X " + to_string(x.info()), "give the gradient of Y");
+  const shape& s = x.info().shape;
+  if (s.rank() == 0) throw ctx.fail("X is a scalar", "give a tensor of rank >= 1");
+  const std::size_t axis = s.normalize_axis(ctx.attr_int("axis", -1));
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t i = 0; i < s.rank(); ++i) (i < axis ? outer : inner) *= s[i];
+  const auto scale = read_doubles(ctx.input(2), ctx);
+  if (static_cast<std::int64_t>(scale.size()) != inner)
+    throw ctx.fail("Scale has " + std::to_string(scale.size()) + " values for rows of " + std::to_string(inner),
+                   "give Scale spanning the normalised dimensions");
+  const double eps = ctx.attr_float("epsilon", 1e-5f);
+  const bool given = ctx.has_input(3) && ctx.has_input(4);
+  std::vector<double> mean(static_cast<std::size_t>(outer)), inv_std(static_cast<std::size_t>(outer));
+  if (given) {
+    mean = read_doubles(ctx.input(3), ctx);
+    inv_std = read_doubles(ctx.input(4), ctx);
+    if (static_cast<std::int64_t>(mean.size()) != outer || static_cast<std::int64_t>(inv_std.size()) != outer)
+      throw ctx.fail("Mean and InvStdDev hold " + std::to_string(mean.size()) + " and " + std::to_string(inv_std.size()) +
+                         " values for " + std::to_string(outer) + " rows",
+                     "give the forward LayerNormalization's statistics");
+  }
+  std::vector<double> dscale(static_cast<std::size_t>(inner)), dbias(static_cast<std::size_t>(inner));
+  const auto m = static_cast<double>(inner);
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    using C = compute_t<T>;
+    const T* g = dy.as<T>().data();
+    const T* in = x.as<T>().data();
+    T* out = output(ctx, 0).as<T>().data();
+    const double* sc = scale.data();
+    std::vector<C> scale_c(scale.begin(), scale.end());
+    ctx.parallel_for(static_cast<std::size_t>(outer), [&](std::size_t r0, std::size_t r1) {
+      for (auto r = static_cast<std::int64_t>(r0); r < static_cast<std::int64_t>(r1); ++r) {
+        const auto k = static_cast<std::size_t>(r);
+        const T* gp = g + r * inner;
+        const T* xp = in + r * inner;
+        if (!given) {
+          const double mu = sum_of(inner, [xp](std::int64_t i) { return static_cast<double>(widen(xp[i])); }) / m;
+          const double sq = sum_of(inner, [xp, mu](std::int64_t i) {
+            const double d = static_cast<double>(widen(xp[i])) - mu;
+            return d * d;
+          });
+          mean[k] = mu;
+          inv_std[k] = 1.0 / std::sqrt(sq / m + eps);
+        }
+        const double mu = mean[k], is = inv_std[k];
+        const double sum_g = sum_of(inner, [gp, sc](std::int64_t i) { return static_cast<double>(widen(gp[i])) * sc[i]; });
+        const double sum_gx = sum_of(inner, [gp, xp, sc, mu](std::int64_t i) {
+          return static_cast<double>(widen(gp[i])) * sc[i] * (static_cast<double>(widen(xp[i])) - mu);
+        });
+        // dX = A G + B (X - mean) + D, with A = s, B = -s^3 sum_gx / m, D = -s sum_g / m.
+        const C av = static_cast<C>(is), bv = static_cast<C>(-is * is * is * sum_gx / m),
+                dv = static_cast<C>(-is * sum_g / m), mv = static_cast<C>(mu);
+        T* op = out + r * inner;
+        for (std::int64_t i = 0; i < inner; ++i)
+          op[i] = narrow<T>(av * (widen(gp[i]) * scale_c[static_cast<std::size_t>(i)]) + bv * (widen(xp[i]) - mv) + dv);
+      }
+    });
+    constexpr std::int64_t block = 64;
+    ctx.parallel_for(static_cast<std::size_t>((inner + block - 1) / block), [&](std::size_t b0, std::size_t b1) {
+      for (auto b = static_cast<std::int64_t>(b0); b < static_cast<std::int64_t>(b1); ++b) {
+        const std::int64_t j0 = b * block, j1 = std::min(inner, j0 + block);
+        std::array<double, block> acc_s{}, acc_b{};
+        for (std::int64_t r = 0; r < outer; ++r) {
+          const T* gp = g + r * inner;
+          const T* xp = in + r * inner;
+          const double mu = mean[static_cast<std::size_t>(r)], is = inv_std[static_cast<std::size_t>(r)];
+          for (std::int64_t j = j0; j < j1; ++j) {
+            const double gv = static_cast<double>(widen(gp[j]));
+            acc_s[static_cast<std::size_t>(j - j0)] += gv * (static_cast<double>(widen(xp[j])) - mu) * is;
+            acc_b[static_cast<std::size_t>(j - j0)] += gv;
+          }
+        }
+        for (std::int64_t j = j0; j < j1; ++j) {
+          dscale[static_cast<std::size_t>(j)] = acc_s[static_cast<std::size_t>(j - j0)];
+          dbias[static_cast<std::size_t>(j)] = acc_b[static_cast<std::size_t>(j - j0)];
+        }
+      }
+    });
+  });
+  if (has_output(ctx, 1)) write_doubles(ctx, ctx.outputs[1], dscale);
+  if (has_output(ctx, 2)) write_doubles(ctx, ctx.outputs[2], dbias);
+}
+
 /// LRN: x / (bias + alpha / size * sum of squares over `size` neighbouring channels)^beta.
 inline void lrn_kernel(const kernel_context& ctx) {
   const auto x = ctx.input(0);
@@ -409,6 +502,7 @@ inline void register_norm_kernels(op_registry& r) {
   r.add({"", "MeanVarianceNormalization", &mvn_kernel});
   r.add({"ipu", "BatchNormalizationTraining", &batch_norm_training_kernel, true});
   r.add({"ipu", "BatchNormalizationTrainingGrad", &batch_norm_training_grad_kernel, true});
+  r.add({"ipu", "LayerNormalizationGrad", &layer_norm_grad_kernel, true});
 }
 
 }  // namespace ipu::detail::math_ops
