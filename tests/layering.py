@@ -2,7 +2,7 @@
 """The layering rule of include/ipu/, run as a CTest.
 
 Folders follow the data path, and a header may include only its own folder and the folders before
-it: core (include/ipu/*.hpp) < io < graph < device < ops < builder < cpu < train < onnx < poptorch < sched
+it: core (include/ipu/*.hpp) < io < graph < device < ops < passes < builder < cpu < train < onnx < poptorch < sched
 < exec < popef < compile < runtime < popart < dist. ipu/ipu.hpp, the umbrella, includes
 everything but dist (MPI, an optional component).
 
@@ -15,7 +15,7 @@ import pathlib
 import re
 import sys
 
-LAYERS = ["", "io", "graph", "device", "ops", "builder", "cpu", "train", "onnx", "poptorch", "sched", "exec",
+LAYERS = ["", "io", "graph", "device", "ops", "passes", "builder", "cpu", "train", "onnx", "poptorch", "sched", "exec",
           "popef", "compile", "runtime", "popart", "serve", "dist"]
 UMBRELLA = "ipu.hpp"
 

@@ -24,6 +24,7 @@
 // Graph IR
 #include "ipu/graph/concepts.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/graph/known_values.hpp"
 #include "ipu/graph/topological_order.hpp"
 #include "ipu/graph/validate.hpp"
 #include "ipu/graph/views.hpp"
@@ -40,6 +41,10 @@
 #include "ipu/ops/infer.hpp"
 #include "ipu/ops/op_cost.hpp"
 #include "ipu/ops/op_table.hpp"
+
+// Graph optimisation passes
+#include "ipu/passes/fuse_layer_normalization.hpp"
+#include "ipu/passes/rewrite.hpp"
 
 // Building graphs in C++
 #include "ipu/builder/builder.hpp"

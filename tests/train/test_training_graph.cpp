@@ -114,6 +114,31 @@ std::vector<host_tensor> train_mlp(std::optional<std::uint64_t> seed, std::vecto
   return w;
 }
 
+/// x [4, 6] -> Linear(6, 8) -> LayerNorm over the 8 written out as PyTorch exports it below opset 17
+/// (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add) -> y. With `centred_output` the
+/// centred values are a second output, which keeps the ops from fusing: the same arithmetic, op by op.
+ipu::graph written_out_layer_norm(bool centred_output) {
+  std::mt19937 gen(3);
+  std::uniform_real_distribution<float> u(-0.5f, 0.5f);
+  auto values = [&](std::size_t k, float offset) {
+    std::vector<float> v(k);
+    for (auto& e : v) e = u(gen) + offset;
+    return v;
+  };
+  ipu::builder b("ln");
+  const auto x = b.add_input_tensor({data_type::F32, {4, 6}}, "x");
+  const auto w = b.add_initialized_input(ipu::make_constant<float>(shape{6, 8}, values(48, 0)), "w");
+  const auto scale = b.add_initialized_input(ipu::make_constant<float>(shape{8}, values(8, 1)), "scale");
+  const auto bias = b.add_initialized_input(ipu::make_constant<float>(shape{8}, values(8, 0)), "bias");
+  const auto h = b.matmul(x, w);
+  const auto d = b.sub(h, b.reduce_mean(h, {-1}));
+  const auto var = b.reduce_mean(b.pow(d, b.add_constant(ipu::make_scalar(2.0f))), {-1});
+  const auto n = b.div(d, b.sqrt(b.add(var, b.add_constant(ipu::make_scalar(1e-5f)))));
+  b.add_output(b.add(b.mul(n, scale), bias, "y"));
+  if (centred_output) b.add_output(d);
+  return std::move(b).build();
+}
+
 bool same_bytes(const host_tensor& a, const host_tensor& b) {
   return a.info() == b.info() && std::memcmp(a.bytes().data(), b.bytes().data(), a.bytes().size()) == 0;
 }
@@ -253,6 +278,50 @@ TEST_CASE("a Linear -> Dropout -> Linear PyTorch exported in train() mode: one S
   }
   std::error_code ec;
   fs::remove_all(dir, ec);
+}
+
+TEST_CASE("a LayerNorm written out as ONNX ops trains as one op each way, as its ops would train") {
+  ipu::train::training_options o;
+  o.output = "y";
+  o.opt = ipu::train::sgd{.lr = 0.1, .momentum = 0.9};
+  const auto fused = ipu::train::make_training_graph(written_out_layer_norm(false), o);
+  std::size_t norms = 0, grads = 0, pows = 0;
+  for (const auto& op : fused.step.ops()) {
+    if (op.type == "LayerNormalization") {
+      ++norms;
+      CHECK(op.outputs.size() == 3);  // with its statistics, which the backward reads
+    }
+    grads += op.type == "LayerNormalizationGrad" && op.domain == "ipu" ? 1 : 0;
+    pows += op.type == "Pow" || op.type == "Sqrt" ? 1 : 0;
+  }
+  CHECK(norms == 1);
+  CHECK(grads == 1);
+  CHECK(pows == 0);
+  const auto op_by_op = ipu::train::make_training_graph(written_out_layer_norm(true), o);
+  for (const auto& op : op_by_op.step.ops()) CHECK(op.type != "LayerNormalization");
+
+  // Three SGD steps each way: the weights agree to float rounding.
+  auto trained = [&](bool centred_output) {
+    ipu::train::training_session s(written_out_layer_norm(centred_output), o);
+    std::mt19937 gen(11);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (int step = 0; step < 3; ++step) {
+      std::vector<float> x(24), t(32);
+      for (auto& e : x) e = u(gen);
+      for (auto& e : t) e = u(gen);
+      const auto xv = host_tensor::from<float>(shape{4, 6}, x), tv = host_tensor::from<float>(shape{4, 8}, t);
+      (void)s.run({{"x", xv.view()}}, tv.view());
+    }
+    std::vector<host_tensor> w;
+    for (const char* name : {"w", "scale", "bias"}) w.push_back(s.weight(name));
+    return w;
+  };
+  const auto a = trained(false), b = trained(true);
+  for (std::size_t k = 0; k < a.size(); ++k) {
+    const auto av = a[k].as<float>(), bv = b[k].as<float>();
+    REQUIRE(av.size() == bv.size());
+    for (std::size_t i = 0; i < av.size(); ++i) CHECK(av[i] == doctest::Approx(bv[i]).epsilon(1e-5).scale(1e-5));
+  }
 }
 
 }  // namespace test_training_graph

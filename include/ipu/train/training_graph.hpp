@@ -10,6 +10,10 @@
 // ipu::BatchNormalizationTraining, with a gradient rule in the op table like any op) and updates
 // the running statistics each step, as buffers the step returns.
 //
+// A layer normalisation written out as ONNX ops (PyTorch's export below opset 17) is fused into
+// one LayerNormalization first (passes/fuse_layer_normalization.hpp), so its backward is one op too,
+// as PyTorch's own is.
+//
 // A Dropout in training mode (training_mode a constant true, as PyTorch exports train() mode) is
 // written out as ops: ipu::DropoutMask draws its mask from the step input "dropout/seed" (the
 // session's seed, the step and the micro-batch, fed by the session), and Y = X * Cast(mask) /
@@ -27,9 +31,11 @@
 
 #include "ipu/builder/builder.hpp"
 #include "ipu/error.hpp"
+#include "ipu/graph/known_values.hpp"
 #include "ipu/half.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/infer.hpp"
+#include "ipu/passes/fuse_layer_normalization.hpp"
 #include "ipu/train/autodiff.hpp"
 #include "ipu/train/loss.hpp"
 #include "ipu/train/optimizer.hpp"
@@ -268,19 +274,6 @@ constexpr std::pair<tensor_id, tensor_id> batch_norm_training(graph& g, const op
   return {blend(mean, batch_mean), blend(var, unbiased)};
 }
 
-/// The bytes of tensor `t` of `g` when they are known before running: a constant or initializer,
-/// or a Constant op's value; nullptr otherwise.
-constexpr const byte_buffer* known_data(const graph& g, tensor_id t) {
-  const auto& n = g.tensor(t);
-  if (n.has_data()) return &n.data;
-  if (n.producer == no_op) return nullptr;
-  const auto& p = g.op(n.producer);
-  if (p.type != "Constant" || !(p.domain.empty() || p.domain == "ai.onnx")) return nullptr;
-  if (const auto* a = p.find_attribute("value"))
-    if (const auto* v = std::get_if<constant_tensor>(&a->value)) return &v->data;
-  return nullptr;
-}
-
 /// Whether the Dropout `op` of `g` runs in training mode: training_mode given and a constant true.
 /// One computed at run time cannot be written out, and is refused.
 constexpr bool dropout_in_training(const graph& g, const op_node& op, std::string_view where) {
@@ -305,14 +298,11 @@ constexpr void dropout_training(graph& g, const op_node& op, std::int64_t stream
   tensor_id ratio_tensor = no_tensor;
   if (op.inputs.size() > 1 && op.inputs[1] != no_tensor) {
     ratio_tensor = op.inputs[1];
-    const auto& info = g.tensor(ratio_tensor).info;
-    const auto* d = known_data(g, ratio_tensor);
-    if (!d || info.shape.num_elements() != 1 || !is_float(info.type))
+    const auto known = known_float_scalar(g, ratio_tensor);
+    if (!known)
       throw error(error_category::usage, "the ratio of Dropout " + graph::describe(op) + " is not a constant float scalar",
                   std::string(where), "give the ratio as a constant (PyTorch's export does)");
-    ratio = info.type == data_type::F64   ? d->load<double>(0)
-            : info.type == data_type::F32 ? static_cast<double>(d->load<float>(0))
-                                          : static_cast<double>(static_cast<float>(d->load<half>(0)));
+    ratio = *known;
   }
   if (!(ratio >= 0 && ratio < 1))
     throw error(error_category::usage, "Dropout " + graph::describe(op) + " has ratio " + std::to_string(ratio) +
@@ -400,7 +390,7 @@ constexpr annotation where_made(const graph& g, tensor_id t) {
 
 constexpr training_graph detail::build_training_graph(const graph& exported, const training_options& given, bool placed) {
   const training_options o = as_compiled(given);
-  const graph model = untie_copies(exported);
+  const graph model = passes::fuse_layer_normalization(untie_copies(exported), {.statistics = true});
   const std::string where = "training graph of '" + model.name() + "'";
   check(o.opt);
   if (o.gradient_accumulation < 1)
