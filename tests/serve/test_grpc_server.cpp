@@ -185,6 +185,55 @@ TEST_CASE("serve grpc: raw contents, outputs by name, a request over several run
   CHECK(after.rows == before.rows + 6);
 }
 
+TEST_CASE("serve grpc: versions served side by side: metadata, inference and the index per version") {
+  served s("versions");
+  std::filesystem::create_directories(s.dir / "rows" / "2");
+  std::filesystem::copy_file(s.dir / "rows" / "1" / "model.popef", s.dir / "rows" / "2" / "model.popef");
+  std::ofstream(s.dir / "rows" / "config.json") << R"({"version_policy": {"latest": {"num_versions": 2}}})";
+  inference::RepositoryModelLoadRequest lq;
+  lq.set_model_name("rows");
+  inference::RepositoryModelLoadResponse lr;
+  REQUIRE(s.call(&GRPCInferenceService::Stub::RepositoryModelLoad, lq, lr).ok());
+
+  inference::ModelMetadataRequest mq;
+  mq.set_name("rows");
+  mq.set_version("1");
+  inference::ModelMetadataResponse m;
+  REQUIRE(s.call(&GRPCInferenceService::Stub::ModelMetadata, mq, m).ok());
+  REQUIRE(m.versions_size() == 2);
+  CHECK(m.versions(0) == "1");
+  CHECK(m.versions(1) == "2");
+  inference::ModelInferResponse r;
+  for (const char* version : {"1", "2", ""}) {
+    CAPTURE(version);
+    auto q = typed_request({1, 2, 3}, 1);
+    q.set_model_version(version);
+    const auto st = s.infer(q, r);
+    REQUIRE_MESSAGE(st.ok(), st.error_message());
+    CHECK(r.model_version() == (*version ? version : "2"));  // none: the highest served
+  }
+  CHECK(s.repo.find("rows", "1")->batcher().stats().requests == 1);
+  CHECK(s.repo.find("rows", "2")->batcher().stats().requests == 2);
+  auto q = typed_request({1, 2, 3}, 1);
+  q.set_model_version("3");
+  expect_failure(s.infer(q, r), grpc::StatusCode::NOT_FOUND, "has no version '3' served (versions served: 1, 2)");
+  inference::ModelReadyRequest rq;
+  rq.set_name("rows");
+  rq.set_version("1");
+  inference::ModelReadyResponse rr;
+  REQUIRE(s.call(&GRPCInferenceService::Stub::ModelReady, rq, rr).ok());
+  CHECK(rr.ready());
+  inference::RepositoryIndexRequest iq;
+  inference::RepositoryIndexResponse ir;
+  REQUIRE(s.call(&GRPCInferenceService::Stub::RepositoryIndex, iq, ir).ok());
+  REQUIRE(ir.models_size() == 2);
+  for (int k = 0; k < 2; ++k) {
+    CHECK(ir.models(k).name() == "rows");
+    CHECK(ir.models(k).version() == std::to_string(k + 1));
+    CHECK(ir.models(k).state() == "READY");
+  }
+}
+
 TEST_CASE("serve grpc: bad requests get the right status and say what is wrong") {
   ipu::serve::grpc_server_options o;
   o.max_message_bytes = 4096;

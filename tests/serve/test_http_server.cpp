@@ -494,7 +494,7 @@ TEST_CASE("serve: model configs are checked") {
   const auto dir = test_serve_http::make_repository("config", R"({"dynamic_batching": {"preferred_batch_size": [5]}})");
   ipu::serve::model_repository repo(dir, test_serve_http::options());
   CHECK_FALSE(repo.load("rows"));
-  CHECK(repo.index().at("rows").reason.find("preferred_batch_size 5 exceeds the compiled batch 4") != std::string::npos);
+  CHECK(repo.index().at("rows").why().find("preferred_batch_size 5 exceeds the compiled batch 4") != std::string::npos);
   std::filesystem::remove_all(dir);
   // The timeout reaches the served model.
   const auto timed = test_serve_http::make_repository("timeout", R"({"request_timeout_microseconds": 1500})");
@@ -505,7 +505,7 @@ TEST_CASE("serve: model configs are checked") {
 }
 
 TEST_SUITE("concurrent") {
-  TEST_CASE("serve: a request still queued at its timeout leaves the queue unrun; one whose rows run is finished") {
+  TEST_CASE("serve: a request still queued at its timeout leaves the queue unrun, one whose rows run is finished") {
     // One instance, held in its first run, which took 4 of request a's 5 rows (a stays queued with
     // its last row). A request queued behind it times out (nullopt) and never runs; a's own timeout
     // expires during the held run, but its rows have started: it is finished, all 5 rows.

@@ -5,6 +5,10 @@ With `grpc`, gRPC is served as well (--grpc-port 0): the line and the JSON repor
 answers an HTTP/2 client preface with a SETTINGS frame (the gRPC calls themselves are checked by
 tests/serve/test_grpc_server.cpp, through the generated C++ client).
 
+Then devices: two models compiled for one Mk2 IPU, served on a simulated system of one IPU
+(IPU_SYSTEM, a private IPU_DEVICE_LOCK_DIR): the second is unavailable, its reason naming the IPU
+asked for and its holder, until the first is unloaded and a repository load retries it.
+
 check_cli_serve.py IPU WORKDIR [grpc]
 """
 import json
@@ -49,6 +53,51 @@ def speaks_http2(port):
                 return False
             head += chunk
         return head[3] == 4 and head[5:9] == b"\0\0\0\0"  # frame type SETTINGS on stream 0
+
+
+def check_devices(ipu, work, onnx_file):
+    """Each model reserves its own device; one that gets none is unavailable with the reason until a load retries."""
+    repo = os.path.join(work, "devices")
+    for model in ("a", "b"):
+        os.makedirs(os.path.join(repo, model, "1"))
+    popef = os.path.join(repo, "a", "1", "model.popef")
+    subprocess.run([ipu, "compile", onnx_file, "-o", popef, "--device", "mk2", "--ipus", "1", "--batch", "4"], check=True,
+                   capture_output=True, timeout=300)
+    shutil.copy(popef, os.path.join(repo, "b", "1", "model.popef"))
+    env = dict(os.environ, IPU_SYSTEM="mk2:1", IPU_DEVICE_LOCK_DIR=os.path.join(work, "locks"))
+    p = subprocess.Popen([ipu, "serve", "--model-repository", repo, "--http-port", "0"], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        if not line.startswith("serving 1 models on http://127.0.0.1:"):  # b has no device
+            fail(f"devices: unexpected first line {line!r}; stderr: {p.stderr.read() if p.poll() is not None else ''}")
+        port = int(line.rsplit(":", 1)[1])
+        status, index = request(port, "/v2/repository/index", b"")
+        b = [e for e in index if e["name"] == "b"]
+        if status != 200 or len(b) != 1 or b[0]["state"] != "UNAVAILABLE":
+            fail(f"devices: index {status} {index}")
+        for part in ("no free device: the only device of 1 IPU (device 0) is busy", f"IPU 0 held by process {p.pid} (this process)",
+                     "model 'a' version 1 holds IPU 0"):
+            if part not in b[0]["reason"]:
+                fail(f"devices: the reason {b[0]['reason']!r} does not say {part!r}")
+        x = np.array([[1, 2, 3]], dtype=np.float32)
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 3], "data": x.flatten().tolist()}]}
+        status, out = request(port, "/v2/models/b/infer", body)
+        if status != 503 or "no free device" not in out.get("error", ""):
+            fail(f"devices: infer on b without a device: {status} {out}")
+        status, out = request(port, "/v2/repository/models/a/unload", b"")
+        if status != 200:
+            fail(f"devices: unload a: {status} {out}")
+        status, out = request(port, "/v2/repository/models/b/load", b"")
+        if status != 200:
+            fail(f"devices: load b after unloading a: {status} {out}")
+        status, out = request(port, "/v2/models/b/infer", body)
+        if status != 200 or out["outputs"][0]["data"] != np.maximum(x * W + B, 0).flatten().tolist():
+            fail(f"devices: infer on b once loaded: {status} {out}")
+    finally:
+        stopped = stop_server(p)
+    if stopped:
+        fail(f"devices: {stopped}")
 
 
 def main():
@@ -119,9 +168,11 @@ def main():
         stopped = stop_server(p)
     if stopped:
         fail(stopped)
+    check_devices(ipu, work, onnx_file)
     shutil.rmtree(work, ignore_errors=True)
     print("ipu serve: metadata, inference equal to numpy, 413 and 400 answers, " +
-          ("the gRPC port answering HTTP/2, " if grpc else "") + "clean SIGTERM exit")
+          ("the gRPC port answering HTTP/2, " if grpc else "") + "clean SIGTERM exit; " +
+          "a model without a free device unavailable with the reason until unloading another frees one")
 
 
 if __name__ == "__main__":

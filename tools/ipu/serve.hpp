@@ -3,9 +3,10 @@
 //
 // Serves the PopEF models of a Triton-style repository (DIR/<model>/<version>/model.popef, plus an
 // optional DIR/<model>/config.json) over KServe v2's HTTP/REST protocol (ipu::serve). Prints one
-// line "serving N models on http://ADDR:PORT" once it accepts connections (--http-port 0: the port
-// the system chose), a stderr line for each model that failed to load (it stays unavailable, with
-// the reason, in the repository index), and runs until SIGINT or SIGTERM, when it stops accepting,
+// line "serving N models on http://ADDR:PORT" once it accepts connections (N: models with a version
+// served; --http-port 0: the port the system chose), a stderr line for each model or version that
+// failed to load (no free device among them: it stays unavailable, with the reason, in the
+// repository index), and runs until SIGINT or SIGTERM, when it stops accepting,
 // finishes the requests under way and exits 0. `--json` prints that line as one line of JSON
 // (models, bind, port, url) instead; `--json FILE` writes it to FILE once serving.
 // --grpc-port N also serves KServe v2's gRPC protocol (ipu::serve_grpc) from the same repository and
@@ -63,10 +64,18 @@ inline void run_serve(const serve_args& a) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   ipu::serve::model_repository repo(a.repository);
+  // Each version served reserves its own device (IPU_SYSTEM, IPU_DEVICE_LOCK_DIR); one that gets
+  // none stays unavailable with the reason, and a repository load retries it.
   std::size_t loaded = 0;
   for (const auto& name : repo.scan()) {
-    if (repo.load(name)) ++loaded;
-    else std::fprintf(stderr, "ipu serve: model '%s' is unavailable: %s\n", name.c_str(), repo.index().at(name).reason.c_str());
+    repo.load(name);
+    const auto e = repo.index().at(name);
+    if (e.ready()) ++loaded;
+    if (e.versions.empty()) std::fprintf(stderr, "ipu serve: model '%s' is unavailable: %s\n", name.c_str(), e.reason.c_str());
+    for (const auto& v : e.versions)
+      if (!v.model)
+        std::fprintf(stderr, "ipu serve: model '%s' version %llu is unavailable: %s\n", name.c_str(),
+                     static_cast<unsigned long long>(v.version), v.reason.c_str());
   }
   ipu::serve::server_options o;
   o.bind = a.bind;

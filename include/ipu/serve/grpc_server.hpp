@@ -9,7 +9,8 @@
 //   std::printf("%d\n", server.port());
 //
 // ModelInfer's messages are read and written by serve/grpc_codec.hpp (typed or raw contents).
-// Request, tensor and repository parameters are refused: none is implemented.
+// Request, tensor and repository parameters are refused: none is implemented. Without a version, a
+// model's highest served version answers.
 //
 // Errors are gRPC statuses with the message the HTTP server would put in its {"error"}:
 // INVALID_ARGUMENT (HTTP's 400), NOT_FOUND (404), RESOURCE_EXHAUSTED (413: over the message size
@@ -109,7 +110,7 @@ class service final : public inference::GRPCInferenceService::Service {
     return guarded([&] {
       const auto m = repo_.find(q->name(), q->version());
       r->set_name(m->name());
-      r->add_versions(std::to_string(m->version()));
+      for (const auto v : repo_.served_versions(m->name())) r->add_versions(std::to_string(v));
       r->set_platform("ipu_popef");
       describe(m->inputs(), r->mutable_inputs());
       describe(m->outputs(), r->mutable_outputs());
@@ -137,13 +138,22 @@ class service final : public inference::GRPCInferenceService::Service {
                                  inference::RepositoryIndexResponse* r) override {
     return guarded([&] {
       one_repository(q->repository_name(), "repository index");
-      for (const auto& [name, e] : repo_.index()) {
-        if (q->ready() && !e.model) continue;
-        auto* m = r->add_models();
-        m->set_name(name);
-        m->set_state(e.model ? "READY" : "UNAVAILABLE");
-        if (e.model) m->set_version(std::to_string(e.model->version()));
-        else m->set_reason(e.reason);
+      // One entry per version, as over HTTP; a model unavailable as a whole has one without.
+      for (const auto& kv : repo_.index()) {
+        if (kv.second.versions.empty() && !q->ready()) {
+          auto* m = r->add_models();
+          m->set_name(kv.first);
+          m->set_state("UNAVAILABLE");
+          m->set_reason(kv.second.reason);
+        }
+        for (const auto& v : kv.second.versions) {
+          if (q->ready() && !v.model) continue;
+          auto* m = r->add_models();
+          m->set_name(kv.first);
+          m->set_version(std::to_string(v.version));
+          m->set_state(v.model ? "READY" : "UNAVAILABLE");
+          if (!v.model) m->set_reason(v.reason);
+        }
       }
     });
   }

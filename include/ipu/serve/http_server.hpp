@@ -15,13 +15,16 @@
 //   GET  /metrics   (Prometheus text per model: requests, runs, rows, queue and compute time; histograms
 //                    of request, queue and compute latency and of the batch sizes formed)
 //
-// Every error is KServe's {"error": "..."}: 400 malformed or mismatched requests, 404 unknown
-// model or version, 413 a body over the size cap, 503 a model not loaded, 500 a failed run.
+// Without /versions/<v>, a model's highest served version answers. Every error is KServe's
+// {"error": "..."}: 400 malformed or mismatched requests, 404 unknown model or version (not one the
+// version policy serves), 413 a body over the size cap, 503 a model or version not loaded (the
+// reason: no free device, a bad file...) or a request that waited its timeout, 500 a failed run.
 #include <charconv>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
@@ -136,7 +139,9 @@ class http_server {
     svr_.Get(model, [this](const request& req, response& res) {
       guarded(res, [&] {
         const auto m = repo_.find(req.matches[1], version_of(req, 2));
-        nlohmann::json j{{"name", m->name()}, {"versions", {std::to_string(m->version())}}, {"platform", "ipu_popef"}};
+        auto versions = nlohmann::json::array();  // every version served; inputs and outputs are the one asked for
+        for (const auto v : repo_.served_versions(m->name())) versions.push_back(std::to_string(v));
+        nlohmann::json j{{"name", m->name()}, {"versions", versions}, {"platform", "ipu_popef"}};
         auto tensors = [](const std::vector<tensor_metadata>& v) {
           auto a = nlohmann::json::array();
           for (const auto& t : v) a.push_back({{"name", t.name}, {"datatype", kserve_name(t.type)}, {"shape", t.shape}});
@@ -184,11 +189,14 @@ class http_server {
     svr_.Post("/v2/repository/index", [this](const request&, response& res) {
       guarded(res, [&] {
         auto a = nlohmann::json::array();
+        // One entry per version, as Triton's; a model unavailable as a whole (no version chosen) has one without.
         for (const auto& [name, e] : repo_.index()) {
-          nlohmann::json j{{"name", name}, {"state", e.model ? "READY" : "UNAVAILABLE"}};
-          if (e.model) j["version"] = std::to_string(e.model->version());
-          else j["reason"] = e.reason;
-          a.push_back(std::move(j));
+          if (e.versions.empty()) a.push_back({{"name", name}, {"state", "UNAVAILABLE"}, {"reason", e.reason}});
+          for (const auto& v : e.versions) {
+            nlohmann::json j{{"name", name}, {"version", std::to_string(v.version)}, {"state", v.model ? "READY" : "UNAVAILABLE"}};
+            if (!v.model) j["reason"] = v.reason;
+            a.push_back(std::move(j));
+          }
         }
         reply(res, 200, a);
       });
@@ -214,15 +222,23 @@ class http_server {
     return o;
   }
 
-  /// Prometheus text exposition of each loaded model's batcher counters.
+  /// Every version served, by model and version.
+  std::vector<std::shared_ptr<const served_model>> served() const {
+    std::vector<std::shared_ptr<const served_model>> out;
+    for (const auto& kv : repo_.index())
+      for (const auto& v : kv.second.versions)
+        if (v.model) out.push_back(v.model);
+    return out;
+  }
+
+  /// Prometheus text exposition of each served version's batcher counters.
   std::string metrics() const {
     std::string s;
     auto family = [&](const char* name, const char* type, const char* help, auto value) {
       s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
-      for (const auto& [n, e] : repo_.index()) {
-        if (!e.model) continue;
-        const auto st = e.model->batcher().stats();
-        s += std::string(name) + "{model=\"" + label(n) + "\",version=\"" + std::to_string(e.model->version()) + "\"} " + value(st) + "\n";
+      for (const auto& m : served()) {
+        const auto st = m->batcher().stats();
+        s += std::string(name) + "{model=\"" + label(m->name()) + "\",version=\"" + std::to_string(m->version()) + "\"} " + value(st) + "\n";
       }
     };
     auto u = [](std::uint64_t v) { return std::to_string(v); };
@@ -249,11 +265,10 @@ class http_server {
     };
     auto histograms = [&](const char* name, const char* help, const histogram batcher_stats::*member) {
       s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
-      for (const auto& [n, e] : repo_.index()) {
-        if (!e.model) continue;
-        const auto st = e.model->batcher().stats();
+      for (const auto& m : served()) {
+        const auto st = m->batcher().stats();
         const auto& h = st.*member;
-        const auto labels = "model=\"" + label(n) + "\",version=\"" + std::to_string(e.model->version()) + "\"";
+        const auto labels = "model=\"" + label(m->name()) + "\",version=\"" + std::to_string(m->version()) + "\"";
         std::uint64_t cumulative = 0;
         for (std::size_t k = 0; k < h.counts.size(); ++k) {
           cumulative += h.counts[k];

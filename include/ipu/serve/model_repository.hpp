@@ -1,12 +1,14 @@
 #pragma once
 // The model repository, laid out as Triton's: DIR/<model>/<version>/model.popef, versions numbered,
-// plus an optional DIR/<model>/config.json (serve/model_config.hpp). Loading a model serves its
-// highest version through a Model Runtime model runner behind a dynamic batcher; a model that fails
-// to load (bad file, bad config, no device) stays in the index, unavailable, with the reason.
+// plus an optional DIR/<model>/config.json (serve/model_config.hpp). Loading a model serves the
+// versions its version policy chooses (default: the highest), each through its own Model Runtime
+// model runner (its own simulated device from the device manager) behind its own dynamic batcher.
+// A model or version that fails to load (bad file, bad config, no free device) stays in the index,
+// unavailable, with the reason; a later load retries.
 //
 //   ipu::serve::model_repository repo("models", options);
 //   repo.load_all();
-//   auto m = repo.find("mnist", "");    // shared: unloading waits for no one
+//   auto m = repo.find("mnist", "");    // the highest version served; shared: an unload waits for it
 //   auto out = m->infer(request);
 #include <algorithm>
 #include <charconv>
@@ -18,10 +20,12 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/runtime/device_manager.hpp"
 #include "ipu/runtime/model_runner.hpp"
 #include "ipu/serve/dynamic_batcher.hpp"
 #include "ipu/serve/model_config.hpp"
@@ -88,6 +92,8 @@ class served_model {
   [[nodiscard]] const std::vector<tensor_metadata>& outputs() const noexcept { return outputs_; }
   [[nodiscard]] const dynamic_batcher& batcher() const noexcept { return *batcher_; }
   [[nodiscard]] const runtime::model_runner& runner() const noexcept { return runner_; }
+  /// Expires once the model is destroyed, its device released.
+  [[nodiscard]] std::weak_ptr<const void> lifetime() const noexcept { return lifetime_; }
   /// The config's request_timeout_microseconds (0: none).
   [[nodiscard]] std::chrono::microseconds request_timeout() const noexcept { return timeout_; }
 
@@ -97,10 +103,10 @@ class served_model {
     const auto where = "model '" + name_ + "'";
     auto [n, spans] = match_inputs(r, inputs_, max_batch_, where);
     std::vector<std::pair<std::size_t, bool>> wanted;  // output index, binary
-    for (const auto& [name, binary] : r.outputs) {
-      const auto it = std::find_if(outputs_.begin(), outputs_.end(), [&](const auto& m) { return m.name == name; });
-      if (it == outputs_.end()) throw request_error(400, "'" + name + "' is not an output of the model", where, detail::codec::names(outputs_));
-      wanted.emplace_back(static_cast<std::size_t>(it - outputs_.begin()), binary);
+    for (const auto& o : r.outputs) {  // not a structured binding: Clang 14 cannot capture one in the lambda
+      const auto it = std::find_if(outputs_.begin(), outputs_.end(), [&](const auto& m) { return m.name == o.first; });
+      if (it == outputs_.end()) throw request_error(400, "'" + o.first + "' is not an output of the model", where, detail::codec::names(outputs_));
+      wanted.emplace_back(static_cast<std::size_t>(it - outputs_.begin()), o.second);
     }
     if (r.outputs.empty())
       for (std::size_t k = 0; k < outputs_.size(); ++k) wanted.emplace_back(k, r.binary_outputs);
@@ -145,6 +151,9 @@ class served_model {
     }
   }
 
+  // Declared first, so destroyed last: it expires only once the runner, and so its device, is gone
+  // (a weak_ptr to the model itself expires before its destructor runs).
+  std::shared_ptr<const int> lifetime_ = std::make_shared<const int>(0);
   std::string name_;
   std::uint64_t version_;
   mutable runtime::model_runner runner_;  // thread-safe: clients queue requests
@@ -154,15 +163,54 @@ class served_model {
   std::unique_ptr<dynamic_batcher> batcher_;  // last: stopped before the runner
 };
 
-/// A model of the repository: loaded (a version served) or not, and why.
+/// One version of a model, chosen by its version policy: served, or not and why.
+struct version_entry {
+  std::uint64_t version = 0;
+  std::shared_ptr<const served_model> model;  // null when not served
+  std::string reason;                         // why not
+};
+
+/// A model of the repository: the versions its policy chose, or why none was chosen.
 struct model_entry {
-  std::shared_ptr<const served_model> model;  // null when not loaded
-  std::string reason;                         // why not, after a failed load or an unload
+  std::vector<version_entry> versions;  // ascending; empty when the model as a whole is unavailable
+  std::string reason;                   // why it is (a bad config, no version on disk, "unloaded"...)
+
+  /// The highest version served (what a request naming no version gets); null when none is.
+  [[nodiscard]] std::shared_ptr<const served_model> latest() const {
+    for (auto it = versions.rbegin(); it != versions.rend(); ++it)
+      if (it->model) return it->model;
+    return nullptr;
+  }
+  [[nodiscard]] bool ready() const { return latest() != nullptr; }
+  /// Every version the policy chose is served.
+  [[nodiscard]] bool all_ready() const {
+    for (const auto& v : versions)
+      if (!v.model) return false;
+    return !versions.empty();
+  }
+  /// Why the model, or some of its versions, are not served; empty when all are.
+  [[nodiscard]] std::string why() const {
+    if (!reason.empty()) return reason;
+    std::string s;
+    for (const auto& v : versions)
+      if (!v.model) s += (s.empty() ? "" : "; ") + ("version " + std::to_string(v.version) + ": " + v.reason);
+    return s;
+  }
+  /// "1, 3": the chosen versions.
+  [[nodiscard]] std::string version_list() const {
+    std::string s;
+    for (const auto& v : versions) s += (s.empty() ? "" : ", ") + std::to_string(v.version);
+    return s;
+  }
 };
 
 struct repository_options {
   runtime::model_runner_config runner;
 };
+
+/// How long an unload, or a reload short of devices, waits for the requests under way on the
+/// versions it drops (they hold them, and so their devices, until answered).
+inline constexpr std::chrono::seconds release_wait{30};
 
 class model_repository {
  public:
@@ -191,65 +239,100 @@ class model_repository {
     return ok;
   }
 
-  /// (Re)loads a model's highest version; false (the reason in the index) when it fails.
+  /// (Re)loads the versions of a model its version policy chooses, each on its own runner,
+  /// batcher and device; false (the reasons in the index) unless every one loaded. Versions that
+  /// loaded are served even when others failed. The versions loaded before are served until the
+  /// new ones are in place, unless the system has no spare device for the new ones: then the old
+  /// ones are dropped first (requests under way on them finish) and their devices reused.
   /// Throws request_error (404) for a name that is not a model directory.
   bool load(const std::string& name) {
     const auto dir = model_dir(name);
-    std::shared_ptr<const served_model> m;
-    std::string reason;
+    std::lock_guard loading(load_mutex_);  // one load or unload at a time: each may take devices back
+    model_entry fresh;
+    model_config config;
+    std::vector<std::uint64_t> chosen;
     try {
-      const auto config = read_model_config(dir);
-      const auto version = latest_version(dir);
-      auto rc = options_.runner;
-      m = std::make_shared<const served_model>(name, version, dir / std::to_string(version) / "model.popef", config, rc);
+      config = read_model_config(dir);
+      chosen = choose_versions(dir, config.version_policy);
     } catch (const std::exception& e) {
-      reason = e.what();
+      fresh.reason = e.what();
     }
-    std::lock_guard lock(mutex_);
-    models_[name] = {m, reason};
-    return m != nullptr;
+    bool released = false;
+    for (const auto v : chosen) fresh.versions.push_back(load_version(name, dir, v, config, fresh.versions, released));
+    const bool ok = fresh.all_ready();
+    model_entry old;  // destroyed once the lock is released: its batchers finish the runs under way
+    {
+      std::lock_guard lock(mutex_);
+      old = std::exchange(models_[name], std::move(fresh));
+    }
+    return ok;
   }
 
   /// load(), answering a failure with request_error (400) carrying the reason: the repository
   /// extension's load, over HTTP and gRPC.
   void load_or_refuse(const std::string& name) {
     if (load(name)) return;
-    throw request_error(400, "failed to load model '" + name + "': " + index().at(name).reason, "model repository",
-                        "fix the model's files or config.json and load it again");
+    throw request_error(400, "failed to load model '" + name + "': " + index().at(name).why(), "model repository",
+                        "fix the model's files or config.json, or free a device for it, and load it again");
   }
 
-  /// Stops serving a model (requests already running finish); 404 for an unknown one.
+  /// Stops serving a model; 404 for an unknown one. Returns once the requests under way on it are
+  /// answered (at most release_wait), so that its devices are free for another model.
   void unload(const std::string& name) {
-    std::shared_ptr<const served_model> old;  // destroyed outside the lock
-    std::lock_guard lock(mutex_);
-    auto it = models_.find(name);
-    if (it == models_.end()) {
-      (void)model_dir(name);  // on disk but never loaded: nothing to do
-      return;
+    std::lock_guard loading(load_mutex_);
+    std::vector<std::weak_ptr<const void>> gone;
+    {
+      model_entry old;  // destroyed once the lock is released
+      {
+        std::lock_guard lock(mutex_);
+        auto it = models_.find(name);
+        if (it == models_.end()) {
+          (void)model_dir(name);  // on disk but never loaded: nothing to do
+          return;
+        }
+        old = std::exchange(it->second, model_entry{{}, "unloaded"});
+      }
+      for (const auto& v : old.versions)
+        if (v.model) gone.push_back(v.model->lifetime());
     }
-    old = std::move(it->second.model);
-    it->second = {nullptr, "unloaded"};
+    wait_released(gone);
   }
 
-  /// The loaded model for a request; request_error 404 (unknown model or version) or 503 (not
-  /// loaded). `version` empty: the loaded one.
+  /// The served version for a request: `version` empty, the highest served. request_error 404 for
+  /// an unknown model or a version the policy did not choose, 503 for one not served (the reason).
   [[nodiscard]] std::shared_ptr<const served_model> find(const std::string& name, const std::string& version) const {
     std::lock_guard lock(mutex_);
     auto it = models_.find(name);
     if (it == models_.end())
       throw request_error(404, "unknown model '" + name.substr(0, 200) + "'", "model repository", "GET /v2/repository/index lists them");
-    if (!it->second.model)
-      throw request_error(503, "model '" + name + "' is not ready: " + it->second.reason, "model repository",
-                          "load it with POST /v2/repository/models/" + name + "/load");
-    if (!version.empty() && version != std::to_string(it->second.model->version()))
-      throw request_error(404, "model '" + name + "' has no version '" + version.substr(0, 40) + "' loaded (serving version " +
-                                   std::to_string(it->second.model->version()) + ")",
-                          "model repository", "ask for the served version or none");
-    return it->second.model;
+    const auto& e = it->second;
+    const auto load_hint = "load it with POST /v2/repository/models/" + name + "/load";
+    if (e.versions.empty()) throw request_error(503, "model '" + name + "' is not ready: " + e.reason, "model repository", load_hint);
+    if (version.empty()) {
+      if (auto m = e.latest()) return m;
+      throw request_error(503, "model '" + name + "' is not ready: " + e.why(), "model repository", load_hint);
+    }
+    for (const auto& v : e.versions)
+      if (std::to_string(v.version) == version) {
+        if (v.model) return v.model;
+        throw request_error(503, "model '" + name + "' version " + version + " is not ready: " + v.reason, "model repository", load_hint);
+      }
+    throw request_error(404, "model '" + name + "' has no version '" + version.substr(0, 40) + "' served (versions served: " + e.version_list() + ")",
+                        "model repository", "ask for one of those, or for none (the highest ready); config.json's version_policy chooses them");
   }
 
-  /// KServe's model readiness: false for a model known but not loaded; request_error 404 for an
-  /// unknown model or version.
+  /// The versions of a model being served, ascending (KServe's model metadata "versions").
+  [[nodiscard]] std::vector<std::uint64_t> served_versions(const std::string& name) const {
+    std::vector<std::uint64_t> out;
+    std::lock_guard lock(mutex_);
+    if (const auto it = models_.find(name); it != models_.end())
+      for (const auto& v : it->second.versions)
+        if (v.model) out.push_back(v.version);
+    return out;
+  }
+
+  /// KServe's model readiness: false for a model or version known but not served; request_error
+  /// 404 for an unknown model or version.
   [[nodiscard]] bool ready(const std::string& name, const std::string& version) const {
     try {
       (void)find(name, version);
@@ -263,21 +346,68 @@ class model_repository {
   /// Every model on disk or loaded, with its state.
   [[nodiscard]] std::map<std::string, model_entry> index() const {
     std::map<std::string, model_entry> out;
-    for (const auto& n : scan()) out[n] = {nullptr, "not loaded"};
+    for (const auto& n : scan()) out[n] = {{}, "not loaded"};
     std::lock_guard lock(mutex_);
-    for (const auto& [n, e] : models_) out[n] = e;
+    for (const auto& kv : models_) out[kv.first] = kv.second;
     return out;
   }
 
-  /// True when no model failed to load.
+  /// True when every version of every model loaded (unloaded models aside).
   [[nodiscard]] bool all_ready() const {
     std::lock_guard lock(mutex_);
-    for (const auto& [n, e] : models_)
-      if (!e.model && e.reason != "unloaded") return false;
+    for (const auto& kv : models_)
+      if (!kv.second.all_ready() && kv.second.reason != "unloaded") return false;
     return true;
   }
 
   [[nodiscard]] const std::filesystem::path& directory() const noexcept { return dir_; }
+
+  /// The versions under a model directory, ascending: directories named by a number (not starting
+  /// with 0, as Triton's) holding a model.popef.
+  [[nodiscard]] static std::vector<std::uint64_t> versions_on_disk(const std::filesystem::path& dir) {
+    std::vector<std::uint64_t> out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      const auto s = e.path().filename().string();
+      std::uint64_t v = 0;
+      const auto [p, err] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (err != std::errc() || p != s.data() + s.size() || s.front() == '0' || !e.is_directory(ec)) continue;
+      if (!std::filesystem::is_regular_file(e.path() / "model.popef", ec)) continue;
+      out.push_back(v);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  /// The versions a policy chooses among those on disk; throws ipu::error when it chooses none, or
+  /// names one that is not there.
+  [[nodiscard]] static std::vector<std::uint64_t> choose_versions(const std::filesystem::path& dir, const version_policy& policy) {
+    const auto on_disk = versions_on_disk(dir);
+    auto list = [](const std::vector<std::uint64_t>& v) {
+      std::string s;
+      for (auto n : v) s += (s.empty() ? "" : ", ") + std::to_string(n);
+      return s.empty() ? std::string("none") : s;
+    };
+    if (policy.policy == version_policy::kind::specific) {
+      for (auto v : policy.versions)
+        if (!std::binary_search(on_disk.begin(), on_disk.end(), v))
+          throw error(error_category::io,
+                      "version_policy names version " + std::to_string(v) + ", which has no model.popef (versions on disk: " + list(on_disk) + ")",
+                      dir.string(), "put it at " + (dir / std::to_string(v) / "model.popef").string() + " or drop it from the policy");
+      return policy.versions;
+    }
+    if (on_disk.empty())
+      throw error(error_category::io, "no version holds a model.popef", dir.string(), "put the model at " + (dir / "1" / "model.popef").string());
+    if (policy.policy == version_policy::kind::all) {
+      if (on_disk.size() > max_served_versions)
+        throw error(error_category::options,
+                    std::to_string(on_disk.size()) + " versions on disk; at most " + std::to_string(max_served_versions) + " are served at once",
+                    dir.string(), "serve fewer with version_policy latest or specific");
+      return on_disk;
+    }
+    const auto n = std::min<std::size_t>(on_disk.size(), policy.num_versions);
+    return {on_disk.end() - static_cast<std::ptrdiff_t>(n), on_disk.end()};
+  }
 
  private:
   [[nodiscard]] std::filesystem::path model_dir(const std::string& name) const {
@@ -291,24 +421,78 @@ class model_repository {
     return dir_ / name;
   }
 
-  static std::uint64_t latest_version(const std::filesystem::path& dir) {
-    std::optional<std::uint64_t> best;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-      const auto s = e.path().filename().string();
-      std::uint64_t v = 0;
-      const auto [p, err] = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (err != std::errc() || p != s.data() + s.size() || !e.is_directory(ec)) continue;
-      if (!std::filesystem::exists(e.path() / "model.popef", ec)) continue;
-      if (!best || v > *best) best = v;
+  /// One version on its own runner, batcher and device; on failure, the entry says why.
+  version_entry load_version(const std::string& name, const std::filesystem::path& dir, std::uint64_t v, const model_config& config,
+                             const std::vector<version_entry>& built, bool& released) {
+    version_entry out{v, nullptr, {}};
+    for (;;) {
+      try {
+        out.model = std::make_shared<const served_model>(name, v, dir / std::to_string(v) / "model.popef", config, options_.runner);
+      } catch (const device_busy_error& e) {
+        // A reload with no spare device: the versions it replaces give theirs up first (once).
+        if (!released) {
+          released = true;
+          if (release_loaded(name)) continue;
+        }
+        out.reason = busy_reason(e, name, built);
+      } catch (const std::exception& e) {
+        out.reason = e.what();
+      }
+      return out;
     }
-    if (!best)
-      throw error(error_category::io, "no version holds a model.popef", dir.string(), "put the model at " + (dir / "1" / "model.popef").string());
-    return *best;
+  }
+
+  /// Drops the model's loaded versions and waits for their requests under way; false when none was loaded.
+  bool release_loaded(const std::string& name) {
+    std::vector<std::weak_ptr<const void>> gone;
+    {
+      model_entry old;  // destroyed once the lock is released
+      {
+        std::lock_guard lock(mutex_);
+        const auto it = models_.find(name);
+        if (it == models_.end() || !it->second.ready()) return false;
+        old = std::exchange(it->second, model_entry{{}, "reloading (its devices were released for the new load)"});
+      }
+      for (const auto& v : old.versions)
+        if (v.model) gone.push_back(v.model->lifetime());
+    }
+    wait_released(gone);
+    return true;
+  }
+
+  /// Waits until the versions are destroyed (their last request answered), at most release_wait.
+  static void wait_released(const std::vector<std::weak_ptr<const void>>& gone) {
+    const auto deadline = std::chrono::steady_clock::now() + release_wait;
+    for (const auto& w : gone)
+      while (!w.expired() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+
+  /// Why a version got no device: what it asked for, who holds the IPUs (the device manager knows
+  /// the processes; which of this server's versions hold them is known here), and what to do.
+  std::string busy_reason(const device_busy_error& e, const std::string& name, const std::vector<version_entry>& built) const {
+    std::string ours;
+    auto note = [&](const std::string& model, const version_entry& v) {
+      if (!v.model || !v.model->runner().device().valid()) return;
+      const auto ipus = v.model->runner().device().ipus();
+      bool holds = false;
+      for (const auto& h : e.holders()) holds = holds || std::find(ipus.begin(), ipus.end(), h.ipu) != ipus.end();
+      if (holds)
+        ours += (ours.empty() ? "" : ", ") +
+                ("model '" + model + "' version " + std::to_string(v.version) + " holds " + ipu::detail::runtime::format_ipus(ipus));
+    };
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& kv : models_)
+        for (const auto& v : kv.second.versions) note(kv.first, v);
+    }
+    for (const auto& v : built) note(name, v);
+    return "no free device: " + e.message() + (ours.empty() ? std::string() : " (in this server: " + ours + ")") + "; " + e.location() +
+           " (unload a model holding them and load this one again, or serve on a system with more IPUs: IPU_SYSTEM)";
   }
 
   std::filesystem::path dir_;
   repository_options options_;
+  std::mutex load_mutex_;  // held by load and unload, never under mutex_
   mutable std::mutex mutex_;
   std::map<std::string, model_entry> models_;
 };
