@@ -185,6 +185,31 @@ TEST_CASE("serve grpc: raw contents, outputs by name, a request over several run
   CHECK(after.rows == before.rows + 6);
 }
 
+TEST_CASE("serve grpc: the request parameter timeout overrides the model's, bad values are INVALID_ARGUMENT") {
+  // A run starts once 4 rows wait or the oldest has waited 2 s: a 2 ms timeout leaves the queue
+  // first (were it ignored, the request would run after 2 s and succeed).
+  served s("timeout", {}, R"({"dynamic_batching": {"preferred_batch_size": [4], "max_queue_delay_microseconds": 2000000}})");
+  inference::ModelInferResponse r;
+  auto q = typed_request({1, 2, 3}, 1);
+  (*q.mutable_parameters())["timeout"].set_int64_param(2000);
+  expect_failure(s.infer(q, r), grpc::StatusCode::UNAVAILABLE, "the request waited 2000 us in the queue without starting");
+  CHECK(s.repo.find("rows", "")->batcher().stats().timed_out == 1);
+  CHECK(s.repo.find("rows", "")->batcher().stats().runs == 0);
+  (*q.mutable_parameters())["timeout"].set_string_param("2000");
+  expect_failure(s.infer(q, r), grpc::StatusCode::INVALID_ARGUMENT, "parameter 'timeout' is not an int64_param");
+  (*q.mutable_parameters())["timeout"].set_int64_param(-5);
+  expect_failure(s.infer(q, r), grpc::StatusCode::INVALID_ARGUMENT, "parameter 'timeout' is -5, negative");
+  (*q.mutable_parameters())["timeout"].set_int64_param(4'000'000'000);
+  expect_failure(s.infer(q, r), grpc::StatusCode::INVALID_ARGUMENT, "over the limit of 3600000000 (an hour)");
+  // A full batch starts at once, well within its timeout.
+  q = typed_request({1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 1, 1}, 4);
+  (*q.mutable_parameters())["timeout"].set_int64_param(5'000'000);
+  const auto st = s.infer(q, r);
+  REQUIRE_MESSAGE(st.ok(), st.error_message());
+  CHECK(std::vector<float>(r.outputs(0).contents().fp32_contents().begin(), r.outputs(0).contents().fp32_contents().end()) ==
+        y_of({1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 1, 1}));
+}
+
 TEST_CASE("serve grpc: versions served side by side: metadata, inference and the index per version") {
   served s("versions");
   std::filesystem::create_directories(s.dir / "rows" / "2");

@@ -1,8 +1,8 @@
-// What the KServe v2 server does with its devices and its model versions, over HTTP (gRPC's side is
-// in test_grpc_server.cpp): every version served reserves its own simulated device, and one that
-// gets none is unavailable with a reason naming what it asked for and who holds the IPUs until a
-// load retries it; config.json's version_policy chooses the versions served side by side, each
-// addressed by /versions/<v>.
+// What the KServe v2 server does with its devices, its model versions and a request's timeout, over
+// HTTP (gRPC's side is in test_grpc_server.cpp): every version served reserves its own simulated
+// device, and one that gets none is unavailable with a reason naming what it asked for and who holds
+// the IPUs until a load retries it; config.json's version_policy chooses the versions served side by
+// side, each addressed by /versions/<v>; the request parameter "timeout" overrides the model's.
 #include <doctest/doctest.h>
 
 #include <httplib.h>
@@ -305,6 +305,69 @@ TEST_CASE("serve versions: version_policy is checked") {
   }
   CHECK_THROWS_WITH_AS(parse_model_config(R"({"version_policy": {"latest": {}}})", "models/m/config.json"),
                        doctest::Contains("models/m/config.json: version_policy.latest"), ipu::error);
+}
+
+TEST_CASE("serve timeout: the request parameter 'timeout' overrides the model's request timeout, and bad values are refused") {
+  using namespace test_serve_versions;
+  // slow: a run starts only once 4 rows wait or the oldest has waited 2 s, and no timeout of its own.
+  // quick: runs start after 300 ms, and requests time out after 1 ms in the queue.
+  const auto dir = serve_test_models::make_repository("timeout_parameter");
+  add_version(dir, "slow", "1");
+  write_config(dir, "slow", R"({"dynamic_batching": {"preferred_batch_size": [4], "max_queue_delay_microseconds": 2000000}})");
+  add_version(dir, "quick", "1");
+  write_config(dir, "quick", R"({"dynamic_batching": {"preferred_batch_size": [4], "max_queue_delay_microseconds": 300000},
+                                 "request_timeout_microseconds": 1000})");
+  server s(dir, serve_test_models::options());
+  REQUIRE(s.repo.load_all());
+
+  // A 2 ms timeout leaves slow's queue long before its 2 s delay: 503, unrun (ignored, it would run).
+  const auto sent = std::chrono::steady_clock::now();
+  auto [status, body] = s.call("/v2/models/slow/infer", infer_body({1, 2, 3}, {{"timeout", 2000}}));
+  CHECK(status == 503);
+  CHECK(has(error_of(body), "the request waited 2000 us in the queue without starting"));
+  CHECK(has(error_of(body), "longer 'timeout' parameter"));
+  CHECK(std::chrono::steady_clock::now() - sent < std::chrono::milliseconds(1500));
+  CHECK(s.repo.find("slow", "")->batcher().stats().timed_out == 1);
+  CHECK(s.repo.find("slow", "")->batcher().stats().runs == 0);
+  // 0 is the model's (none): it waits out the delay and runs.
+  std::tie(status, body) = s.call("/v2/models/slow/infer", infer_body({1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 1, 1}, {{"timeout", 0}}));
+  CHECK(status == 200);
+
+  // quick's own timeout (1 ms) expires before its 300 ms delay; a request's 10 s outlasts it.
+  std::tie(status, body) = s.call("/v2/models/quick/infer", infer_body({1, 2, 3}));
+  CHECK(status == 503);
+  CHECK(has(error_of(body), "waited 1000 us"));
+  CHECK(has(error_of(body), "request_timeout_microseconds"));
+  std::tie(status, body) = s.call("/v2/models/quick/infer", infer_body({1, 2, 3}, {{"timeout", 10000000}}));
+  CHECK(status == 200);
+  CHECK(body["outputs"][0]["data"].get<std::vector<float>>() == serve_test_models::y_of({1, 2, 3}));
+
+  const std::pair<json, const char*> bad[] = {
+      {{{"timeout", -1}}, "parameter 'timeout' is -1, negative"},
+      {{{"timeout", 2.5}}, "parameter 'timeout' is 2.5, not a whole number of microseconds"},
+      {{{"timeout", "100"}}, "parameter 'timeout' is \"100\", not a whole number of microseconds"},
+      {{{"timeout", true}}, "not a whole number of microseconds"},
+      {{{"timeout", 4000000000u}}, "over the limit of 3600000000 (an hour)"},
+      {{{"timeout", 18446744073709551615u}}, "is 18446744073709551615 us, over the limit of 3600000000 (an hour)"},
+      {{{"priority", 1}}, "parameter 'priority' is not supported"},
+  };
+  for (const auto& b : bad) {
+    CAPTURE(b.first.dump());
+    std::tie(status, body) = s.call("/v2/models/quick/infer", infer_body({1, 2, 3}, b.first));
+    CHECK(status == 400);
+    CHECK(has(error_of(body), b.second));
+  }
+  // Unknown input and output parameters are refused as well, not ignored.
+  auto j = infer_body({1, 2, 3});
+  j["inputs"][0]["parameters"] = {{"shared_memory_region", "r"}};
+  std::tie(status, body) = s.call("/v2/models/quick/infer", j);
+  CHECK(status == 400);
+  CHECK(has(error_of(body), "parameter 'shared_memory_region' is not supported"));
+  j = infer_body({1, 2, 3});
+  j["outputs"] = {{{"name", "y"}, {"parameters", {{"classification", 2}}}}};
+  std::tie(status, body) = s.call("/v2/models/quick/infer", j);
+  CHECK(status == 400);
+  CHECK(has(error_of(body), "parameter 'classification' is not supported"));
 }
 
 TEST_SUITE("concurrent") {

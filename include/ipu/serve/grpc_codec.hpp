@@ -11,7 +11,9 @@
 // int_contents for INT8/16/32, ...) or, for all inputs at once, as raw_input_contents (row-major
 // little-endian bytes, the only way FP16 travels). Responses answer in kind: raw outputs when the
 // request sent raw inputs or an output is FP16 (no typed field holds it), typed contents otherwise.
-// Request, tensor and output parameters are refused: none is implemented.
+// The request parameter "timeout" (int64_param, microseconds) is read as over HTTP; any other
+// request, tensor or output parameter is refused.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -33,6 +35,21 @@ void refuse_parameters(const Map& parameters, const std::string& where) {
   if (parameters.empty()) return;
   throw request_error(400, "parameter '" + parameters.begin()->first.substr(0, 60) + "' is not supported", where,
                       "send no parameters: this server implements none");
+}
+
+/// The request's parameters: "timeout" (int64_param, microseconds; 0: the model's), nothing else.
+template <class Map>
+std::chrono::microseconds request_timeout(const Map& parameters) {
+  std::chrono::microseconds timeout{0};
+  for (const auto& kv : parameters) {
+    if (kv.first != "timeout")
+      throw request_error(400, "parameter '" + kv.first.substr(0, 60) + "' is not supported", "request",
+                          "the only request parameter is timeout (int64_param, microseconds)");
+    if (kv.second.parameter_choice_case() != inference::InferParameter::kInt64Param)
+      throw request_error(400, "parameter 'timeout' is not an int64_param", "request", detail::codec::timeout_hint);
+    timeout = detail::codec::checked_timeout(kv.second.int64_param(), "request");
+  }
+  return timeout;
 }
 
 /// Copies typed contents into row-major bytes of `type`, each value range-checked.
@@ -135,8 +152,8 @@ inline void encode_typed(const wire_tensor& t, inference::InferTensorContents& c
 /// overflow, element and byte counts) before anything is allocated from what the client declared.
 inline infer_request decode_infer_request(const inference::ModelInferRequest& m) {
   using namespace detail::grpc_codec;
-  refuse_parameters(m.parameters(), "request");
   infer_request r;
+  r.timeout = request_timeout(m.parameters());
   r.id = m.id();
   const bool raw = m.raw_input_contents_size() > 0;
   if (raw && m.raw_input_contents_size() != m.inputs_size())

@@ -9,8 +9,9 @@
 //   std::printf("%d\n", server.port());
 //
 // ModelInfer's messages are read and written by serve/grpc_codec.hpp (typed or raw contents).
-// Request, tensor and repository parameters are refused: none is implemented. Without a version, a
-// model's highest served version answers.
+// ModelInfer takes the request parameter "timeout" (int64_param, microseconds); other request,
+// tensor and repository parameters are refused. Without a version, a model's highest served
+// version answers.
 //
 // Errors are gRPC statuses with the message the HTTP server would put in its {"error"}:
 // INVALID_ARGUMENT (HTTP's 400), NOT_FOUND (404), RESOURCE_EXHAUSTED (413: over the message size

@@ -15,7 +15,8 @@
 // batches on the model at once (they share one model runner, so several batches can fill a step of
 // several batches per step). request_timeout_microseconds (0 or absent: none): a request still
 // waiting in the queue, none of its rows started, that long after it arrived is answered 503
-// instead (rows already running are finished: they read the request). version_policy (Triton's): which versions under DIR/<model>/ are served,
+// instead (rows already running are finished: they read the request); a request's own "timeout"
+// parameter overrides it. version_policy (Triton's): which versions under DIR/<model>/ are served,
 // each on its own runner, batcher and device: {"latest": {"num_versions": N}} the N highest (the
 // default, N = 1), {"all": {}} every one, {"specific": {"versions": [1, 3]}} those (each must be on
 // disk). Unknown keys are refused: a misspelt setting is never ignored.
@@ -32,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ipu/error.hpp"
+#include "ipu/serve/tensor_codec.hpp"
 
 namespace ipu::serve {
 
@@ -88,7 +90,7 @@ inline void refuse_unknown(const nlohmann::json& o, std::initializer_list<std::s
 inline constexpr std::uint64_t max_config_batch = std::uint64_t{1} << 20;
 inline constexpr std::uint64_t max_instances = 64;
 inline constexpr std::uint64_t max_queue_delay_us = 10'000'000;  // 10 s
-inline constexpr std::uint64_t max_request_timeout_us = 3'600'000'000;  // an hour
+// max_request_timeout_us (an hour) is tensor_codec.hpp's: a request's "timeout" parameter has the same cap.
 /// Versions of one model served at once: each holds a runner, its threads and a device.
 inline constexpr std::uint64_t max_served_versions = 64;
 

@@ -110,10 +110,13 @@ class served_model {
     }
     if (r.outputs.empty())
       for (std::size_t k = 0; k < outputs_.size(); ++k) wanted.emplace_back(k, r.binary_outputs);
-    auto ran = batcher_->infer(std::move(spans), n, timeout_);
+    // The request's own "timeout" parameter overrides the model's (Triton's rule: 0 is the model's).
+    const auto timeout = r.timeout.count() > 0 ? r.timeout : timeout_;
+    auto ran = batcher_->infer(std::move(spans), n, timeout);
     if (!ran)
-      throw request_error(503, "the request waited " + std::to_string(timeout_.count()) + " us in the queue without starting",
-                          where, "send it again later, or raise request_timeout_microseconds in the model's config.json");
+      throw request_error(503, "the request waited " + std::to_string(timeout.count()) + " us in the queue without starting", where,
+                          r.timeout.count() > 0 ? "send it again later, or with a longer 'timeout' parameter"
+                                                : "send it again later, or raise request_timeout_microseconds in the model's config.json");
     auto& out = *ran;
     infer_response resp;
     resp.model_name = name_;

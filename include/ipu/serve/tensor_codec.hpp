@@ -11,10 +11,16 @@
 // is checked before anything is allocated from it: shapes are overflow-checked, element counts
 // and byte sizes must match the data, so a huge declared size is an error, never an allocation.
 // A bad request throws request_error with the HTTP status to answer (400).
+//
+// Parameters: the request's "binary_data_output" (bool) and "timeout" (microseconds, overriding
+// the model's request timeout; 0: the model's), an input's "binary_data_size", an output's
+// "binary_data". Any other parameter is refused: a client relying on one would be silently ignored.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <span>
@@ -95,6 +101,9 @@ struct infer_request {
   /// Outputs asked for by name (empty: all), and whether each is wanted as binary data.
   std::vector<std::pair<std::string, bool>> outputs;
   bool binary_outputs = false;  // request parameters' binary_data_output
+  /// The request parameter "timeout": how long it may wait in the queue before its rows start
+  /// (0: the model's request_timeout_microseconds).
+  std::chrono::microseconds timeout{0};
 };
 
 struct infer_response {
@@ -104,6 +113,9 @@ struct infer_response {
 
 /// Elements a tensor may have (2^40): far above any simulated model, far below overflow.
 inline constexpr std::uint64_t max_elements = std::uint64_t{1} << 40;
+/// The longest request timeout, a request's "timeout" parameter or a model's config (an hour): a
+/// deadline that far is a mistake, and it keeps steady_clock arithmetic far from overflow.
+inline constexpr std::uint64_t max_request_timeout_us = 3'600'000'000;
 
 namespace detail::codec {
 
@@ -216,13 +228,50 @@ inline void flatten(const nlohmann::json& v, data_type t, std::size_t count, std
   ++n;
 }
 
-inline bool bool_parameter(const nlohmann::json& o, const char* key, const std::string& w) {
-  if (!o.contains("parameters")) return false;
+/// The parameters object of a request, input or output (null when it has none); a parameter not
+/// in `known` is refused.
+inline const nlohmann::json* parameters(const nlohmann::json& o, std::initializer_list<std::string_view> known,
+                                        const std::string& w) {
+  if (!o.contains("parameters")) return nullptr;
   const auto& p = o["parameters"];
   if (!p.is_object()) throw request_error(400, "'parameters' is not an object", w);
-  if (!p.contains(key)) return false;
-  if (!p[key].is_boolean()) throw request_error(400, std::string("parameter '") + key + "' is not a boolean", w);
-  return p[key].get<bool>();
+  for (auto it = p.begin(); it != p.end(); ++it) {
+    bool ok = false;
+    for (auto k : known) ok = ok || it.key() == k;
+    if (ok) continue;
+    std::string names;
+    for (auto k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+    throw request_error(400, "parameter '" + it.key().substr(0, 60) + "' is not supported", w, "the parameters here are " + names);
+  }
+  return &p;
+}
+
+inline bool bool_parameter(const nlohmann::json* p, const char* key, const std::string& w) {
+  if (!p || !p->contains(key)) return false;
+  if (!(*p)[key].is_boolean()) throw request_error(400, std::string("parameter '") + key + "' is not a boolean", w);
+  return (*p)[key].get<bool>();
+}
+
+inline constexpr const char* timeout_hint = "give the longest wait in the queue in microseconds, e.g. \"timeout\": 5000 (0: the model's)";
+
+/// A request's "timeout" once read as an integer: 0 to an hour of microseconds.
+inline std::chrono::microseconds checked_timeout(std::int64_t us, const std::string& w) {
+  if (us < 0) throw request_error(400, "parameter 'timeout' is " + std::to_string(us) + ", negative", w, timeout_hint);
+  if (static_cast<std::uint64_t>(us) > max_request_timeout_us)
+    throw request_error(400, "parameter 'timeout' is " + std::to_string(us) + " us, over the limit of " + std::to_string(max_request_timeout_us) + " (an hour)", w,
+                        timeout_hint);
+  return std::chrono::microseconds(us);
+}
+
+inline std::chrono::microseconds timeout_parameter(const nlohmann::json* p, const std::string& w) {
+  if (!p || !p->contains("timeout")) return std::chrono::microseconds(0);
+  const auto& v = (*p)["timeout"];
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > max_request_timeout_us)  // may not fit an int64
+    throw request_error(400, "parameter 'timeout' is " + std::to_string(v.get<std::uint64_t>()) + " us, over the limit of " +
+                                 std::to_string(max_request_timeout_us) + " (an hour)", w, timeout_hint);
+  if (!v.is_number_integer())
+    throw request_error(400, "parameter 'timeout' is " + shown(v) + ", not a whole number of microseconds", w, timeout_hint);
+  return checked_timeout(v.get<std::int64_t>(), w);
 }
 
 }  // namespace detail::codec
@@ -248,7 +297,9 @@ inline infer_request decode_infer_request(std::string_view body, std::optional<s
     if (!j["id"].is_string()) throw request_error(400, "'id' is not a string", "request");
     r.id = j["id"].get<std::string>();
   }
-  r.binary_outputs = dc::bool_parameter(j, "binary_data_output", "request");
+  const auto* params = dc::parameters(j, {"binary_data_output", "timeout"}, "request");
+  r.binary_outputs = dc::bool_parameter(params, "binary_data_output", "request");
+  r.timeout = dc::timeout_parameter(params, "request");
   if (!j.contains("inputs") || !j["inputs"].is_array())
     throw request_error(400, "the request has no 'inputs' array", "request", "send {\"inputs\": [{\"name\", \"shape\", \"datatype\", \"data\"}]}");
   std::size_t offset = json_len;  // next binary tensor
@@ -277,13 +328,9 @@ inline infer_request decode_infer_request(std::string_view body, std::optional<s
     const auto count = dc::elements(t.shape, t.name);
     const auto bytes = count * size_of(t.type);  // count <= 2^40: no overflow
     std::optional<std::uint64_t> binary_size;
-    if (in.contains("parameters")) {
-      const auto& p = in["parameters"];
-      if (!p.is_object()) throw request_error(400, "'parameters' is not an object", w);
-      if (p.contains("binary_data_size")) {
-        if (!p["binary_data_size"].is_number_unsigned()) throw request_error(400, "binary_data_size is not a non-negative integer", w);
-        binary_size = p["binary_data_size"].get<std::uint64_t>();
-      }
+    if (const auto* p = dc::parameters(in, {"binary_data_size"}, w); p && p->contains("binary_data_size")) {
+      if (!(*p)["binary_data_size"].is_number_unsigned()) throw request_error(400, "binary_data_size is not a non-negative integer", w);
+      binary_size = (*p)["binary_data_size"].get<std::uint64_t>();
     }
     if (binary_size) {
       if (in.contains("data")) throw request_error(400, "the input has both 'data' and binary_data_size", w, "send one of them");
@@ -323,7 +370,8 @@ inline infer_request decode_infer_request(std::string_view body, std::optional<s
       if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
         throw request_error(400, "a requested output has no 'name' string", "request outputs");
       const auto name = o["name"].get<std::string>();
-      r.outputs.emplace_back(name, dc::bool_parameter(o, "binary_data", "output '" + name + "'") || r.binary_outputs);
+      const auto w = "output '" + name.substr(0, 60) + "'";
+      r.outputs.emplace_back(name, dc::bool_parameter(dc::parameters(o, {"binary_data"}, w), "binary_data", w) || r.binary_outputs);
     }
   }
   return r;
