@@ -479,9 +479,11 @@ class model_repository {
       const auto ipus = v.model->runner().device().ipus();
       bool holds = false;
       for (const auto& h : e.holders()) holds = holds || std::find(ipus.begin(), ipus.end(), h.ipu) != ipus.end();
-      if (holds)
-        ours += (ours.empty() ? "" : ", ") +
-                ("model '" + model + "' version " + std::to_string(v.version) + " holds " + ipu::detail::runtime::format_ipus(ipus));
+      if (!holds) return;
+      // A device's IPUs are consecutive: "IPU 3", "IPUs 4-7".
+      const auto held = ipus.size() == 1 ? "IPU " + std::to_string(ipus.front())
+                                         : "IPUs " + std::to_string(ipus.front()) + "-" + std::to_string(ipus.back());
+      ours += (ours.empty() ? "" : ", ") + ("model '" + model + "' version " + std::to_string(v.version) + " holds " + held);
     };
     {
       std::lock_guard lock(mutex_);
