@@ -126,6 +126,17 @@ TEST_CASE("LayerNormalization over the trailing axes, with Mean and InvStdDev") 
   check_close(floats(all), {-2, -2, 2, 2});
   auto h = run1("LayerNormalization", {f16({1, 2}, {1, 3}), f16({2}, {1, 1})}, {data_type::F16, {1, 2}}, {{"epsilon", 0.0f}});
   check_close(floats(h), {-1, 1}, 0, 0);
+  // Values close to a large mean keep their digits: the centring is not done against a rounded mean.
+  std::vector<float> near(64);
+  for (std::size_t i = 0; i < near.size(); ++i) near[i] = 4096.0f + 0.015625f * static_cast<float>(i % 7) + (i % 2 ? 0.0f : 0.0078125f);
+  double mean = 0, var = 0;
+  for (auto v : near) mean += v / 64.0;
+  for (auto v : near) var += (v - mean) * (v - mean) / 64.0;
+  std::vector<float> want;
+  for (auto v : near) want.push_back(static_cast<float>((v - mean) / std::sqrt(var)));
+  auto centred = run1("LayerNormalization", {f32({64}, near), f32({64}, std::vector<float>(64, 1.0f))},
+                      {data_type::F32, {64}}, {{"epsilon", 0.0f}});
+  check_close(floats(centred), want, 1e-5f, 1e-5f);
 }
 
 TEST_CASE("ipu::LayerNormalizationGrad is the derivative of LayerNormalization, with or without its statistics") {

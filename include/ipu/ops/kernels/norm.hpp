@@ -291,26 +291,33 @@ inline void layer_norm_kernel(const kernel_context& ctx) {
   const auto bias = expand(2, 0.0);
   std::vector<double> means(static_cast<std::size_t>(outer)), inv_std(static_cast<std::size_t>(outer));
   visit(float_types, x.info().type, ctx, [&]<class T>() {
+    using C = compute_t<T>;
     const T* in = x.as<T>().data();
     T* out = y.as<T>().data();
+    // Statistics in double; the affine step in the compute type, which vectorises (for F32, 1 ulp
+    // from doing it in double).
+    const std::vector<C> scale_c(scale.begin(), scale.end()), bias_c(bias.begin(), bias.end());
     parallel_blocks(ctx, static_cast<std::size_t>(outer), std::max<std::int64_t>(1, 8192 / std::max<std::int64_t>(inner, 1)),
                     [&](std::size_t r0, std::size_t r1) {
                       for (std::size_t r = r0; r < r1; ++r) {
                         const T* xp = in + static_cast<std::int64_t>(r) * inner;
                         T* yp = out + static_cast<std::int64_t>(r) * inner;
-                        double sum = 0.0, sq = 0.0;
-                        for (std::int64_t i = 0; i < inner; ++i) sum += static_cast<double>(widen(xp[i]));
+                        const double sum = sum_of(inner, [xp](std::int64_t i) { return static_cast<double>(widen(xp[i])); });
                         const double mu = inner > 0 ? sum / static_cast<double>(inner) : 0.0;
-                        for (std::int64_t i = 0; i < inner; ++i) {
+                        const double sq = sum_of(inner, [xp, mu](std::int64_t i) {
                           const double d = static_cast<double>(widen(xp[i])) - mu;
-                          sq += d * d;
-                        }
+                          return d * d;
+                        });
                         const double is = 1.0 / std::sqrt((inner > 0 ? sq / static_cast<double>(inner) : 0.0) + eps);
                         means[r] = mu;
                         inv_std[r] = is;
+                        // The mean as a rounded head and the rest: x - head is exact near the
+                        // mean, so values close to a large mean keep their digits.
+                        const C head = static_cast<C>(mu), rest = static_cast<C>(mu - static_cast<double>(head)),
+                                ic = static_cast<C>(is);
                         for (std::int64_t i = 0; i < inner; ++i) {
                           const auto k = static_cast<std::size_t>(i);
-                          yp[i] = from_double<T>((static_cast<double>(widen(xp[i])) - mu) * is * scale[k] + bias[k]);
+                          yp[i] = narrow<T>(((widen(xp[i]) - head) - rest) * ic * scale_c[k] + bias_c[k]);
                         }
                       }
                     });
