@@ -326,6 +326,11 @@ TEST_CASE("damaged graphs are refused with a popef error saying what and where")
     p.mutable_tensors(6)->set_name("y");
     check(p, "the executable's graph is not valid");
   }
+  SUBCASE("an op output declared unlike what its shape rule computes") {
+    auto p = good;
+    p.mutable_tensors(6)->mutable_info()->set_shape(1, 3);  // z = Add(y, h) of two F32[2,2]
+    check(p, "output 'z' of op Add 'add' is declared F32[2,3] but the op computes F32[2,2]");
+  }
   SUBCASE("a weight the source gives the wrong size") {
     auto w = weights_of(g);
     w.data["w"] = floats({1});

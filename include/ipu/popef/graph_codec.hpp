@@ -25,6 +25,7 @@
 #include "ipu/graph/attribute.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/validate.hpp"
+#include "ipu/ops/infer.hpp"
 #include "ipu/popef/metadata.hpp"
 #include "ipu/popef/popef.pb.h"
 
@@ -280,11 +281,14 @@ inline pb::Graph graph_to_proto(const graph& g) {
 }
 
 /// The graph of `p`, each top-level weight bound to `weights(name, info)`, ids as in `p`, checked
-/// with ipu::validate. Throws ipu::error (popef) naming what is wrong and where.
+/// with ipu::validate and against the op table's shape rules (kernels size their buffers from the
+/// tensors' infos, which the file only claims). Throws ipu::error (popef) naming what is wrong and
+/// where.
 inline graph graph_from_proto(const pb::Graph& p, const weight_source& weights, const std::string& where) {
   graph out = detail::graph_from_proto(p, &weights, where, 0);
   try {
     validate(out);
+    check_shape_rules(out, "the executable's graph");
   } catch (const error& e) {
     if (e.category() == error_category::popef) throw;
     throw error(error_category::popef, "the executable's graph is not valid: " + e.message(),
