@@ -284,6 +284,26 @@ TEST_CASE("constant and variable attributes: given values are variable, defaults
   }
 }
 
+TEST_CASE("SGD with a constant momentum and no dampening needs no first-step selection, and trains bit for bit the same") {
+  train::sgd variable{.lr = 0.1, .momentum = 0.9};
+  train::sgd constant = variable;
+  constant.momentum.mark_as_constant();
+  train::training_session with_flag(linear(), mse(variable)), without(linear(), mse(constant));
+  CHECK(is_step_input(with_flag, "optimizer/first_step"));
+  CHECK_FALSE(is_step_input(without, "optimizer/first_step"));  // a fresh buffer of zeros: 0.9 * 0 + g is g
+  for (const auto& op : without.graph_of_step().step.ops()) CHECK(op.type != "Where");
+  for (int step = 0; step < 3; ++step) {
+    (void)with_flag.run({{"x", linear_x.view()}}, linear_target.view());
+    (void)without.run({{"x", linear_x.view()}}, linear_target.view());
+    CHECK(values(with_flag.weight("w")) == values(without.weight("w")));
+  }
+  // Dampening scales every gradient but the first: the selection stays.
+  train::sgd damped = constant;
+  damped.dampening = train::hyperparameter(0.5).mark_as_constant();
+  train::training_session d(linear(), mse(damped));
+  CHECK(is_step_input(d, "optimizer/first_step"));
+}
+
 TEST_CASE("the optimizer's state dict: saved and loaded, training resumes exactly") {
   const auto opt = train::adam{.lr = 0.05, .weight_decay = 0.01};
   train::training_session through(linear(), mse(opt));

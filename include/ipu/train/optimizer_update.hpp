@@ -157,13 +157,20 @@ constexpr update_tensors add_update(builder& b, const optimizer& o, tensor_id w,
     auto direction = gc;
     if (wanted("optimizer/momentum", 0)) {
       const auto v = state("momentum", s->velocity_accum_type);
-      const auto first = [&] {
-        if (const auto t = b.current().find_tensor("optimizer/first_step")) return *t;
-        return b.add_input_tensor({data_type::BOOL, {}}, "optimizer/first_step");
-      }();
-      const auto damped = wanted("optimizer/one_minus_dampening", 1) ? b.mul(gc, h("optimizer/one_minus_dampening")) : gc;
+      const bool damped_later = wanted("optimizer/one_minus_dampening", 1);
+      const auto damped = damped_later ? b.mul(gc, h("optimizer/one_minus_dampening")) : gc;
       const auto later = b.add(b.mul(v, h("optimizer/momentum")), damped);
-      const auto buf = b.op("Where", {first, gc, later}).front();
+      // torch.optim.SGD's first step takes the gradient undamped. Without dampening and with a
+      // constant momentum, the first step is the only fresh one and its buffer holds zeros, so
+      // momentum * 0 + g is that already: no selection (and no pass over the weight) is needed.
+      tensor_id buf = later;
+      if (damped_later || scalar("optimizer/momentum").variable) {
+        const auto first = [&] {
+          if (const auto t = b.current().find_tensor("optimizer/first_step")) return *t;
+          return b.add_input_tensor({data_type::BOOL, {}}, "optimizer/first_step");
+        }();
+        buf = b.op("Where", {first, gc, later}).front();
+      }
       keep(0, buf);
       direction = s->nesterov ? b.add(gc, b.mul(buf, h("optimizer/momentum"))) : buf;
     }
