@@ -24,6 +24,7 @@
 
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/graph/known_values.hpp"
 #include "ipu/graph/validate.hpp"
 #include "ipu/ops/infer.hpp"
 #include "ipu/tensor.hpp"
@@ -160,7 +161,7 @@ class builder {
     std::vector<infer_input> known;
     known.reserve(inputs.size());
     for (auto t : inputs)
-      known.push_back(t == no_tensor ? infer_input{} : infer_input{&g_.tensor(t).info, detail::known_value(g_, t)});
+      known.push_back(t == no_tensor ? infer_input{} : infer_input{&g_.tensor(t).info, known_data(g_, t)});
     const auto infos = infer_outputs(n, known, options.num_outputs);
     if (!domain.empty()) import_domain(domain, options.opset);
     return finish(std::move(n), infos);

@@ -12,6 +12,7 @@
 #include "ipu/byte_buffer.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/graph/known_values.hpp"
 #include "ipu/graph/topological_order.hpp"
 #include "ipu/ops/op_table.hpp"
 #include "ipu/ops/shape_rules.hpp"
@@ -50,19 +51,6 @@ constexpr std::vector<tensor_info> infer_outputs(const op_node& op, std::span<co
   return out;
 }
 
-namespace detail {
-/// The known contents of tensor `t`: its data, or the value of the Constant op producing it.
-constexpr const byte_buffer* known_value(const graph& g, tensor_id t) {
-  const auto& n = g.tensor(t);
-  if (n.has_data()) return &n.data;
-  if (n.producer == no_op) return nullptr;
-  const auto& p = g.op(n.producer);
-  if (p.type != "Constant" || (!p.domain.empty() && p.domain != "ai.onnx")) return nullptr;
-  if (const auto* a = p.find_attribute("value"))
-    if (const auto* v = std::get_if<constant_tensor>(&a->value)) return &v->data;
-  return nullptr;
-}
-}  // namespace detail
 
 /// The infos of `op`'s outputs, reading its inputs (and any constant contents) from `g`.
 constexpr std::vector<tensor_info> infer_outputs(const graph& g, const op_node& op) {
@@ -70,7 +58,7 @@ constexpr std::vector<tensor_info> infer_outputs(const graph& g, const op_node& 
   in.reserve(op.inputs.size());
   for (auto t : op.inputs) {
     if (t == no_tensor) in.push_back({});
-    else in.push_back({&g.tensor(t).info, detail::known_value(g, t)});
+    else in.push_back({&g.tensor(t).info, known_data(g, t)});
   }
   return infer_outputs(op, in, op.outputs.size());
 }
@@ -88,7 +76,7 @@ constexpr void check_shape_rules(const graph& g, const std::string& where) {
     in.clear();
     for (auto t : op.inputs) {
       if (t == no_tensor) in.push_back({});
-      else in.push_back({&g.tensor(t).info, detail::known_value(g, t)});
+      else in.push_back({&g.tensor(t).info, known_data(g, t)});
     }
     const infer_context ctx(op, in, op.outputs.size());
     std::vector<tensor_info> computed;
