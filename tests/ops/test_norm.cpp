@@ -13,6 +13,24 @@ namespace test_norm {
 
 using namespace mk;
 
+/// sum(Y * r) over the first output: the loss whose dY is r.
+double weighted_sum(const std::vector<host_tensor>& out, const std::vector<double>& r) {
+  const auto y = out[0].as<double>();
+  double l = 0;
+  for (std::size_t i = 0; i < r.size(); ++i) l += y[i] * r[i];
+  return l;
+}
+
+/// The central difference of f along element i of v.
+template <class F>
+double central(F&& f, std::vector<double> v, std::size_t i) {
+  const double h = 1e-6;
+  v[i] += h;
+  const double up = f(v);
+  v[i] -= 2 * h;
+  return (up - f(v)) / (2 * h);
+}
+
 TEST_CASE("BatchNormalization (inference) uses the given statistics per channel") {
   auto x = f32({1, 2, 1, 2}, {1, 2, 3, 4});
   auto y = run1("BatchNormalization", {x, f32({2}, {1, 2}), f32({2}, {0, 1}), f32({2}, {1.5f, 3.5f}), f32({2}, {0.25f, 0.25f})},
@@ -72,23 +90,12 @@ TEST_CASE("ipu::BatchNormalizationTrainingGrad is the derivative of ipu::BatchNo
                   {{data_type::F64, xs}, stat, stat}, {{"epsilon", 0.01f}});
   };
   auto loss = [&](const std::vector<double>& x, const std::vector<double>& s, const std::vector<double>& b) {
-    const auto out = forward(x, s, b);
-    const auto y = out[0].as<double>();
-    double l = 0;
-    for (std::size_t i = 0; i < rv.size(); ++i) l += y[i] * rv[i];
-    return l;
+    return weighted_sum(forward(x, s, b), rv);
   };
   const auto fwd = forward(xv, scale, bias);
   const auto grads = run_in("ipu", "BatchNormalizationTrainingGrad",
                             {f64(xs, rv), f64(xs, xv), f64({3}, scale), fwd[1], fwd[2]}, {{data_type::F64, xs}, stat, stat},
                             {{"epsilon", 0.01f}});
-  const double h = 1e-6;
-  auto central = [&](auto&& f, std::vector<double> v, std::size_t i) {
-    v[i] += h;
-    const double up = f(v);
-    v[i] -= 2 * h;
-    return (up - f(v)) / (2 * h);
-  };
   for (std::size_t i = 0; i < xv.size(); ++i)
     CHECK(grads[0].as<double>()[i] ==
           doctest::Approx(central([&](const auto& v) { return loss(v, scale, bias); }, xv, i)).epsilon(1e-6));
@@ -158,18 +165,7 @@ TEST_CASE("ipu::LayerNormalizationGrad is the derivative of LayerNormalization, 
     return run("LayerNormalization", {f64(xs, x), f64(ns, s), f64(ns, b)}, {{data_type::F64, xs}, stat, stat}, attrs);
   };
   auto loss = [&](const std::vector<double>& x, const std::vector<double>& s, const std::vector<double>& b) {
-    const auto out = forward(x, s, b);
-    const auto y = out[0].as<double>();
-    double l = 0;
-    for (std::size_t i = 0; i < rv.size(); ++i) l += y[i] * rv[i];
-    return l;
-  };
-  const double h = 1e-6;
-  auto central = [&](auto&& f, std::vector<double> v, std::size_t i) {
-    v[i] += h;
-    const double up = f(v);
-    v[i] -= 2 * h;
-    return (up - f(v)) / (2 * h);
+    return weighted_sum(forward(x, s, b), rv);
   };
   const auto fwd = forward(xv, scale, bias);
   const auto with_stats = run_in("ipu", "LayerNormalizationGrad", {f64(xs, rv), f64(xs, xv), f64(ns, scale), fwd[1], fwd[2]},
