@@ -851,10 +851,13 @@ inline const std::vector<entry>& entries() {
        [](options& o, const call_site& c) {
          // PopTorch passes any PopART session option through; only those with an effect here are taken.
          check_arguments(c, k{"key", "value"}, 2);
-         const auto key = to_str(c, *argument(c, 0, "key"), "key");
+         const expr* key_arg = argument(c, 0, "key");
+         const expr* value_arg = argument(c, 1, "value");
+         if (!key_arg || !value_arg) fail(c, "give the PopART option's key and value");
+         const auto key = to_str(c, *key_arg, "key");
          if (key != "autoRecomputation")
            fail(c, "PopART option '" + key + "' is not supported; the only _Popart option applied is autoRecomputation");
-         const expr& v = *argument(c, 1, "value");
+         const expr& v = *value_arg;
          std::string name;
          if (v.k == expr::kind::integer) name = std::to_string(to_int(c, v, "value"));
          else if (v.k == expr::kind::string || v.k == expr::kind::name) name = v.text;

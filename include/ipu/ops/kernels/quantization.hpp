@@ -134,8 +134,9 @@ inline std::vector<double> per_index(const kernel_context& ctx, std::size_t i, s
 inline std::vector<std::int32_t> integer_matmul(const kernel_context& ctx, std::size_t ia, std::size_t ia_zp,
                                                 std::size_t ib, std::size_t ib_zp) {
   auto sa = ctx.input(ia).info().shape.dims(), sb = ctx.input(ib).info().shape.dims();
-  if (sa.size() == 1) sa.insert(sa.begin(), 1);
-  if (sb.size() == 1) sb.push_back(1);
+  // 1-D operands as matrices, assigned whole: GCC 12 warns (falsely) on an insert into these.
+  if (sa.size() == 1) sa = {1, sa[0]};
+  if (sb.size() == 1) sb = {sb[0], 1};
   const auto m = sa[sa.size() - 2], k = sa.back(), n = sb.back();
   const auto a = read_int32s(ctx, ia, "A"), b = read_int32s(ctx, ib, "B");
   const auto azp = per_index(ctx, ia_zp, m, 0.0, "a_zero_point"), bzp = per_index(ctx, ib_zp, n, 0.0, "b_zero_point");
