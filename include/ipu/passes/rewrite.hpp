@@ -2,8 +2,8 @@
 // A rewrite of a graph: some ops removed, new ops inserted in their place, and the graph rebuilt
 // without what no longer has a use. Passes find what to change; this is the one place that
 // changes it, so every pass leaves a graph that validates: tensor ids renumbered densely, an
-// intermediate tensor kept only while an op still produces it, and constants (tensors or Constant
-// ops) that only removed ops read dropped with them.
+// intermediate tensor kept only while an op still produces it, constant tensors that only removed
+// ops read dropped with them, and Constant ops that nothing reads any more.
 #include <cstddef>
 #include <string>
 #include <utility>
@@ -29,7 +29,8 @@ struct graph_rewrite {
 constexpr graph apply(const graph& g, const graph_rewrite& rw) {
   const std::string where = "rewrite of graph '" + g.name() + "'";
   std::vector<bool> removed = rw.removed;
-  // Constant ops read only by removed ops go too (they have no effect of their own).
+  // Constant ops that no kept or inserted op reads go too, dead ones of the source included (they
+  // have no effect of their own).
   std::vector<bool> read(g.num_tensors(), false);
   for (auto t : g.outputs()) read[t] = true;
   for (op_id id = 0; id < g.num_ops(); ++id)
