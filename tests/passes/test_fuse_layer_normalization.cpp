@@ -150,11 +150,33 @@ TEST_CASE("what must not fuse is left as it is") {
     const auto before = written_out(s);
     CHECK(ipu::passes::fuse_layer_normalization(before) == before);
   }
-  // Ops placed apart stay apart.
+  // A checkpoint inside the norm, or recomputation marks that differ, keep it apart.
+  auto checkpointed = written_out();
+  for (ipu::op_id id = 0; id < checkpointed.num_ops(); ++id)
+    if (checkpointed.op(id).type == "Sqrt") checkpointed.op(id).where.checkpoint = true;
+  CHECK(ipu::passes::fuse_layer_normalization(checkpointed) == checkpointed);
+  auto recomputed = written_out();
+  for (ipu::op_id id = 0; id < recomputed.num_ops(); ++id)
+    if (recomputed.op(id).type == "Div") recomputed.op(id).where.recompute = true;
+  CHECK(ipu::passes::fuse_layer_normalization(recomputed) == recomputed);
+}
+
+TEST_CASE("a norm split across stages fuses onto its last op's place, as an unplaced one would compute") {
   auto placed = written_out();
-  for (ipu::op_id id = 0; id < placed.num_ops(); ++id)
-    if (placed.op(id).type == "Sqrt") placed.op(id).where.ipu = 1;
-  CHECK(ipu::passes::fuse_layer_normalization(placed) == placed);
+  for (ipu::op_id id = 0; id < placed.num_ops(); ++id) {
+    const bool late = placed.op(id).type == "Sqrt" || placed.op(id).type == "Div" || placed.op(id).type == "Mul" ||
+                      placed.op(id).name == "norm/Add" || placed.op(id).type == "Relu";
+    placed.op(id).where.ipu = late ? 1 : 0;
+    placed.op(id).where.stage = late ? 1 : 0;
+  }
+  const auto fused = ipu::passes::fuse_layer_normalization(placed);
+  REQUIRE(count(fused, "LayerNormalization") == 1);
+  for (const auto& op : fused.ops())
+    if (op.type == "LayerNormalization") {
+      CHECK(op.where.ipu == 1);
+      CHECK(op.where.stage == 1);
+    }
+  check_same_outputs(placed, fused);
 }
 
 }  // namespace test_fuse_layer_normalization

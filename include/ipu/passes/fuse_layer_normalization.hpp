@@ -10,9 +10,10 @@
 //
 // A match needs every value inside it read only by the next op of the pattern (none is a graph
 // output), epsilon and the 2 known constants, the axes a trailing run, Scale (and B) spanning only
-// the normalised axes, and one placement (IPU, stage, phase, block) for all its ops. Anything
-// else is left as it is: the pass never changes what a graph computes beyond rounding (the fused
-// op accumulates in double).
+// the normalised axes, one recomputation mark for all its ops and no checkpoint inside. The fused
+// op goes where the last op was placed (IPU, stage, phase, block), so a stage boundary inside the
+// norm does not change what is computed. Anything else is left as it is: the pass never changes
+// what a graph computes beyond rounding (the fused op accumulates in double).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -160,9 +161,16 @@ constexpr graph fuse_layer_normalization(const graph& g, layer_norm_fusion_optio
         y = g.op(add).outputs[0];
       }
     }
-    bool one_place = true;
-    for (auto id : ops) one_place = one_place && g.op(id).where == mean_op.where && !rw.removed[id];
-    if (!one_place) continue;
+    // Recomputation marks must agree, and only the last op's output may be a checkpoint (the others
+    // vanish). Placements may differ: a pipeline or phase split inside the norm moves it whole to
+    // its last op's place, so a placed training step computes what an unplaced one does.
+    const auto& last_where = g.op(ops.back()).where;
+    bool fusable = true;
+    for (auto id : ops) {
+      const auto& w = g.op(id).where;
+      fusable = fusable && !rw.removed[id] && w.recompute == last_where.recompute && (id == ops.back() || !w.checkpoint);
+    }
+    if (!fusable) continue;
 
     op_node ln;
     ln.type = "LayerNormalization";
@@ -176,7 +184,7 @@ constexpr graph fuse_layer_normalization(const graph& g, layer_norm_fusion_optio
     if (bias != no_tensor) ln.inputs.push_back(bias);
     ln.outputs = {y};
     ln.attributes = {{"axis", static_cast<std::int64_t>(*from)}, {"epsilon", static_cast<float>(*eps)}};
-    ln.where = mean_op.where;
+    ln.where = last_where;
     if (o.statistics) {
       const auto stats = g.tensor(mean).info.shape;  // X's shape, the normalised axes 1
       for (const char* what : {":mean", ":inv_std_dev"}) {
