@@ -62,12 +62,14 @@ ipu::graph chain() {
   const ipu::tensor_info info{ipu::data_type::F32, {kElements}};
   auto t = g.add_tensor("x", info, ipu::tensor_kind::input);
   for (std::uint32_t k = 0; k < kStages; ++k) {
-    const auto name = k + 1 == kStages ? std::string("y") : "t" + std::to_string(k);
+    // Appended, not "t" + to_string: GCC 12 warns falsely (-Wrestrict) on the operator+ form.
+    std::string name = "y";
+    if (k + 1 != kStages) name = std::string("t").append(std::to_string(k));
     auto out = g.add_tensor(name, info);
     ipu::op_node op;
     op.type = "Spin";
     op.domain = "bench";
-    op.name = "spin" + std::to_string(k);
+    op.name = std::string("spin").append(std::to_string(k));
     op.inputs = {t};
     op.outputs = {out};
     g.add_op(std::move(op));
