@@ -20,6 +20,7 @@
 
 // NumPy files
 #include "ipu/io/npy.hpp"
+#include "ipu/io/npy_rows.hpp"
 
 // Graph IR
 #include "ipu/graph/concepts.hpp"
@@ -43,7 +44,11 @@
 #include "ipu/ops/op_table.hpp"
 
 // Graph optimisation passes
+#include "ipu/passes/dead_code.hpp"
+#include "ipu/passes/fold_batch_normalization.hpp"
+#include "ipu/passes/fold_constants.hpp"
 #include "ipu/passes/fuse_layer_normalization.hpp"
+#include "ipu/passes/optimize.hpp"
 #include "ipu/passes/rewrite.hpp"
 
 // Building graphs in C++

@@ -1,8 +1,12 @@
 #pragma once
 // `ipu compile MODEL.onnx -o OUT.popef [--device mk2] [--ipus N] [--strategy S] [--batch N]
 //  [--batches-per-step N] [--precision fp16|fp32] [--input-shape NAME=D0,D1,...]... [--phases N]
-//  [--replicas N] [--name NAME] [--no-compress] [--cache-dir DIR] [--custom-op LIB.so]...`
+//  [--replicas N] [--name NAME] [--no-compress] [--cache-dir DIR] [--custom-op LIB.so]...
+//  [--passes LIST | --no-optimize]`
 //
+// The model goes through the graph optimisation stage before it is planned (ipu/passes/optimize.hpp:
+// every pass unless `--passes LIST` names some or `--no-optimize` none); the PopEF file holds the
+// optimised graph, and the report lists what each pass did.
 // Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
 // `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets the leading
 // dimension of every other input, as for ipu plan: common_options.hpp) and converts precision
@@ -33,6 +37,7 @@
 #include "input_shapes.hpp"
 #include "outputs.hpp"
 #include "json_output.hpp"
+#include "optimize_options.hpp"
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/onnx/import.hpp"
@@ -61,6 +66,7 @@ struct compile_args {
   std::optional<std::string> cache_dir;  // set, even empty, when --cache-dir is given
   std::string options_file;
   std::vector<std::string> custom_ops;  // --custom-op libraries, loaded before the model
+  optimize_args optimize;
   bool batches_per_step_given = false, replicas_given = false;
   json_option json;
 };
@@ -93,8 +99,10 @@ inline void run_compile(const compile_args& a) {
   if (batches_per_step < 1)
     throw ipu::error(ipu::error_category::usage, "--batches-per-step must be at least 1", "--batches-per-step",
                      "give the device iterations per step, e.g. 8");
+  (void)chosen_passes(a.optimize);  // a bad list fails before the import
   load_custom_op_libraries(a.custom_ops);
-  ipu::graph g = load_model_with_batch(path, a.batch, parse_input_shapes(a.input_shapes));
+  nlohmann::json pass_report;
+  ipu::graph g = optimized(load_model_with_batch(path, a.batch, parse_input_shapes(a.input_shapes)), a.optimize, &pass_report);
 
   ipu::options opts;
   opts.device_iterations(batches_per_step).replication_factor(replicas).show_compilation_progress_bar(progress_bar);
@@ -147,6 +155,7 @@ inline void run_compile(const compile_args& a) {
     rep.printf("predicted: %.1f samples/s, %.3f ms per step, latency %.3f ms\n", p.predicted.samples_per_second,
                p.predicted.seconds_per_step * 1e3, p.predicted.latency_seconds * 1e3);
   auto& j = rep.json;
+  j["passes"] = pass_report;
   j["output"] = out.string();
   j["bytes"] = static_cast<std::uintmax_t>(fs::file_size(out));
   j["executable"] = m.name;
@@ -188,6 +197,7 @@ inline void add_compile_command(CLI::App& app) {
                   "else POPTORCH_CACHE_DIR)");
   cmd->add_option("--options", a->options_file,
                   "a PopTorch options file: deviceIterations and replicationFactor (other settings are refused)");
+  add_optimize_options(*cmd, a->optimize);
   add_json_option(*cmd, a->json);
   cmd->callback([a, bps, replicas] {
     a->batches_per_step_given = bps->count() > 0;

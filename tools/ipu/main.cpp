@@ -8,6 +8,7 @@
 #include <string>
 
 #include "compile.hpp"
+#include "convert.hpp"
 #include "import_limits.hpp"
 #include "info.hpp"
 #include "inspect.hpp"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
   ipu_cli::add_plan_command(app);
   ipu_cli::add_model_command(app);
   ipu_cli::add_compile_command(app);
+  ipu_cli::add_convert_command(app);
   ipu_cli::add_train_command(app);
   ipu_cli::add_inspect_command(app);
 #ifdef IPU_HAVE_SERVE

@@ -2,8 +2,11 @@
 // `ipu run MODEL [--input NAME=FILE]... [--data DIR] [--output-dir DIR] [--threads N]
 //         [--iterations N | --duration S] [--warmup N] [--synthetic random|zeros] [--seed N]
 //         [--json [FILE]] [--progress] [--check [--rtol R] [--atol A]] [--clients N] [--trace FILE]
-//         [--profile FILE] [--custom-op LIB.so]...`
+//         [--profile FILE] [--custom-op LIB.so]... [--passes LIST | --no-optimize]`
 //
+// An ONNX model goes through the graph optimisation stage first (ipu/passes/optimize.hpp: every
+// pass unless `--passes LIST` names some or `--no-optimize` none); the JSON report lists what each
+// pass did. A PopEF file was optimised when it was compiled, so both flags are refused for one.
 // `--custom-op LIB.so` (repeatable) first loads a custom-op library (ipu/ops/custom_ops.hpp), so a
 // model using its ops imports and runs. Runs a model and writes every graph output to OUTPUT_DIR/<name>.npy, where each character of
 // the name outside [A-Za-z0-9._-] becomes '_'. Inputs: FILE is a NumPy .npy or an ONNX TensorProto
@@ -65,6 +68,7 @@
 #include "common_options.hpp"
 #include "run_perf.hpp"
 #include "json_output.hpp"
+#include "optimize_options.hpp"
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/io/npy.hpp"
@@ -96,6 +100,7 @@ struct run_args {
   double rtol = 1e-3, atol = 1e-5;
   std::string options_file;            // PopTorch options: randomSeed is --seed
   std::vector<std::string> custom_ops;  // --custom-op libraries, loaded before the model
+  optimize_args optimize;
   std::optional<std::size_t> clients;  // PopEF only; unset: 1
   std::string trace;                   // PopEF only
 };
@@ -392,14 +397,19 @@ inline void run_command(const run_args& args) {
                      "use random or zeros");
   std::optional<ipu::popef::compiled_model> compiled;
   ipu::graph onnx_graph;
+  nlohmann::json pass_report;
   if (is_popef) {
     // A PopEF file (ipu compile) holds the graph with its shapes fixed; weights are used in place.
     if (!a.input_shapes.empty())
       throw ipu::error(ipu::error_category::usage, "--input-shape does not apply to a PopEF file", "--input-shape",
                        "shapes are fixed when the file is compiled: pass --input-shape to ipu compile");
+    if (a.optimize.passes || a.optimize.no_optimize)
+      throw ipu::error(ipu::error_category::usage, "a PopEF file's graph was optimised when it was compiled",
+                       a.optimize.passes ? "--passes" : "--no-optimize", "give these flags to ipu compile instead");
     compiled = ipu::popef::load(a.model);
   } else {
-    onnx_graph = ipu::onnx::load_model(a.model, options);
+    (void)chosen_passes(a.optimize);  // a bad list fails before the import
+    onnx_graph = optimized(ipu::onnx::load_model(a.model, options), a.optimize, &pass_report);
   }
   const ipu::graph& g = compiled ? compiled->model() : onnx_graph;
 
@@ -446,6 +456,7 @@ inline void run_command(const run_args& args) {
 
   // Invented inputs: all of them when none is given, else with --synthetic the ones not given.
   nlohmann::json json = {{"model", a.model}};
+  if (!compiled) json["passes"] = pass_report;
   json["inputs"] = nlohmann::json::array();
   std::string text;  // stdout, printed once everything has succeeded
   const bool invent = bound.empty() || a.synthetic;
@@ -641,6 +652,7 @@ inline void add_run_command(CLI::App& app) {
   cmd->add_option("--options", args->options_file,
                   "a PopTorch options file: randomSeed seeds the invented inputs (other settings are refused)");
   add_custom_op_option(*cmd, args->custom_ops);
+  add_optimize_options(*cmd, args->optimize);
   cmd->callback([args, rtol, atol] {
     if ((rtol->count() > 0 || atol->count() > 0) && !args->check)
       throw ipu::error(ipu::error_category::usage, "--rtol and --atol apply to --check", rtol->count() ? "--rtol" : "--atol",

@@ -104,7 +104,6 @@ constexpr graph fuse_layer_normalization(const graph& g, layer_norm_fusion_optio
   using detail::is_onnx_op;
   std::vector<bool> is_output(g.num_tensors(), false);
   for (auto t : g.outputs()) is_output[t] = true;
-  graph src = g;  // the Mean and InvStdDev tensors are added to it
   graph_rewrite rw(g);
   std::size_t fused = 0;
   for (op_id a = 0; a < g.num_ops(); ++a) {
@@ -190,8 +189,7 @@ constexpr graph fuse_layer_normalization(const graph& g, layer_norm_fusion_optio
       for (const char* what : {":mean", ":inv_std_dev"}) {
         std::string name = g.tensor(y).name;
         name.append(what);
-        while (src.find_tensor(name)) name += "_";
-        ln.outputs.push_back(src.add_tensor(name, tensor_info{data_type::F32, stats}));
+        ln.outputs.push_back(rw.add_tensor(g, name, tensor_info{data_type::F32, stats}));
       }
     }
     for (auto id : ops) rw.removed[id] = true;
@@ -199,7 +197,7 @@ constexpr graph fuse_layer_normalization(const graph& g, layer_norm_fusion_optio
     ++fused;
   }
   if (fused == 0) return g;
-  return apply(src, rw);
+  return apply(g, rw);
 }
 
 }  // namespace ipu::passes

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""The graph optimisation stage from the command line: `ipu convert` writes the optimised model,
+`--passes LIST` runs exactly those passes, `--no-optimize` none, on convert, run and compile; the
+optimised model computes what the original does (within 1e-5 of the largest output), and bad pass
+lists, contradicting flags and flags a PopEF file cannot take are refused with one line.
+Usage: check_cli_convert.py IPU WORK_DIR
+"""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+ipu, work = sys.argv[1], sys.argv[2]
+os.makedirs(work, exist_ok=True)
+problems = []
+rng = np.random.default_rng(7)
+
+
+def path(name):
+    return os.path.join(work, name)
+
+
+def run(*args, fail=False):
+    p = subprocess.run([ipu, *args], capture_output=True, text=True, timeout=300)
+    if (p.returncode != 0) != fail:
+        sys.exit(f"ipu {' '.join(args)}: exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
+    if fail and (p.stdout or len(p.stderr.strip().splitlines()) != 1):
+        problems.append(f"ipu {' '.join(args)}: a refusal must be one line on stderr, got {p.stderr!r} / {p.stdout!r}")
+    return p
+
+
+def expect(cond, what):
+    if not cond:
+        problems.append(what)
+
+
+# x [2, 3, 6, 6] -> Conv (+B) -> BatchNormalization -> Relu -> Add(k) -> y, where k = Neg(c) is
+# computable before running, and a Sigmoid of x that no output reads.
+c_out = 4
+init = [
+    numpy_helper.from_array(rng.standard_normal((c_out, 3, 3, 3)).astype(np.float32) * 0.3, "w"),
+    numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32) * 0.1, "b"),
+    numpy_helper.from_array((rng.random(c_out) + 0.5).astype(np.float32), "scale"),
+    numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32) * 0.2, "bias"),
+    numpy_helper.from_array(rng.standard_normal(c_out).astype(np.float32) * 0.3, "mean"),
+    numpy_helper.from_array((rng.random(c_out) + 0.5).astype(np.float32), "var"),
+    numpy_helper.from_array(rng.standard_normal((1, c_out, 1, 1)).astype(np.float32), "c"),
+]
+nodes = [
+    helper.make_node("Conv", ["x", "w", "b"], ["conv"], pads=[1, 1, 1, 1], name="conv"),
+    helper.make_node("BatchNormalization", ["conv", "scale", "bias", "mean", "var"], ["bn"], epsilon=1e-3, name="bn"),
+    helper.make_node("Relu", ["bn"], ["relu"], name="relu"),
+    helper.make_node("Neg", ["c"], ["k"], name="neg"),
+    helper.make_node("Add", ["relu", "k"], ["y"], name="add"),
+    helper.make_node("Sigmoid", ["x"], ["unused"], name="dead"),
+]
+graph = helper.make_graph(nodes, "convert_me", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c_out, 6, 6])], init)
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+onnx.checker.check_model(model)
+onnx.save(model, path("model.onnx"))
+np.save(path("x.npy"), rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+
+
+def outputs(model_file, name, *flags):
+    out = path("out_" + name)
+    run("run", model_file, "--input", "x=" + path("x.npy"), "--output-dir", out, *flags)
+    return np.load(os.path.join(out, "y.npy"))
+
+
+# ipu convert, every pass: one Conv, no BatchNormalization, Neg or dead Sigmoid left.
+j = json.loads(run("convert", path("model.onnx"), "-o", path("opt.onnx"), "--json").stdout)
+expect([p["pass"] for p in j["passes"]] == ["eliminate-dead-code", "fold-constants", "fold-batch-normalization",
+                                          "fuse-layer-normalization"], f"convert's default passes: {j['passes']}")
+expect(j["ops_before"] == 6 and j["ops_after"] == 3, f"convert: ops {j['ops_before']} -> {j['ops_after']}, want 6 -> 3")
+opt = onnx.load(path("opt.onnx"))
+onnx.checker.check_model(opt)
+# Folded values are written as Constant nodes (the exporter's form for constants, as against weights).
+expect(sorted(n.op_type for n in opt.graph.node if n.op_type != "Constant") == ["Add", "Conv", "Relu"],
+       f"the optimised model's ops: {[n.op_type for n in opt.graph.node]}")
+text = run("convert", path("model.onnx"), "-o", path("opt_text.onnx")).stdout
+expect("fold-batch-normalization" in text and "6 -> 5" in text and "wrote " in text, f"convert's text: {text!r}")
+
+# The same outputs: the original unoptimised, the original optimised by run, and the converted file.
+want = outputs(path("model.onnx"), "plain", "--no-optimize")
+scale = np.abs(want).max()
+for name, got in [("optimised by run", outputs(path("model.onnx"), "default")),
+                  ("converted", outputs(path("opt.onnx"), "converted", "--no-optimize"))]:
+    err = np.abs(got - want).max() / scale
+    expect(err < 1e-5, f"{name}: max |diff| / max |y| = {err}")
+
+# --passes runs exactly those, in order; --no-optimize none.
+j = json.loads(run("convert", path("model.onnx"), "-o", path("only_bn.onnx"), "--passes", "fold-batch-normalization",
+                   "--json").stdout)
+expect([p["pass"] for p in j["passes"]] == ["fold-batch-normalization"] and j["ops_after"] == 5,
+       f"--passes fold-batch-normalization: {j}")
+j = json.loads(run("convert", path("model.onnx"), "-o", path("none.onnx"), "--no-optimize", "--json").stdout)
+expect(j["passes"] == [] and j["ops_after"] == 6, f"--no-optimize: {j}")
+j = json.loads(run("run", path("model.onnx"), "--input", "x=" + path("x.npy"), "--output-dir", path("out_json"),
+                   "--passes", "eliminate-dead-code", "--json").stdout)
+expect([(p["pass"], p["ops_before"], p["ops_after"]) for p in j["passes"]] == [("eliminate-dead-code", 6, 5)],
+       f"ipu run --passes eliminate-dead-code: {j.get('passes')}")
+
+# compile: the PopEF file holds the optimised graph; its report says what ran.
+j = json.loads(run("compile", path("model.onnx"), "-o", path("model.popef"), "--json").stdout)
+expect(len(j["passes"]) == 4 and j["passes"][-1]["ops_after"] == 3, f"compile's passes: {j['passes']}")
+j = json.loads(run("compile", path("model.onnx"), "-o", path("plain.popef"), "--no-optimize", "--json").stdout)
+expect(j["passes"] == [], f"compile --no-optimize: {j['passes']}")
+got = outputs(path("model.popef"), "popef")
+expect(np.abs(got - want).max() / scale < 1e-5, "the compiled optimised model's outputs differ")
+
+# Refusals, one line each.
+for args, words in [
+    (["convert", path("model.onnx"), "-o", path("bad.onnx"), "--passes", "fold-everything"], "no graph pass 'fold-everything'"),
+    (["convert", path("model.onnx"), "-o", path("bad.onnx"), "--passes", "fold-constants,,eliminate-dead-code"], "empty name"),
+    (["convert", path("model.onnx"), "-o", path("bad.onnx"), "--passes", "none", "--no-optimize"], "contradict"),
+    (["convert", path("model.onnx"), "-o", path("bad.txt")], "not an .onnx file"),
+    (["convert", path("model.onnx"), "-o", path("model.onnx")], "model.onnx"),
+    (["run", path("model.popef"), "--passes", "fold-constants"], "optimised when it was compiled"),
+    (["run", path("model.popef"), "--no-optimize"], "optimised when it was compiled"),
+    (["compile", path("model.onnx"), "-o", path("bad.popef"), "--passes", "bogus"], "no graph pass 'bogus'"),
+    (["run", path("model.onnx"), "--passes", "bogus"], "no graph pass 'bogus'"),
+]:
+    p = run(*args, fail=True)
+    expect(words in p.stderr, f"ipu {' '.join(args)}: {p.stderr.strip()!r} does not say {words!r}")
+expect(not os.path.exists(path("bad.onnx")) and not os.path.exists(path("bad.popef")), "a refused command wrote a file")
+
+if problems:
+    sys.exit("\n".join(problems))
+print("convert, --passes and --no-optimize: all checks passed")
