@@ -39,8 +39,10 @@
 //
 // Under `mpirun -np P` (OpenMPI's OMPI_COMM_WORLD_SIZE set; the tool built with the ipu::mpi
 // component) the P processes share the R replicas, R / P each, as PopRun's instances do
-// (ipu/dist/session.hpp): every process reads the same files but is given only its replicas' rows
-// of each step (micro-batch a * R + r to the process running replica r), the weights are those of one process
+// (ipu/dist/session.hpp): every process is given only its replicas' rows of each step (micro-batch
+// a * R + r to the process running replica r) and, with P > 1, reads only those rows of a .npy file
+// (its header at the start, then the rows each step; train_data.hpp), though a .pb file whole
+// (protobuf parses the whole message); --json's "mpi" says what rank 0 read. The weights are those of one process
 // running the R replicas, bit for bit, and only rank 0 prints the steps and writes -o. Each step's
 // exchange waits at most --mpi-timeout seconds (default 60) for the other ranks, then fails naming
 // the step and the ranks that did not arrive; a rank that fails ends the job (MPI_Abort) so that no
@@ -59,6 +61,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "ipu/compile/compile.hpp"
@@ -79,6 +83,7 @@
 #include "plan.hpp"
 #include "run.hpp"
 #include "json_output.hpp"
+#include "train_data.hpp"
 
 namespace ipu_cli {
 
@@ -145,28 +150,6 @@ inline ipu::train::optimizer make_optimizer(const train_args& a) {
   if (kind == "lamb") return fill(ipu::train::lamb{});
   if (kind == "adagrad") return fill(ipu::train::adagrad{});
   throw usage("unknown optimizer '" + kind + "'", "--optimizer", "use sgd, adam, adamw, rmsprop, lamb or adagrad");
-}
-
-/// `t` as `type` (float64 data for a float32 model is converted); any other mismatch is an error.
-inline ipu::host_tensor as_type(ipu::host_tensor t, ipu::data_type type, const std::string& what) {
-  if (t.info().type == type) return t;
-  if (t.info().type == ipu::data_type::F64 && type == ipu::data_type::F32) {
-    ipu::host_tensor r(ipu::tensor_info{type, t.info().shape});
-    const auto in = t.as<double>();
-    auto out = r.as<float>();
-    for (std::size_t i = 0; i < in.size(); ++i) out[i] = static_cast<float>(in[i]);
-    return r;
-  }
-  if (t.info().type == ipu::data_type::S32 && type == ipu::data_type::S64) {
-    ipu::host_tensor r(ipu::tensor_info{type, t.info().shape});
-    const auto in = t.as<std::int32_t>();
-    auto out = r.as<std::int64_t>();
-    for (std::size_t i = 0; i < in.size(); ++i) out[i] = in[i];
-    return r;
-  }
-  throw usage(what + " holds " + std::string(ipu::to_string(t.info().type)) + " data; the model needs " +
-                  std::string(ipu::to_string(type)),
-              what, type == ipu::data_type::S64 ? "give class indices as integers" : "give floating-point data");
 }
 
 /// The model with every input's leading dimension set to `batch`, its shapes inferred again.
@@ -432,8 +415,11 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                 "--gradient-accumulation", "use fewer micro-batches");
   const auto rows_per_step = micro * batch;
 
-  // The data: every model input bound once, all with the labels' number of rows.
-  std::vector<std::pair<std::string, ipu::host_tensor>> data;
+  // The data: every model input bound once, all with the labels' number of rows. A process that
+  // runs only a share of the replicas (one of several under mpirun: they share them evenly, checked
+  // below) uses only its micro-batches' rows, and reads .npy files by rows (train_data.hpp).
+  const bool by_rows = comm != nullptr && comm->size() > 1;
+  std::vector<std::pair<std::string, train_detail::train_source>> data;
   for (const auto& spec : a.inputs) {
     const auto eq = spec.rfind('=');
     if (eq == std::string::npos || eq == 0) throw usage("'" + spec + "' is not NAME=FILE", "--input", "write --input x=x.npy");
@@ -442,8 +428,8 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     if (!t || model.tensor(*t).kind != ipu::tensor_kind::input) throw usage("the model has no input named '" + name + "'", "--input");
     for (const auto& [n, v] : data)
       if (n == name) throw usage("input '" + name + "' is given twice", "--input");
-    data.emplace_back(name, train_detail::as_type(read_input_file(spec.substr(eq + 1)), model.tensor(*t).info.type,
-                                                  "--input " + name));
+    data.emplace_back(std::piecewise_construct, std::forward_as_tuple(name),
+                      std::forward_as_tuple(spec.substr(eq + 1), model.tensor(*t).info.type, "--input " + name, by_rows));
   }
   if (comm != nullptr && planned)
     throw usage("--device, --ipus or --strategy under mpirun: planning a step spread over processes is not built",
@@ -460,6 +446,11 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
                    ipu::dist::distributed_options{.steps = static_cast<std::uint64_t>(a.steps), .local_inputs = true});
     local_first = spread->replica_offset();
     local_count = spread->local_replicas();
+    if (by_rows != (local_count < replicas))
+      throw ipu::error(ipu::error_category::internal, std::string("the data files were opened for ") + (by_rows ? "a share of" : "all of") +
+                           " the replicas, but this process runs " + std::to_string(local_count) + " of " +
+                           std::to_string(replicas),
+                       "ipu train under mpirun");
     if (leader)
       j["mpi"] = {{"processes", comm->size()}, {"replicas", replicas}, {"replicas_per_process", spread->local_replicas()}};
     if (leader)
@@ -547,9 +538,10 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     if (!given) throw usage("model input '" + n + "' is not given", "--input", "give --input " + n + "=FILE");
   }
   const auto& labels_info = tg.step.tensor(*tg.step.find_tensor(tg.labels)).info;
-  auto labels = train_detail::as_type(read_input_file(a.labels), labels_info.type, "--labels");
+  train_detail::train_source labels(a.labels, labels_info.type, "--labels", by_rows);
   const auto total = labels.info().shape.rank() > 0 ? labels.info().shape[0] : 0;
-  auto check_rows = [&](const ipu::host_tensor& t, const std::string& what, const ipu::tensor_info& want) {
+  // The files' shapes (from their headers, when read by rows) against the model's micro-batch.
+  auto check_rows = [&](const train_detail::train_source& t, const std::string& what, const ipu::tensor_info& want) {
     const auto& got = t.info().shape;
     if (got.rank() != want.shape.rank() || got.rank() == 0)
       throw usage(what + " is " + ipu::to_string(t.info()) + "; each micro-batch must be " + ipu::to_string(want), what,
@@ -566,12 +558,7 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
   for (const auto& [n, t] : data) check_rows(t, "--input " + n, tg.step.tensor(*tg.step.find_tensor(n)).info);
   if (o.loss.kind == ipu::train::loss_kind::nll || o.loss.kind == ipu::train::loss_kind::cross_entropy) {
     const auto& pred = tg.step.tensor(*tg.step.find_tensor(tg.prediction)).info;
-    const auto classes = pred.shape[1];
-    for (auto c : labels.as<std::int64_t>())
-      if (c < 0 || c >= classes)
-        throw usage("label " + std::to_string(c) + " is not a class index of the output's " + std::to_string(classes) +
-                        " classes",
-                    "--labels", "give indices in [0, " + std::to_string(classes) + ")");
+    labels.check_classes(pred.shape[1]);  // every label read: at once when the file is read whole
   }
 
   const double initial_loss_scale = s.loss_scaling();
@@ -587,8 +574,8 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     std::vector<std::pair<std::string, ipu::const_tensor_view>> in;
     // This process's rows of the step: for each accumulation index a, micro-batches
     // a * R + local_first .. + local_count (every row when it runs every replica).
-    auto rows_of = [&](const ipu::host_tensor& t) {
-      if (local_count == replicas) return ipu::train::take_rows(t, step_row, rows_per_step);
+    auto rows_of = [&](train_detail::train_source& t) {
+      if (local_count == replicas) return t.take(step_row, rows_per_step);
       const auto per_index = local_count * batch;
       auto dims = t.info().shape.dims();
       dims[0] = o.gradient_accumulation * per_index;
@@ -596,12 +583,12 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
       const auto chunk = mine.bytes().size() / static_cast<std::size_t>(o.gradient_accumulation);
       for (std::int64_t acc = 0; acc < o.gradient_accumulation; ++acc) {
         const auto from = (step_row + ((acc * replicas + local_first) * batch) % total) % total;
-        const auto part = ipu::train::take_rows(t, from, per_index);
+        const auto part = t.take(from, per_index);
         std::memcpy(mine.bytes().data() + static_cast<std::size_t>(acc) * chunk, part.bytes().data(), chunk);
       }
       return mine;
     };
-    for (const auto& [n, t] : data) {
+    for (auto& [n, t] : data) {
       batches.push_back(rows_of(t));
       in.emplace_back(n, batches.back().view());
     }
@@ -623,6 +610,20 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
     }
   }
 
+#ifdef IPU_WITH_MPI
+  if (spread && leader) {  // what this rank read of the files: its share of the rows when by_rows
+    std::uint64_t bytes = labels.bytes_read();
+    std::int64_t rows = labels.rows_read();
+    for (const auto& [n, t] : data) {
+      bytes += t.bytes_read();
+      rows += t.rows_read();
+    }
+    j["mpi"]["input_bytes_read"] = bytes;
+    j["mpi"]["input_rows_read"] = rows;
+    rep.printf("mpi: rank 0 read %llu bytes of the input and label files, %lld rows\n",
+               static_cast<unsigned long long>(bytes), static_cast<long long>(rows));
+  }
+#endif
   if (!leader) return;  // the same weights as rank 0's: one file, one report
   if (o.auto_loss_scaling.enabled)
   {
@@ -687,8 +688,9 @@ inline void add_train_command(CLI::App& app) {
   cmd->add_option("model", a->model, "the ONNX model")->required();
   cmd->add_option("--output", a->output, "the model output the loss applies to")->required();
   cmd->add_option("--loss", a->loss, "mse, l1, nll (on log-probabilities), cross-entropy (on scores) or bce (on probabilities)")->required();
-  cmd->add_option("--input", a->inputs, "NAME=FILE: a model input's samples, stacked (.npy or .pb; repeatable)")->required();
-  cmd->add_option("--labels", a->labels, "the labels, one row per sample (.npy or .pb)")->required();
+  cmd->add_option("--input", a->inputs, "NAME=FILE: a model input's samples, stacked (.npy or .pb; repeatable). Under mpirun each "
+                  "process reads only its rows of a .npy file, a .pb file whole")->required();
+  cmd->add_option("--labels", a->labels, "the labels, one row per sample (.npy or .pb, read as the inputs are)")->required();
   cmd->add_option("--optimizer", a->optimizer, "sgd, adam, adamw, rmsprop, lamb or adagrad")
       ->capture_default_str()
       ->check(CLI::IsMember({"sgd", "adam", "adamw", "rmsprop", "lamb", "adagrad"}));

@@ -193,29 +193,55 @@ inline std::uint64_t read_le(std::span<const std::byte> b) {
 
 }  // namespace detail
 
-/// Parses an in-memory .npy file; `where` names it in errors.
-inline host_tensor parse_npy(std::span<const std::byte> file, const std::string& where = "npy data") {
-  using detail::npy_error;
-  if (file.size() < 10 || std::memcmp(file.data(), detail::npy_magic.data(), detail::npy_magic.size()) != 0)
-    throw npy_error(file.size() < 10 ? "the file is too short to be a .npy file (" + std::to_string(file.size()) + " bytes)"
-                                     : "the file does not start with the .npy magic \"\\x93NUMPY\"",
+namespace detail {
+
+/// Where a .npy file's header text lies, from its first bytes: the magic, the version and the
+/// header's length, checked against the file's size.
+struct npy_preamble {
+  std::size_t text_offset = 0;  // the header's Python literal starts here
+  std::size_t text_size = 0;
+};
+
+/// The first bytes of every .npy file: enough of them for npy_preamble to read it (or all of a
+/// shorter file).
+inline constexpr std::size_t npy_preamble_bytes = 12;
+
+/// Reads the preamble from `head`, the file's first min(file_size, npy_preamble_bytes) bytes or
+/// more; `file_size` is the whole file's.
+inline npy_preamble read_npy_preamble(std::span<const std::byte> head, std::uint64_t file_size, const std::string& where) {
+  if (file_size < 10 || std::memcmp(head.data(), npy_magic.data(), npy_magic.size()) != 0)
+    throw npy_error(file_size < 10 ? "the file is too short to be a .npy file (" + std::to_string(file_size) + " bytes)"
+                                   : "the file does not start with the .npy magic \"\\x93NUMPY\"",
                     where, "pass a file written by numpy.save");
-  const auto major = static_cast<std::uint8_t>(file[6]);
-  const auto minor = static_cast<std::uint8_t>(file[7]);
+  const auto major = static_cast<std::uint8_t>(head[6]);
+  const auto minor = static_cast<std::uint8_t>(head[7]);
   if (major < 1 || major > 3)
     throw npy_error(".npy format version " + std::to_string(major) + "." + std::to_string(minor) + " is not supported",
                     where, "write it with numpy.save (versions 1.0, 2.0 and 3.0 are read)");
   const std::size_t len_bytes = major == 1 ? 2 : 4;
-  if (file.size() < 8 + len_bytes) throw npy_error("the file is truncated inside the header length", where);
-  const auto header_len = detail::read_le(file.subspan(8, len_bytes));
-  const std::size_t data_start = 8 + len_bytes + header_len;
-  if (header_len > file.size() || data_start > file.size())
+  if (file_size < 8 + len_bytes) throw npy_error("the file is truncated inside the header length", where);
+  const auto header_len = read_le(head.subspan(8, len_bytes));
+  const std::uint64_t data_start = 8 + len_bytes + header_len;
+  if (header_len > file_size || data_start > file_size)
     throw npy_error("the file is truncated: the header claims " + std::to_string(header_len) + " bytes but the file has " +
-                        std::to_string(file.size()) + " bytes in all",
+                        std::to_string(file_size) + " bytes in all",
                     where, "the file is incomplete; write it again");
-  const std::string_view text(reinterpret_cast<const char*>(file.data()) + 8 + len_bytes, header_len);
-  const auto h = detail::npy_header_parser(text, where).parse();
-  const auto type = detail::npy_type(h.descr, where);
+  return {8 + len_bytes, static_cast<std::size_t>(header_len)};
+}
+
+/// What a .npy header says: the array and where its data lies in the file.
+struct npy_layout {
+  tensor_info info;
+  std::uint64_t data_offset = 0;
+  std::uint64_t data_bytes = 0;
+};
+
+/// Parses the header `text` found at `p` and checks that the file's `file_size` bytes hold the
+/// array's data exactly: neither truncated nor followed by anything.
+inline npy_layout read_npy_header(std::string_view text, const npy_preamble& p, std::uint64_t file_size,
+                                  const std::string& where) {
+  const auto h = npy_header_parser(text, where).parse();
+  const auto type = npy_type(h.descr, where);
   if (h.fortran_order && h.shape.size() > 1)
     throw npy_error("the array is stored in Fortran (column-major) order", where,
                     "save a C-ordered array: numpy.save(path, numpy.ascontiguousarray(a))");
@@ -226,7 +252,8 @@ inline host_tensor parse_npy(std::span<const std::byte> file, const std::string&
       throw npy_error("the shape " + to_string(info.shape) + " is impossibly large", where, "the header is corrupt");
     bytes *= static_cast<std::uint64_t>(d);
   }
-  const std::size_t have = file.size() - data_start;
+  const std::uint64_t data_start = p.text_offset + p.text_size;  // at most file_size: read_npy_preamble checked
+  const std::uint64_t have = file_size - data_start;
   if (have < bytes)
     throw npy_error("the file is truncated: " + to_string(info) + " needs " + std::to_string(bytes) +
                         " bytes of data but only " + std::to_string(have) + " follow the header",
@@ -234,10 +261,24 @@ inline host_tensor parse_npy(std::span<const std::byte> file, const std::string&
   if (have > bytes)
     throw npy_error(std::to_string(have - bytes) + " unexpected bytes follow the " + to_string(info) + " array data",
                     where, "save one array per .npy file");
-  host_tensor t(info);
-  if (bytes) std::memcpy(t.data(), file.data() + data_start, bytes);
-  if (type == data_type::BOOL)
-    for (auto& b : t.bytes()) b = b != std::byte{0} ? std::byte{1} : std::byte{0};  // numpy's truth, ipu's 0/1
+  return {info, data_start, bytes};
+}
+
+/// numpy's truth (any nonzero byte) as ipu's bools (0 or 1).
+inline void normalize_npy_bools(std::span<std::byte> bytes) noexcept {
+  for (auto& b : bytes) b = b != std::byte{0} ? std::byte{1} : std::byte{0};
+}
+
+}  // namespace detail
+
+/// Parses an in-memory .npy file; `where` names it in errors.
+inline host_tensor parse_npy(std::span<const std::byte> file, const std::string& where = "npy data") {
+  const auto p = detail::read_npy_preamble(file, file.size(), where);
+  const std::string_view text(reinterpret_cast<const char*>(file.data()) + p.text_offset, p.text_size);
+  const auto layout = detail::read_npy_header(text, p, file.size(), where);
+  host_tensor t(layout.info);
+  if (layout.data_bytes) std::memcpy(t.data(), file.data() + layout.data_offset, layout.data_bytes);
+  if (layout.info.type == data_type::BOOL) detail::normalize_npy_bools(t.bytes());
   return t;
 }
 
