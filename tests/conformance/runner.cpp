@@ -14,7 +14,8 @@
 // Each test_*/model.onnx is imported, planned and run on every test_data_set_*/input_*.pb; each
 // output must match output_*.pb in type and shape, and in value within ONNX's tolerances
 // (|actual - expected| <= atol + rtol * |expected|, rtol 1e-3, atol 1e-7, NaN equal to NaN;
-// integers and bools exactly). A test is:
+// integers and bools exactly). Each test also runs after the graph passes (passes/optimize.hpp),
+// whose outputs must stay within 1e-5 of the largest |output| of the unoptimised graph's. A test is:
 //   pass        - every data set matches,
 //   unsupported - the importer declines the model or an op has no kernel (with the reason),
 //   fail        - anything else: a wrong value, an error while running, a crash or a timeout.
@@ -44,6 +45,7 @@
 #include "ipu/half.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/tensor.hpp"
+#include "ipu/passes/optimize.hpp"
 
 namespace fs = std::filesystem;
 
@@ -142,6 +144,19 @@ std::string compare(const ipu::host_tensor& actual, const ipu::host_tensor& expe
   return s.str();
 }
 
+/// The optimised graph's output against the unoptimised one's: within 1e-5 of the largest finite
+/// |value| for floats (the passes change only rounding), exactly otherwise.
+std::string compare_optimised(const ipu::host_tensor& optimised, const ipu::host_tensor& plain, const options& o) {
+  options within = o;
+  within.rtol = 0;
+  double largest = 0;
+  if (ipu::is_floating_point(plain.info().type))
+    for (std::size_t i = 0; i < static_cast<std::size_t>(plain.info().num_elements()); ++i)
+      if (const double v = std::fabs(element(plain, i)); std::isfinite(v)) largest = std::max(largest, v);
+  within.atol = 1e-5 * largest;
+  return compare(optimised, plain, within);
+}
+
 std::vector<fs::path> sorted_dirs(const fs::path& dir, const std::string& prefix) {
   std::vector<fs::path> out;
   if (!fs::is_directory(dir)) return out;
@@ -174,8 +189,17 @@ result run_test(const fs::path& test_dir, const options& o) {
   } catch (const ipu::error& e) {
     return {outcome::unsupported, one_line(e.message())};
   }
+  // Every test also runs after the graph passes (`ipu run`'s default), which must leave the
+  // outputs within rounding of the unoptimised graph's.
+  ipu::graph optimised;
+  try {
+    optimised = ipu::passes::optimize(g, ipu::passes::default_passes());
+  } catch (const std::exception& e) {
+    return {outcome::fail, "graph passes: " + one_line(e.what())};
+  }
   try {
     ipu::cpu::device dev(std::move(g), {.threads = o.threads});
+    ipu::cpu::device opt_dev(std::move(optimised), {.threads = o.threads});
     const auto sets = sorted_dirs(test_dir, "test_data_set_");
     if (sets.empty()) return {outcome::fail, "no test_data_set_* directories"};
     for (const auto& set : sets) {
@@ -190,6 +214,10 @@ result run_test(const fs::path& test_dir, const options& o) {
         if (auto why = compare(actual[i], expected[i], o); !why.empty())
           return {outcome::fail, set.filename().string() + " output " + std::to_string(i) + " ('" +
                                      dev.model().tensor(dev.model().outputs()[i]).name + "') " + why};
+      const auto after_passes = opt_dev.run(inputs);
+      for (std::size_t i = 0; i < actual.size(); ++i)
+        if (auto why = compare_optimised(after_passes.at(i), actual[i], o); !why.empty())
+          return {outcome::fail, set.filename().string() + " output " + std::to_string(i) + " after the graph passes " + why};
     }
     return {outcome::pass, {}};
   } catch (const std::exception& e) {
