@@ -8,6 +8,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -61,6 +62,18 @@ inline void add_version(const fs::path& repo, const std::string& model, const st
 inline void write_config(const fs::path& repo, const std::string& model, const std::string& config) {
   std::ofstream(repo / model / "config.json") << config;
 }
+
+/// Removes a test's repository directory when the test ends.
+struct remove_on_exit {
+  fs::path dir;
+  explicit remove_on_exit(fs::path d) : dir(std::move(d)) {}
+  remove_on_exit(const remove_on_exit&) = delete;
+  remove_on_exit& operator=(const remove_on_exit&) = delete;
+  ~remove_on_exit() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+};
 
 /// A repository served over HTTP on an ephemeral port; the models are loaded by the test.
 struct server {
@@ -403,5 +416,61 @@ TEST_SUITE("concurrent") {
     CHECK(answer->second["outputs"][0]["data"].get<std::vector<float>>() == serve_test_models::y_of({1, 2, 3}));
     const auto [status, body] = s.call("/v2/models/second/infer", infer_body({1, 2, 3}));
     CHECK(status == 200);
+  }
+
+  TEST_CASE("serve devices: an unload wakes once the last holder of the model lets go, not at release_wait") {
+    using namespace test_serve_versions;
+    const simulated_system system("mk2:1", "unload_wakes");
+    const auto dir = serve_test_models::make_repository("unload_wakes");
+    const remove_on_exit cleanup{dir};
+    add_version(dir, "second", "1");
+    ipu::serve::repository_options o;
+    o.release_wait = std::chrono::seconds(20);  // a waiter never woken fails here, not at 30 s
+    ipu::serve::model_repository repo(dir, o);
+    CHECK_FALSE(repo.load_all());  // second finds no free IPU
+    REQUIRE(repo.ready("rows", ""));
+
+    // A holder (a request under way, as it were) keeps rows alive ~50 ms past the unload's start.
+    auto held = repo.find("rows", "");
+    const auto signal = held->release_signal();  // the test's share of the latch outlives the model
+    std::atomic<bool> dropping{false};
+    std::thread holder([&, m = std::move(held)]() mutable {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      dropping = true;
+      m.reset();
+    });
+    const auto start = std::chrono::steady_clock::now();
+    const bool released = repo.unload("rows");
+    const auto waited = std::chrono::steady_clock::now() - start;
+    CHECK(released);
+    CHECK(waited < o.release_wait / 2);  // woken by the release (loose: a loaded machine's scheduling aside)
+    CHECK(dropping);  // it returned only after the holder let go...
+    CHECK(signal->released());  // ...and the model, its runner and device, were gone
+    holder.join();
+    CHECK_MESSAGE(repo.load("second"), repo.index().at("second").why());  // rows' IPU is free
+  }
+
+  TEST_CASE("serve devices: an unload whose model is still held past release_wait returns false, the device still held") {
+    using namespace test_serve_versions;
+    const simulated_system system("mk2:1", "unload_times_out");
+    const auto dir = serve_test_models::make_repository("unload_times_out");
+    const remove_on_exit cleanup{dir};
+    add_version(dir, "second", "1");
+    ipu::serve::repository_options o;
+    o.release_wait = std::chrono::milliseconds(100);
+    ipu::serve::model_repository repo(dir, o);
+    CHECK_FALSE(repo.load_all());
+    REQUIRE(repo.ready("rows", ""));
+
+    auto held = repo.find("rows", "");  // held through the unload: never released within release_wait
+    const auto signal = held->release_signal();
+    CHECK_FALSE(repo.unload("rows"));
+    CHECK_FALSE(signal->released());
+    CHECK_FALSE(repo.ready("rows", ""));  // unloaded all the same: no new request reaches it
+    CHECK_FALSE(repo.load("second"));     // rows still holds the only IPU
+    CHECK(has(repo.index().at("second").why(), "no free device"));
+    held.reset();
+    CHECK(signal->released());
+    CHECK_MESSAGE(repo.load("second"), repo.index().at("second").why());
   }
 }

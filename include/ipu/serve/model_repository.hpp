@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -20,7 +21,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -36,6 +36,33 @@ namespace ipu::serve {
 /// What the server says of itself (KServe's server metadata), over HTTP and gRPC alike.
 inline constexpr const char* server_name = "ipu";
 inline constexpr const char* server_version = "0.1.0";
+
+/// Opened once a served model is destroyed, its runner and so its device released: what an unload
+/// waits on. Shared by the model and its waiters, so it outlives whichever of them lets go last.
+class release_latch {
+ public:
+  /// True once released; waits for it until `deadline` (false: not released by then).
+  [[nodiscard]] bool wait_until(std::chrono::steady_clock::time_point deadline) const {
+    std::unique_lock lock(mutex_);
+    return opened_.wait_until(lock, deadline, [&] { return released_; });
+  }
+  [[nodiscard]] bool released() const {
+    std::lock_guard lock(mutex_);
+    return released_;
+  }
+  void release() {
+    {
+      std::lock_guard lock(mutex_);
+      released_ = true;
+    }
+    opened_.notify_all();  // the releaser still holds the latch: it outlives this call
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable opened_;
+  bool released_ = false;
+};
 
 /// One loaded model version: its runner, its batcher and what clients see of it.
 class served_model {
@@ -92,8 +119,8 @@ class served_model {
   [[nodiscard]] const std::vector<tensor_metadata>& outputs() const noexcept { return outputs_; }
   [[nodiscard]] const dynamic_batcher& batcher() const noexcept { return *batcher_; }
   [[nodiscard]] const runtime::model_runner& runner() const noexcept { return runner_; }
-  /// Expires once the model is destroyed, its device released.
-  [[nodiscard]] std::weak_ptr<const void> lifetime() const noexcept { return lifetime_; }
+  /// Released once the model is destroyed, its device with it.
+  [[nodiscard]] std::shared_ptr<const release_latch> release_signal() const noexcept { return release_.latch; }
   /// The config's request_timeout_microseconds (0: none).
   [[nodiscard]] std::chrono::microseconds request_timeout() const noexcept { return timeout_; }
 
@@ -154,9 +181,15 @@ class served_model {
     }
   }
 
-  // Declared first, so destroyed last: it expires only once the runner, and so its device, is gone
-  // (a weak_ptr to the model itself expires before its destructor runs).
-  std::shared_ptr<const int> lifetime_ = std::make_shared<const int>(0);
+  // Declared first, so destroyed last: it opens the latch only once the runner, and so its device,
+  // is gone (a weak_ptr to the model itself expires before its destructor runs).
+  struct release_on_destroy {
+    std::shared_ptr<release_latch> latch = std::make_shared<release_latch>();
+    release_on_destroy() = default;
+    release_on_destroy(const release_on_destroy&) = delete;
+    release_on_destroy& operator=(const release_on_destroy&) = delete;
+    ~release_on_destroy() { latch->release(); }
+  } release_;
   std::string name_;
   std::uint64_t version_;
   mutable runtime::model_runner runner_;  // thread-safe: clients queue requests
@@ -207,13 +240,16 @@ struct model_entry {
   }
 };
 
+/// How long an unload, or a reload short of devices, waits by default for the requests under way on
+/// the versions it drops (they hold them, and so their devices, until answered).
+inline constexpr std::chrono::seconds release_wait{30};
+
 struct repository_options {
   runtime::model_runner_config runner;
+  /// How long an unload, or a reload short of devices, waits for the versions it drops to be
+  /// released (serve::release_wait); past it, the unload returns with their devices still held.
+  std::chrono::milliseconds release_wait = serve::release_wait;
 };
-
-/// How long an unload, or a reload short of devices, waits for the requests under way on the
-/// versions it drops (they hold them, and so their devices, until answered).
-inline constexpr std::chrono::seconds release_wait{30};
 
 class model_repository {
  public:
@@ -280,10 +316,11 @@ class model_repository {
   }
 
   /// Stops serving a model; 404 for an unknown one. Returns once the requests under way on it are
-  /// answered (at most release_wait), so that its devices are free for another model.
-  void unload(const std::string& name) {
+  /// answered, so that its devices are free for another model: true then, false when
+  /// repository_options::release_wait passed first (some are still under way, holding its devices).
+  bool unload(const std::string& name) {
     std::lock_guard loading(load_mutex_);
-    std::vector<std::weak_ptr<const void>> gone;
+    std::vector<std::shared_ptr<const release_latch>> gone;
     {
       model_entry old;  // destroyed once the lock is released
       {
@@ -291,14 +328,14 @@ class model_repository {
         auto it = models_.find(name);
         if (it == models_.end()) {
           (void)model_dir(name);  // on disk but never loaded: nothing to do
-          return;
+          return true;
         }
         old = std::exchange(it->second, model_entry{{}, "unloaded"});
       }
       for (const auto& v : old.versions)
-        if (v.model) gone.push_back(v.model->lifetime());
+        if (v.model) gone.push_back(v.model->release_signal());
     }
-    wait_released(gone);
+    return wait_released(gone);
   }
 
   /// The served version for a request: `version` empty, the highest served. request_error 404 for
@@ -447,7 +484,7 @@ class model_repository {
 
   /// Drops the model's loaded versions and waits for their requests under way; false when none was loaded.
   bool release_loaded(const std::string& name) {
-    std::vector<std::weak_ptr<const void>> gone;
+    std::vector<std::shared_ptr<const release_latch>> gone;
     {
       model_entry old;  // destroyed once the lock is released
       {
@@ -457,17 +494,19 @@ class model_repository {
         old = std::exchange(it->second, model_entry{{}, "reloading (its devices were released for the new load)"});
       }
       for (const auto& v : old.versions)
-        if (v.model) gone.push_back(v.model->lifetime());
+        if (v.model) gone.push_back(v.model->release_signal());
     }
-    wait_released(gone);
+    (void)wait_released(gone);  // if some are still held past it, the retried load says who holds the devices
     return true;
   }
 
-  /// Waits until the versions are destroyed (their last request answered), at most release_wait.
-  static void wait_released(const std::vector<std::weak_ptr<const void>>& gone) {
-    const auto deadline = std::chrono::steady_clock::now() + release_wait;
-    for (const auto& w : gone)
-      while (!w.expired() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  /// Waits until the versions are destroyed (their last request answered), at most
+  /// options_.release_wait in all; false when some are not by then.
+  [[nodiscard]] bool wait_released(const std::vector<std::shared_ptr<const release_latch>>& gone) const {
+    const auto deadline = std::chrono::steady_clock::now() + options_.release_wait;
+    bool all = true;
+    for (const auto& l : gone) all = l->wait_until(deadline) && all;
+    return all;
   }
 
   /// Why a version got no device: what it asked for, who holds the IPUs (the device manager knows
