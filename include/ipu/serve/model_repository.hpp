@@ -247,7 +247,7 @@ inline constexpr std::chrono::seconds release_wait{30};
 struct repository_options {
   runtime::model_runner_config runner;
   /// How long an unload, or a reload short of devices, waits for the versions it drops to be
-  /// released (serve::release_wait); past it, the unload returns with their devices still held.
+  /// released (serve::release_wait; at most a day is waited); past it, the unload returns with their devices still held.
   std::chrono::milliseconds release_wait = serve::release_wait;
 };
 
@@ -503,7 +503,11 @@ class model_repository {
   /// Waits until the versions are destroyed (their last request answered), at most
   /// options_.release_wait in all; false when some are not by then.
   [[nodiscard]] bool wait_released(const std::vector<std::shared_ptr<const release_latch>>& gone) const {
-    const auto deadline = std::chrono::steady_clock::now() + options_.release_wait;
+    // At most a day: a larger release_wait would overflow the clock's arithmetic, and no unload
+    // should wait longer than that for a request to end.
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::clamp(options_.release_wait, std::chrono::milliseconds{0},
+                                                      std::chrono::milliseconds{std::chrono::hours{24}});
     bool all = true;
     for (const auto& l : gone) all = l->wait_until(deadline) && all;
     return all;
