@@ -154,6 +154,14 @@ TEST_CASE("Conv: pointwise (1x1) and depthwise paths against the definition") {
   check_conv({.x = {1, 3, 10, 12}, .m = 6, .kernel = {3, 3}, .group = 3, .pads = {1, 2, 0, 1}});
   check_conv({.x = {1, 4, 12, 12}, .m = 4, .kernel = {3, 3}, .group = 4, .dilations = {2, 2}, .pads = {2, 2, 2, 2}});
   check_conv({.x = {1, 2, 9, 9}, .m = 2, .kernel = {5, 5}, .group = 2, .strides = {3, 2}, .pads = {2, 1, 2, 0}});
+  // F32 pointwise as one GEMM per image: batch 1 splits the 40 output channels in two, batch 3 with a
+  // bias does not; a 1-D pointwise too.
+  check_conv({.x = {1, 24, 7, 9}, .m = 40, .kernel = {1, 1}});
+  check_conv({.x = {3, 8, 5, 5}, .m = 16, .kernel = {1, 1}, .bias = true});
+  check_conv({.x = {2, 6, 11}, .m = 3, .kernel = {1}, .bias = true});
+  // F32 depthwise taps: stride 1 with asymmetric pads and a kernel wider than the pads, stride 2.
+  check_conv({.x = {2, 3, 8, 9}, .m = 3, .kernel = {5, 3}, .group = 3, .pads = {2, 0, 1, 2}, .bias = true});
+  check_conv({.x = {1, 4, 9, 10}, .m = 4, .kernel = {3, 3}, .group = 4, .strides = {2, 2}, .pads = {1, 1, 1, 1}});
 }
 
 TEST_CASE("Conv: kernels longer than the output (the weight gradient's shape) against the definition") {

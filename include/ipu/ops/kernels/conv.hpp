@@ -276,6 +276,82 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
   return dnnl_conv_run(ctx, s, x, w, bias, y);
 }
 
+/// F32 pointwise convolution (1x1 kernel, stride 1, no padding, one group): per image one GEMM
+/// Y[m, hw] = W[m, c] X[c, hw] straight on the NCHW data, the bias written first and accumulated
+/// into. oneDNN's convolution reorders X into its blocked layout and Y back on every call, which
+/// on these shapes cost more than the arithmetic (bench_kernels conv/mobilenet_pointwise_1x1, one
+/// thread: 1.60 ms through oneDNN's convolution, see benchmarks/README.md for the GEMM's).
+/// Work is shared out per image and, for small batches, per block of output channels; each output
+/// element is one GEMM row's dot product, whatever the split.
+inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
+                           std::int64_t m, std::int64_t group) {
+  for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
+    if (g.kernel[d] != 1 || g.stride[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0) return false;
+  if (group != 1 || g.in_size() != g.out_size()) return false;
+  const float* x = ctx.input(0).as<float>().data();
+  const float* w = ctx.input(1).as<float>().data();
+  const float* bias = ctx.has_input(2) ? ctx.input(2).as<float>().data() : nullptr;
+  float* y = ctx.outputs[0].as<float>().data();
+  const std::int64_t hw = g.out_size();
+  // Enough units for a few threads even at batch 1, none thinner than 16 output channels.
+  const std::int64_t parts = std::max<std::int64_t>(1, std::min(ceil_div(std::int64_t{4}, n), m / 16));
+  const std::int64_t rows = ceil_div(m, parts);
+  ctx.parallel_for(static_cast<std::size_t>(n * parts), [&](std::size_t u0, std::size_t u1) {
+    for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
+      const std::int64_t img = u / parts, r0 = (u % parts) * rows, r1 = std::min(m, r0 + rows);
+      if (r0 >= r1) continue;
+      float* yu = y + (img * m + r0) * hw;
+      for (std::int64_t r = r0; r < r1; ++r) std::fill(yu + (r - r0) * hw, yu + (r - r0 + 1) * hw, bias ? bias[r] : 0.0f);
+      gemm<float>(false, false, r1 - r0, hw, c, 1.0f, w + r0 * c, c, x + img * c * hw, hw, 1.0f, yu, hw);
+    }
+  });
+  return true;
+}
+
+/// F32 depthwise 2-D convolution (one input and one output channel per group, no dilation): each
+/// output plane starts as its bias and gains one shifted, scaled copy of its input plane per tap,
+/// rows at a time, which the compiler vectorises for stride 1. Both planes stay in cache while the
+/// taps pass over them. oneDNN's convolution reorders in and out of its blocked layout around
+/// very little arithmetic here (bench_kernels conv/mobilenet_depthwise_3x3, one thread: 4.56 ms
+/// through oneDNN; see benchmarks/README.md for this kernel's). Planes are shared out whole.
+inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
+                           std::int64_t m, std::int64_t group) {
+  if (group != c || m != c || g.rank != 2 || g.dilation[1] != 1 || g.dilation[2] != 1) return false;
+  const float* x = ctx.input(0).as<float>().data();
+  const float* w = ctx.input(1).as<float>().data();
+  const float* bias = ctx.has_input(2) ? ctx.input(2).as<float>().data() : nullptr;
+  float* y = ctx.outputs[0].as<float>().data();
+  const std::int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2], kh = g.kernel[1], kw = g.kernel[2];
+  const std::int64_t sh = g.stride[1], sw = g.stride[2];
+  const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, oh * ow * kh * kw));
+  parallel_blocks(ctx, static_cast<std::size_t>(n * c), static_cast<std::size_t>(grain), [&](std::size_t p0, std::size_t p1) {
+    for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
+      const std::int64_t ch = p % c;
+      const float* xp = x + p * ih * iw;
+      const float* wp = w + ch * kh * kw;
+      float* yp = y + p * oh * ow;
+      std::fill(yp, yp + oh * ow, bias ? bias[ch] : 0.0f);
+      for (std::int64_t a = 0; a < kh; ++a) {
+        const auto rows = g.valid_range(1, a);
+        for (std::int64_t b = 0; b < kw; ++b) {
+          const auto cols = g.valid_range(2, b);
+          const float wv = wp[a * kw + b];
+          const std::int64_t col_base = b - g.pad_begin[2];
+          for (std::int64_t o = rows[0]; o < rows[1]; ++o) {
+            const float* xr = xp + (o * sh + a - g.pad_begin[1]) * iw + col_base;
+            float* yr = yp + o * ow;
+            if (sw == 1)
+              for (std::int64_t q = cols[0]; q < cols[1]; ++q) yr[q] += wv * xr[q];
+            else
+              for (std::int64_t q = cols[0]; q < cols[1]; ++q) yr[q] += wv * xr[q * sw];
+          }
+        }
+      }
+    }
+  });
+  return true;
+}
+
 inline void conv_kernel(const kernel_context& ctx) {
   const auto x = ctx.input(0);
   const auto w = ctx.input(1);
@@ -306,7 +382,9 @@ inline void conv_kernel(const kernel_context& ctx) {
                      "give one bias per output channel");
   }
   if (sy.num_elements() == 0) return;
-  if (x.info().type == data_type::F32 && dnnl_conv(ctx, g, n, c, m, group)) return;
+  if (x.info().type == data_type::F32 && (pointwise_conv(ctx, g, n, c, m, group) ||
+                                          depthwise_conv(ctx, g, n, c, m, group) || dnnl_conv(ctx, g, n, c, m, group)))
+    return;
   visit(float_types, x.info().type, ctx, [&]<class T>() {
     const widened<T> wx(x.as<T>()), ww(w.as<T>());
     std::vector<compute_t<T>> bias;
