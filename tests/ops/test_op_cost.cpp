@@ -3,7 +3,9 @@
 // sync_cycles) called with hand-derived shapes, and against hand-computed arithmetic.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "ipu/device/cost.hpp"
@@ -143,6 +145,40 @@ TEST_CASE("ConvTranspose costs the forward convolution it transposes (Y's channe
   CHECK(c.macs == 972);
   CHECK(c.cycles() == amp_cost(ipu::plan_conv(mk2, s, ipu::precision::fp32)).cycles());
   CHECK(c.cycles() > ipu::elementwise_cost(mk2.arch, data_type::F32, 150, 2).cycles);
+}
+
+TEST_CASE("ConvWeightsGrad: the cheaper of PopLibs' weight-update convolution and its spatially expanded matmul") {
+  // dW of a 3x3, pad-1 Conv over X [N, C, H, W] -> dY [N, M, H, W], one group.
+  auto cost_of = [](std::int64_t n, std::int64_t ch, std::int64_t hw, std::int64_t m) {
+    ipu::builder b("wu");
+    auto dy = b.add_input_tensor({data_type::F16, {n, m, hw, hw}}, "dy");
+    auto x = b.add_input_tensor({data_type::F16, {n, ch, hw, hw}}, "x");
+    b.add_output(b.custom_op("ipu", "ConvWeightsGrad", 1, {dy, x}, {{data_type::F16, {m, ch, 3, 3}}},
+                             {{"kernel_shape", std::vector<std::int64_t>{3, 3}}, {"pads", std::vector<std::int64_t>{1, 1, 1, 1}}})
+                     .front());
+    const auto g = std::move(b).build();
+    ipu::conv_shape s;  // poplin::getWeightUpdateParams' convolution
+    s.batch = static_cast<std::uint64_t>(ch);
+    s.in_channels = static_cast<std::uint64_t>(n);
+    s.out_channels = static_cast<std::uint64_t>(m);
+    s.input = {static_cast<std::uint64_t>(hw), static_cast<std::uint64_t>(hw)};
+    s.kernel = s.input;
+    s.pads_begin = {1, 1};
+    s.pads_end = {1, 1};
+    const ipu::matmul_shape mm{1, static_cast<std::uint64_t>(ch * 9), static_cast<std::uint64_t>(n * hw * hw),
+                               static_cast<std::uint64_t>(m)};
+    const auto as_conv = amp_cost(ipu::plan_conv(mk2, s, ipu::precision::fp16_32)).cycles();
+    const auto as_matmul = amp_cost(ipu::plan_matmul(mk2, mm, ipu::precision::fp16_32)).cycles();
+    const auto c = ipu::estimate_op_cost(g, 0, mk2);
+    CHECK(c.cycles() == std::min(as_conv, as_matmul));
+    CHECK(c.macs == mm.macs());  // the same arithmetic either way
+    return std::pair{as_conv, as_matmul};
+  };
+  // ResNet's layer-1 shape at micro-batch 8: reducing over 8 images per kernel position and summing
+  // the partials of 56 x 56 positions costs several times the expanded matmul.
+  const auto [conv, matmul] = cost_of(8, 64, 56, 64);
+  CHECK(matmul * 2 < conv);
+  (void)cost_of(64, 512, 7, 512);  // a large batch over small planes: whichever is cheaper
 }
 
 namespace {

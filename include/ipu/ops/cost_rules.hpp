@@ -630,10 +630,15 @@ constexpr op_cost conv_of(const op_cost_context& c, const conv_shape& s, std::si
 
 constexpr op_cost conv(const op_cost_context& c) { return conv_of(c, conv_shape_of(c), 2); }
 
-/// ipu::ConvWeightsGrad(dY, X): the weight-update pass, planned as the convolution PopLibs turns it
-/// into: X's channels as the batch, the batch as the reduced input channels, dY's channels out, and
-/// dY's spatial extent as the kernel (the forward's strides becoming dilations and the reverse).
-/// Per group, so grouped as the forward is.
+/// ipu::ConvWeightsGrad(dY, X): the weight-update pass. PopLibs turns it into a convolution
+/// (poplin::getWeightUpdateParams: X's channels as the batch, the batch as the reduced input
+/// channels, dY's channels out, dY's spatial extent as the kernel, the forward's strides becoming
+/// dilations and the reverse), and its planner may then expand the spatial dimensions into the
+/// reduced channels (the expandDims transform), which makes it a matmul
+///   dW[ic/g * k, oc/g] = im2col(X)[ic/g * k, N * out pixels] x dY[N * out pixels, oc/g]
+/// with the expanded X rearranged on the way in. Both are planned and the cheaper taken, as the
+/// planner would: the convolution form reduces over only the batch (8 for a ResNet micro-batch)
+/// per kernel position and sums the partials of every one of dY's pixels, which PopLibs avoids.
 constexpr op_cost conv_weights_grad(const op_cost_context& c) {
   const auto& dy = c.input(0);
   const auto& x = c.input(1);
@@ -655,7 +660,18 @@ constexpr op_cost conv_weights_grad(const op_cost_context& c) {
     s.pads_begin.push_back(pads.size() == 2 * rank ? at(pads, i, 0) : 0);
     s.pads_end.push_back(pads.size() == 2 * rank ? at(pads, rank + i, 0) : 0);
   }
-  return conv_of(c, s, static_cast<std::size_t>(-1));  // no bias input
+  const auto as_conv = conv_of(c, s, static_cast<std::size_t>(-1));  // no bias input
+  // The expanded form: per group, rows = the weights' ic/g x kernel positions, reduced over the batch
+  // times dY's pixels, oc/g columns.
+  const auto& dw = c.output();  // [oc, ic/g, kernel...]
+  matmul_shape m;
+  m.batch = s.groups;
+  m.m = product(dw, 1, static_cast<std::int64_t>(dw.shape.rank()));
+  m.k = mul_sat(dim(x, 0), product(dy, 2, static_cast<std::int64_t>(dy.shape.rank())));
+  m.n = s.out_channels / s.groups;
+  if (m.macs() == 0) return as_conv;
+  const auto as_matmul = matmul_of(c, c.type(x), m);
+  return as_matmul.cycles() < as_conv.cycles() ? as_matmul : as_conv;
 }
 constexpr op_cost conv_transpose(const op_cost_context& c) { return conv_of(c, conv_transpose_shape_of(c), 2); }
 
