@@ -11,6 +11,7 @@
 
 #include "ipu/ops/kernels/broadcast.hpp"
 #include "ipu/ops/kernels/elementwise.hpp"
+#include "ipu/ops/kernels/fast_math.hpp"
 #include "ipu/ops/kernels/numeric.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -30,6 +31,7 @@ void activation_map(const kernel_context& ctx, type_list<Ts...> types, F f) {
 
 template <class C>
 C sigmoid(C x) noexcept {
+  if constexpr (std::is_same_v<C, float>) return sigmoid_vectorisable(x);
   // Two forms so exp never overflows.
   if (x >= C{0}) return C{1} / (C{1} + std::exp(-x));
   const C e = std::exp(x);

@@ -10,49 +10,13 @@
 #include <type_traits>
 #include <vector>
 
+#include "ipu/ops/kernels/fast_math.hpp"
 #include "ipu/ops/kernels/numeric.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::detail::math_ops {
 
 enum class softmax_kind { softmax, log_softmax, hardmax };
-
-/// e^x for float without a libm call, so that a loop of them vectorises (the attention softmax
-/// spent ~15 ns an element in scalar expf). x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two so
-/// n ln2 is exact), e^r by its degree-7 Taylor polynomial (truncation < 1e-8 relative), times 2^n
-/// built in the exponent bits: within 2 ulp of expf. NaN stays NaN; below -87.33 (where e^x is
-/// under the smallest normal float) the result is 0, above 88.72 it is +inf.
-inline float exp_vectorisable(float x) noexcept {
-  constexpr float lo = -87.33654f, hi = 88.72283f;
-  // Selections as bit masks, not ?: -- with trapping maths on, GCC keeps a ?: whose arm computes as
-  // a branch, and a branch stops the loop vectorising. NaN is neither below nor above: it passes.
-  const std::uint32_t below = 0u - static_cast<std::uint32_t>(x < lo), above = 0u - static_cast<std::uint32_t>(x > hi);
-  const std::uint32_t out_of_range = below | above;
-  const float c = std::bit_cast<float>((std::bit_cast<std::uint32_t>(x) & ~out_of_range) |
-                                       (std::bit_cast<std::uint32_t>(lo) & below) | (std::bit_cast<std::uint32_t>(hi) & above));
-  // n = round(c / ln2) by the 1.5 * 2^23 trick: the sum's low mantissa bits hold n.
-  constexpr float shifter = 12582912.0f;
-  const float t = c * 1.44269504f + shifter;
-  // n from the integer, not t - shifter: under -ffast-math the compiler may fold (c k + S) - S to c k.
-  const std::int32_t ni = static_cast<std::int32_t>(std::bit_cast<std::uint32_t>(t) - std::bit_cast<std::uint32_t>(shifter));
-  const float n = static_cast<float>(ni);
-  const float r = (c - n * 0.693145751953125f) - n * 1.428606765330187e-06f;
-  float p = 1.0f / 5040.0f;
-  p = p * r + 1.0f / 720.0f;
-  p = p * r + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  // 2^n as (n + 127) << 23; n is in [-126, 128], and 2^128 (not a float) is taken as 2^127 * 2.
-  const std::int32_t half_n = ni >> 1;
-  const float s1 = std::bit_cast<float>(static_cast<std::uint32_t>(half_n + 127) << 23);
-  const float s2 = std::bit_cast<float>(static_cast<std::uint32_t>(ni - half_n + 127) << 23);
-  const float y = p * s1 * s2;
-  return std::bit_cast<float>((std::bit_cast<std::uint32_t>(y) & ~out_of_range) |
-                              (std::bit_cast<std::uint32_t>(std::numeric_limits<float>::infinity()) & above));
-}
 
 template <class C>
 C exp_of(C x) noexcept {
