@@ -13,33 +13,18 @@
 #include <vector>
 
 #include "ipu/io/npy.hpp"
+#include "numpy_scratch.hpp"
 
 namespace test_npy_rows {
 
 namespace fs = std::filesystem;
 
 namespace {
-// A scratch directory per test case, removed afterwards.
-struct scratch {
-  fs::path dir;
-  scratch() {
-    dir = fs::temp_directory_path() / ("ipu-npy-rows-" + std::to_string(std::random_device{}()));
-    fs::create_directories(dir);
-  }
-  ~scratch() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  fs::path operator/(const std::string& name) const { return dir / name; }
+// A scratch directory per test case, and numpy snippets (numpy_scratch.hpp).
+struct scratch : test_io_support::scratch {
+  scratch() : test_io_support::scratch("ipu-npy-rows-") {}
 };
-
-// Runs a Python snippet with Debian's numpy; `dir` is available to it as the variable D.
-int python(const scratch& s, const std::string& code) {
-  const auto script = s / "script.py";
-  std::ofstream(script) << "import sys, numpy as np\nD = sys.argv[1]\n" << code << "\n";
-  const std::string cmd = std::string(IPU_PYTHON) + " '" + script.string() + "' '" + s.dir.string() + "'";
-  return std::system(cmd.c_str());
-}
+using test_io_support::python;
 
 // Rows [first, first + count) of a whole tensor, as their bytes.
 std::vector<std::byte> rows_of(const ipu::host_tensor& all, std::int64_t first, std::int64_t count) {
