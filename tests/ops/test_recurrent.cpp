@@ -4,6 +4,9 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "tensor_kernel_harness.hpp"
 
@@ -132,6 +135,66 @@ TEST_CASE("recurrent: LSTM with peepholes, initial cell state and input_forget")
     check_close(values<float>(out[1]), {h});
     check_close(values<float>(out[2]), {c});
   }
+}
+
+TEST_CASE("recurrent: equal lengths run as batched GEMMs, which give what entry-by-entry steps give") {
+  // Layout 1 (batch first). B entries of length S take the batched path; the same entries plus one
+  // of length 0 (so the lengths differ) take the entry-by-entry path. Y, Y_h and Y_c of the first B
+  // entries agree to rounding (the GEMMs sum in another order).
+  const std::int64_t S = 5, B = 3, I = 4, Hd = 6;
+  auto numbers = [](std::int64_t n, float scale, int seed) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = scale * std::sin(0.37f * static_cast<float>(i) + static_cast<float>(seed));
+    return v;
+  };
+  auto prefix = [](const std::vector<float>& v, std::int64_t n) { return std::vector<float>(v.begin(), v.begin() + n); };
+  for (const std::string op : {"RNN", "GRU", "LSTM"})
+    for (int lbr : {0, 1})
+      for (const char* dir : {"forward", "reverse", "bidirectional"}) {
+        if (op != "GRU" && lbr == 1) continue;
+        CAPTURE(op);
+        CAPTURE(lbr);
+        CAPTURE(dir);
+        const std::int64_t G = op == "RNN" ? 1 : op == "GRU" ? 3 : 4, D = std::string(dir) == "bidirectional" ? 2 : 1;
+        const auto x = numbers((B + 1) * S * I, 1.0f, 1), h0 = numbers((B + 1) * D * Hd, 0.5f, 2),
+                   c0 = numbers((B + 1) * D * Hd, 0.5f, 3);
+        auto w = f32({D, G * Hd, I}, numbers(D * G * Hd * I, 0.4f, 4));
+        auto r = f32({D, G * Hd, Hd}, numbers(D * G * Hd * Hd, 0.3f, 5));
+        auto bias = f32({D, 2 * G * Hd}, numbers(D * 2 * G * Hd, 0.2f, 6));
+        auto peep = f32({D, 3 * Hd}, numbers(D * 3 * Hd, 0.2f, 7));
+        const std::vector<attribute> attrs{attr("hidden_size", Hd), attr("direction", dir), attr("layout", 1),
+                                           attr("linear_before_reset", lbr)};
+        auto outputs = [&](std::int64_t entries) {
+          std::vector<tensor_info> o{f32_info({entries, S, D, Hd}), f32_info({entries, D, Hd})};
+          if (op == "LSTM") o.push_back(f32_info({entries, D, Hd}));
+          return o;
+        };
+        auto inputs = [&](std::int64_t entries, std::optional<host_tensor> lens) {
+          std::vector<input> in{f32({entries, S, I}, prefix(x, entries * S * I)), w, r, bias, std::move(lens),
+                                f32({entries, D, Hd}, prefix(h0, entries * D * Hd))};
+          if (op == "LSTM") {
+            in.push_back(f32({entries, D, Hd}, prefix(c0, entries * D * Hd)));
+            in.push_back(peep);
+          }
+          return in;
+        };
+        std::vector<attribute> run_attrs = attrs;
+        if (op != "GRU") run_attrs.pop_back();  // linear_before_reset is GRU's
+        const auto batched = run(op, inputs(B, std::nullopt), outputs(B), run_attrs);
+        const auto one_by_one = run(op, inputs(B + 1, i32({B + 1}, {S, S, S, 0})), outputs(B + 1), run_attrs);
+        REQUIRE(batched.size() == one_by_one.size());
+        for (std::size_t k = 0; k < batched.size(); ++k) {
+          const auto want = values<float>(one_by_one[k]);
+          check_close(values<float>(batched[k]), prefix(want, static_cast<std::int64_t>(values<float>(batched[k]).size())),
+                      1e-5f, 1e-6f);
+        }
+        // The length-0 entry: zeros in Y, its initial state in Y_h (and Y_c).
+        const auto y = values<float>(one_by_one[0]);
+        for (std::int64_t i = B * S * D * Hd; i < (B + 1) * S * D * Hd; ++i) CHECK(y[static_cast<std::size_t>(i)] == 0.0f);
+        const auto yh = values<float>(one_by_one[1]);
+        for (std::int64_t i = B * D * Hd; i < (B + 1) * D * Hd; ++i)
+          CHECK(yh[static_cast<std::size_t>(i)] == h0[static_cast<std::size_t>(i)]);
+      }
 }
 
 TEST_CASE("recurrent: F16 inputs compute in F32 - bad weight shapes are errors") {

@@ -5,6 +5,14 @@
 //
 // Steps past a batch entry's sequence length write zeros to Y; Y_h / Y_c hold the state after its
 // last valid step. F16 and F32 are computed in F32, F64 in F64.
+//
+// When every batch entry has the same length (no sequence_lens, or equal ones) a direction runs as
+// GEMMs: the input projection of every time step at once ([seq x batch, input] x W^T), then per
+// step one GEMM of the whole batch's state by R^T (GRU without linear_before_reset: two, the
+// candidate's after the reset gate), and the gate arithmetic over the batch; buffers are made
+// once per call. Directions run in parallel. Otherwise each (direction, batch entry) runs on its
+// own, matrix-vector products per step: entries of different lengths reach a time step at
+// different steps in reverse.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -12,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "ipu/ops/kernels/blas.hpp"
 #include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -166,6 +175,112 @@ void recurrent_kernel(const kernel_context& ctx) {
     if (y) std::fill(y, y + ctx.outputs[0].info().num_elements(), T{});
     const auto H = static_cast<std::size_t>(hidden);
     auto clipped = [&](F v) { return has_clip ? std::clamp(v, static_cast<F>(-clip), static_cast<F>(clip)) : v; };
+
+    bool uniform = true;
+    for (const auto l : lens) uniform = uniform && l == lens.front();
+    if (uniform && batch > 0) {
+      const auto L = lens.front();
+      const auto NB = static_cast<std::size_t>(batch), IN = static_cast<std::size_t>(in_size);
+      const auto rows = static_cast<std::size_t>(seq) * NB;
+      ctx.parallel_for(dirs, [&](std::size_t d0, std::size_t d1) {
+        std::vector<F> xg(rows * GH), rhs(NB * GH), h(NB * H), c(NB * H), hn(NB * H), reset_h(NB * H), cand(NB * H);
+        for (std::size_t dd = d0; dd < d1; ++dd) {
+          const auto d = static_cast<std::int64_t>(dd);
+          const bool reverse = direction == "reverse" || d == 1;
+          const F* w = W.data() + dd * GH * IN;
+          const F* r = R.data() + dd * GH * H;
+          const F* wb = B.empty() ? nullptr : B.data() + dd * 2 * GH;
+          const F* rb = B.empty() ? nullptr : wb + GH;
+          const F* p = P.empty() ? nullptr : P.data() + dd * 3 * H;
+          const rnn_activation* act = acts.data() + dd * acts_per_dir;
+          // Every step's W x + Wb at once; row (t, b) of X is row (t, b) here.
+          for (std::size_t row = 0; row < rows; ++row)
+            for (std::size_t j = 0; j < GH; ++j) xg[row * GH + j] = wb ? wb[j] : F{0};
+          math_ops::gemm<F>(false, true, static_cast<std::int64_t>(rows), static_cast<std::int64_t>(GH), in_size, F{1},
+                            X.data(), in_size, w, in_size, F{1}, xg.data(), static_cast<std::int64_t>(GH));
+          for (std::size_t b = 0; b < NB; ++b) {
+            const auto si = static_cast<std::size_t>(state_index(d, static_cast<std::int64_t>(b)));
+            for (std::size_t k = 0; k < H; ++k) {
+              h[b * H + k] = H0.empty() ? F{0} : H0[si + k];
+              c[b * H + k] = C0.empty() ? F{0} : C0[si + k];
+            }
+          }
+          // R h + Rb for the first `cols` gate rows of R, the whole batch at once.
+          auto recur = [&](std::size_t cols) {
+            for (std::size_t b = 0; b < NB; ++b)
+              for (std::size_t j = 0; j < cols; ++j) rhs[b * GH + j] = rb ? rb[j] : F{0};
+            math_ops::gemm<F>(false, true, batch, static_cast<std::int64_t>(cols), hidden, F{1}, h.data(), hidden, r,
+                              hidden, F{1}, rhs.data(), static_cast<std::int64_t>(GH));
+          };
+          for (std::int64_t step = 0; step < L; ++step) {
+            const std::int64_t t = reverse ? L - 1 - step : step;
+            auto xg_row = [&](std::size_t b) {
+              const auto row = batch_major ? b * static_cast<std::size_t>(seq) + static_cast<std::size_t>(t)
+                                           : static_cast<std::size_t>(t) * NB + b;
+              return xg.data() + row * GH;
+            };
+            if constexpr (Cell == rnn_cell::rnn) {
+              recur(H);
+              for (std::size_t b = 0; b < NB; ++b)
+                for (std::size_t j = 0; j < H; ++j) hn[b * H + j] = act[0](clipped(xg_row(b)[j] + rhs[b * GH + j]));
+            } else if constexpr (Cell == rnn_cell::gru) {
+              recur(lbr ? GH : 2 * H);
+              for (std::size_t b = 0; b < NB; ++b) {
+                F* g = xg_row(b);
+                for (std::size_t j = 0; j < 2 * H; ++j) g[j] = act[0](clipped(g[j] + rhs[b * GH + j]));
+                for (std::size_t k = 0; k < H; ++k) reset_h[b * H + k] = g[H + k] * h[b * H + k];
+              }
+              if (!lbr)  // the candidate's R (r . h), after the reset gate
+                math_ops::gemm<F>(false, true, batch, hidden, hidden, F{1}, reset_h.data(), hidden, r + 2 * H * H, hidden,
+                                  F{0}, cand.data(), hidden);
+              for (std::size_t b = 0; b < NB; ++b) {
+                const F* g = xg_row(b);
+                for (std::size_t j = 0; j < H; ++j) {
+                  const F s = lbr ? g[H + j] * rhs[b * GH + 2 * H + j] : cand[b * H + j] + (rb ? rb[2 * H + j] : F{0});
+                  const F candidate = act[1](clipped(g[2 * H + j] + s));
+                  hn[b * H + j] = (F{1} - g[j]) * candidate + g[j] * h[b * H + j];
+                }
+              }
+            } else {
+              recur(GH);
+              for (std::size_t b = 0; b < NB; ++b) {
+                const F* g = xg_row(b);
+                const F* rr = rhs.data() + b * GH;
+                F* cb = c.data() + b * H;
+                for (std::size_t j = 0; j < H; ++j) {
+                  F gi = g[j] + rr[j], go = g[H + j] + rr[H + j], gf = g[2 * H + j] + rr[2 * H + j],
+                    gc = g[3 * H + j] + rr[3 * H + j];
+                  if (p) gi += p[j] * cb[j], gf += p[2 * H + j] * cb[j];
+                  const F it = act[0](clipped(gi));
+                  const F ft = input_forget ? F{1} - it : act[0](clipped(gf));
+                  const F ct = act[1](clipped(gc));
+                  cb[j] = ft * cb[j] + it * ct;
+                  if (p) go += p[H + j] * cb[j];
+                  const F ot = act[0](clipped(go));
+                  hn[b * H + j] = ot * act[2](cb[j]);
+                }
+              }
+            }
+            std::swap(h, hn);
+            if (y)
+              for (std::size_t b = 0; b < NB; ++b) {
+                const auto bi = static_cast<std::int64_t>(b);
+                const auto at = static_cast<std::size_t>(batch_major ? ((bi * seq + t) * D + d) * hidden
+                                                                     : ((t * D + d) * batch + bi) * hidden);
+                for (std::size_t k = 0; k < H; ++k) y[at + k] = convert<T>(h[b * H + k]);
+              }
+          }
+          for (std::size_t b = 0; b < NB; ++b) {
+            const auto si = static_cast<std::size_t>(state_index(d, static_cast<std::int64_t>(b)));
+            for (std::size_t k = 0; k < H; ++k) {
+              if (yh) yh[si + k] = convert<T>(h[b * H + k]);
+              if (yc) yc[si + k] = convert<T>(c[b * H + k]);
+            }
+          }
+        }
+      });
+      return;
+    }
 
     ctx.parallel_for(dirs * static_cast<std::size_t>(batch), [&](std::size_t begin, std::size_t end) {
       std::vector<F> h(H), c(H), g(GH), rh(GH), hr(H);
