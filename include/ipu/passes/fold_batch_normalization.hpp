@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -62,9 +63,11 @@ inline std::optional<std::vector<double>> known_doubles(const graph& g, tensor_i
   return v;
 }
 
-/// `v` rounded to `type` (F16, F32 or F64), as tensor bytes.
+/// `v` rounded to `type` (F16, F32 or F64), as tensor bytes held by a shared block, so that copies
+/// of the graph share them.
 inline byte_buffer rounded(const std::vector<double>& v, data_type type) {
-  std::vector<std::byte> out(v.size() * size_of(type));
+  auto held = std::make_shared<std::vector<std::byte>>(v.size() * size_of(type));
+  auto& out = *held;
   for (std::size_t i = 0; i < v.size(); ++i) {
     if (type == data_type::F64) std::memcpy(out.data() + 8 * i, &v[i], 8);
     if (type == data_type::F32) {
@@ -76,7 +79,8 @@ inline byte_buffer rounded(const std::vector<double>& v, data_type type) {
       std::memcpy(out.data() + 2 * i, &x, 2);
     }
   }
-  return byte_buffer(std::move(out));
+  const auto* data = out.data();
+  return byte_buffer::share(std::move(held), data, out.size());
 }
 
 inline std::int64_t int_attribute(const op_node& op, std::string_view name, std::int64_t fallback) {

@@ -16,6 +16,7 @@
 // graph runs, as it would have without the pass.
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -52,10 +53,12 @@ inline graph fold_constants(const graph& g, constant_folding_options o = {}) {
   const auto& registry = default_op_registry();
   std::vector<bool> is_output(g.num_tensors(), false);
   for (auto t : g.outputs()) is_output[t] = true;
-  std::unordered_map<tensor_id, host_tensor> folded;
+  // Folded values, each shared by the graph's constant that holds it: later passes and copies of
+  // the graph share the bytes instead of copying them.
+  std::unordered_map<tensor_id, std::shared_ptr<const host_tensor>> folded;
   auto view_of = [&](tensor_id t) -> const_tensor_view {
     const auto& info = g.tensor(t).info;
-    if (const auto it = folded.find(t); it != folded.end()) return it->second.view();
+    if (const auto it = folded.find(t); it != folded.end()) return it->second->view();
     const auto* d = known_data(g, t);
     return d && d->size() == info.num_bytes() ? const_tensor_view(info, d->data()) : const_tensor_view();
   };
@@ -105,8 +108,9 @@ inline graph fold_constants(const graph& g, constant_folding_options o = {}) {
     }
     rw.removed[id] = true;
     for (std::size_t i = 0; i < op.outputs.size(); ++i) {
-      rw.frozen.emplace_back(op.outputs[i], byte_buffer::copy(outs[i].bytes()));
-      folded.emplace(op.outputs[i], std::move(outs[i]));
+      auto held = std::make_shared<const host_tensor>(std::move(outs[i]));
+      rw.frozen.emplace_back(op.outputs[i], byte_buffer::share(held, held->data(), held->bytes().size()));
+      folded.emplace(op.outputs[i], std::move(held));
     }
     any = true;
   }
