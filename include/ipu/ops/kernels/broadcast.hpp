@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/vector_isa.hpp"
 
 namespace ipu::detail::math_ops {
 
@@ -126,7 +127,7 @@ void broadcast_binary(const kernel_context& ctx, const A* a, const shape& sa, co
                       const shape& so, Op op) {
   const auto plan = make_broadcast_plan<2>(ctx, so, {sa, sb});
   const std::int64_t ia = plan.inner_stride(0), ib = plan.inner_stride(1);
-  parallel_blocks(ctx, static_cast<std::size_t>(plan.size), elementwise_grain, [&](std::size_t begin, std::size_t end) {
+  vectorised_blocks(ctx, static_cast<std::size_t>(plan.size), elementwise_grain, [&](std::size_t begin, std::size_t end) {
     for_each_run(plan, static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end),
                  [&](std::int64_t o, const std::array<std::int64_t, 2>& in, std::int64_t len) {
                    O* y = out + o;
@@ -155,7 +156,7 @@ void broadcast_ternary(const kernel_context& ctx, const A* a, const shape& sa, c
                        const shape& sc, O* out, const shape& so, Op op) {
   const auto plan = make_broadcast_plan<3>(ctx, so, {sa, sb, sc});
   const std::int64_t ia = plan.inner_stride(0), ib = plan.inner_stride(1), ic = plan.inner_stride(2);
-  parallel_blocks(ctx, static_cast<std::size_t>(plan.size), elementwise_grain, [&](std::size_t begin, std::size_t end) {
+  vectorised_blocks(ctx, static_cast<std::size_t>(plan.size), elementwise_grain, [&](std::size_t begin, std::size_t end) {
     for_each_run(plan, static_cast<std::int64_t>(begin), static_cast<std::int64_t>(end),
                  [&](std::int64_t o, const std::array<std::int64_t, 3>& in, std::int64_t len) {
                    O* y = out + o;

@@ -14,6 +14,7 @@
 
 #include "ipu/ops/kernels/broadcast.hpp"
 #include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/vector_isa.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::detail::math_ops {
@@ -22,7 +23,7 @@ namespace ipu::detail::math_ops {
 /// y[i] = f(x[i]) over n elements in parallel blocks.
 template <class In, class Out, class F>
 void unary_map(const kernel_context& ctx, const In* x, Out* y, std::size_t n, F f) {
-  parallel_blocks(ctx, n, elementwise_grain, [&](std::size_t b, std::size_t e) {
+  vectorised_blocks(ctx, n, elementwise_grain, [&](std::size_t b, std::size_t e) {
     for (std::size_t i = b; i < e; ++i) y[i] = f(x[i]);
   });
 }

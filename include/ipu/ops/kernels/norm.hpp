@@ -13,6 +13,7 @@
 
 #include "ipu/ops/kernels/broadcast.hpp"
 #include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/vector_isa.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::detail::math_ops {
@@ -41,7 +42,7 @@ template <class T>
 void channel_affine(const kernel_context& ctx, const T* x, T* y, std::int64_t n, std::int64_t c, std::int64_t spatial,
                     const std::vector<double>& a, const std::vector<double>& b) {
   using C = compute_t<T>;
-  parallel_blocks(ctx, static_cast<std::size_t>(n * c), std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(spatial, 1)),
+  vectorised_blocks(ctx, static_cast<std::size_t>(n * c), std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(spatial, 1)),
                   [&](std::size_t p0, std::size_t p1) {
                     for (std::size_t p = p0; p < p1; ++p) {
                       const auto ch = static_cast<std::size_t>(static_cast<std::int64_t>(p) % c);
