@@ -91,6 +91,8 @@ BENCHMARK_CAPTURE(conv, alexnet_conv1_11x11s4, 3, 224, 64, 11, 4, 2, 1)->UseReal
 BENCHMARK_CAPTURE(conv, alexnet_conv3_3x3, 192, 13, 384, 3, 1, 1, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(conv, mobilenet_pointwise_1x1, 96, 56, 24, 1, 1, 0, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(conv, mobilenet_depthwise_3x3, 144, 56, 144, 3, 1, 1, 144)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(conv, mobilenet_depthwise_3x3s2, 144, 56, 144, 3, 2, 1, 144)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(conv, efficientnet_depthwise_5x5, 240, 28, 240, 5, 1, 2, 240)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(conv, resnet_layer1_3x3, 64, 56, 64, 3, 1, 1, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(conv_transpose, resnet_layer1_3x3, 64, 56, 64, 3, 1, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(conv_transpose, resnet_layer2_3x3s2, 128, 28, 64, 3, 2, 1)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -98,7 +100,8 @@ BENCHMARK_CAPTURE(conv_transpose, resnet_layer4_3x3, 512, 7, 512, 3, 1, 1)->UseR
 
 static const int ratios = [] {
   for (const char* name : {"matmul_f32/512", "matmul_f32/1024", "conv/alexnet_conv1_11x11s4", "conv/alexnet_conv3_3x3",
-                           "conv/mobilenet_pointwise_1x1", "conv/mobilenet_depthwise_3x3", "conv/resnet_layer1_3x3",
+                           "conv/mobilenet_pointwise_1x1", "conv/mobilenet_depthwise_3x3", "conv/mobilenet_depthwise_3x3s2",
+                           "conv/efficientnet_depthwise_5x5", "conv/resnet_layer1_3x3",
                            "conv_transpose/resnet_layer1_3x3", "conv_transpose/resnet_layer2_3x3s2",
                            "conv_transpose/resnet_layer4_3x3"})
     ipu::bench::compare(name, "fp32_peak", "gflops");

@@ -162,6 +162,14 @@ TEST_CASE("Conv: pointwise (1x1) and depthwise paths against the definition") {
   // F32 depthwise taps: stride 1 with asymmetric pads and a kernel wider than the pads, stride 2.
   check_conv({.x = {2, 3, 8, 9}, .m = 3, .kernel = {5, 3}, .group = 3, .pads = {2, 0, 1, 2}, .bias = true});
   check_conv({.x = {1, 4, 9, 10}, .m = 4, .kernel = {3, 3}, .group = 4, .strides = {2, 2}, .pads = {1, 1, 1, 1}});
+  // Square kernels summed in registers from a padded plane: 7x7 with uneven pads, 5x5 stride 2 over
+  // an odd width (the odd-column plane is one shorter), pads wider than the kernel (whole rows and
+  // columns of padding), no pads, and stride 2 down the rows with stride 1 along them.
+  check_conv({.x = {1, 3, 11, 13}, .m = 3, .kernel = {7, 7}, .group = 3, .pads = {3, 2, 1, 3}, .bias = true});
+  check_conv({.x = {2, 2, 15, 17}, .m = 2, .kernel = {5, 5}, .group = 2, .strides = {2, 2}, .pads = {2, 2, 2, 2}});
+  check_conv({.x = {1, 2, 6, 7}, .m = 2, .kernel = {3, 3}, .group = 2, .pads = {4, 3, 2, 5}, .bias = true});
+  check_conv({.x = {1, 2, 6, 7}, .m = 2, .kernel = {3, 3}, .group = 2});
+  check_conv({.x = {1, 3, 10, 9}, .m = 3, .kernel = {5, 5}, .group = 3, .strides = {2, 1}, .pads = {1, 2, 2, 1}});
 }
 
 TEST_CASE("Conv: kernels longer than the output (the weight gradient's shape) against the definition") {

@@ -21,6 +21,7 @@
 #include "ipu/ops/kernels/conv_dnnl.hpp"
 #include "ipu/ops/kernels/gemm.hpp"
 #include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/vector_isa.hpp"
 #include "ipu/ops/kernels/window.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -308,12 +309,72 @@ inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, 
   return true;
 }
 
-/// F32 depthwise 2-D convolution (one input and one output channel per group, no dilation): each
-/// output plane starts as its bias and gains one shifted, scaled copy of its input plane per tap,
-/// rows at a time, which the compiler vectorises for stride 1. Both planes stay in cache while the
-/// taps pass over them. oneDNN's convolution reorders in and out of its blocked layout around
-/// very little arithmetic here (bench_kernels conv/mobilenet_depthwise_3x3, one thread: 4.56 ms
-/// through oneDNN; see benchmarks/README.md for this kernel's). Planes are shared out whole.
+/// One output plane of a K x K depthwise convolution from a zero-padded input plane: each output
+/// element is its bias plus the taps in row-major order, summed in a register. With K fixed, the
+/// compiler unrolls the taps and vectorises along the output row. Stride 1 reads `xp`, rows of
+/// `pw` columns; stride 2 reads the padded plane's even and odd columns split into two planes
+/// (`xp` and `xp + ph * pw`, rows of `pw` columns each), so that every tap reads consecutive
+/// elements.
+template <int K, int SW>
+void depthwise_plane(const float* xp, std::int64_t ph, std::int64_t pw, const float* w, float bias, float* y,
+                     std::int64_t oh, std::int64_t ow, std::int64_t sh) {
+  float wk[K * K];  // a local copy: stores to y cannot alias it, so it stays in registers
+  for (int i = 0; i < K * K; ++i) wk[i] = w[i];
+  for (std::int64_t o = 0; o < oh; ++o) {
+    const float* x0 = xp + o * sh * pw;
+    const float* x1 = SW == 2 ? x0 + ph * pw : nullptr;
+    float* yr = y + o * ow;
+    for (std::int64_t q = 0; q < ow; ++q) {
+      float acc = bias;
+      for (int a = 0; a < K; ++a)
+        for (int b = 0; b < K; ++b) {
+          if constexpr (SW == 1) acc += wk[a * K + b] * x0[a * pw + q + b];
+          else acc += wk[a * K + b] * (b % 2 == 0 ? x0[a * pw + q + b / 2] : x1[a * pw + q + b / 2]);
+        }
+      yr[q] = acc;
+    }
+  }
+}
+
+/// Copies input plane `x` ([ih, iw]) into the zero-padded plane `out` that depthwise_plane<K, sw>
+/// reads: `ph` rows from input row -pad_h, `padded_cols` columns from -pad_w; for stride 2, even
+/// columns then odd columns as two planes of `pw` columns, through `line` (2 * pw floats).
+inline void pad_plane(const float* x, std::int64_t ih, std::int64_t iw, std::int64_t pad_h, std::int64_t pad_w,
+                      std::int64_t sw, float* out, std::int64_t ph, std::int64_t pw, std::int64_t padded_cols,
+                      float* line) {
+  // Input columns [c0, c1) of the padded row are read from the input; the rest are zeros.
+  const std::int64_t c0 = std::min<std::int64_t>(pad_w, padded_cols), c1 = std::min<std::int64_t>(padded_cols, pad_w + iw);
+  for (std::int64_t r = 0; r < ph; ++r) {
+    float* even = out + r * pw;
+    float* odd = sw == 2 ? even + ph * pw : nullptr;
+    const std::int64_t xr = r - pad_h;
+    if (xr < 0 || xr >= ih) {
+      std::fill(even, even + pw, 0.0f);
+      if (sw == 2) std::fill(odd, odd + pw, 0.0f);
+      continue;
+    }
+    const float* row = x + xr * iw;  // padded column col is row[col - pad_w], for col in [c0, c1)
+    // Stride 2 pads the row into `line` first, then splits it without a test per element.
+    float* padded = sw == 1 ? even : line;
+    std::fill(padded, padded + c0, 0.0f);
+    if (c1 > c0) std::copy(row + (c0 - pad_w), row + (c1 - pad_w), padded + c0);
+    std::fill(padded + c1, padded + pw * sw, 0.0f);
+    if (sw == 2)
+      for (std::int64_t j = 0; j < pw; ++j) {
+        even[j] = line[2 * j];
+        odd[j] = line[2 * j + 1];
+      }
+  }
+}
+
+/// F32 depthwise 2-D convolution (one input and one output channel per group, no dilation).
+/// Square 3x3, 5x5 and 7x7 kernels copy each input plane into a zero-padded scratch plane and sum
+/// each output's taps in a register (depthwise_plane); other kernels start each output plane as its
+/// bias and add one shifted, scaled copy of the input plane per tap. Either way the taps are added
+/// in the same order, and the planes stay in cache. oneDNN's convolution reorders in and out of its
+/// blocked layout around very little arithmetic here (bench_kernels conv/mobilenet_depthwise_3x3,
+/// one thread: 4.56 ms through oneDNN; see benchmarks/README.md for this kernel's). Planes are
+/// shared out whole.
 inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
                            std::int64_t m, std::int64_t group) {
   if (group != c || m != c || g.rank != 2 || g.dilation[1] != 1 || g.dilation[2] != 1) return false;
@@ -323,14 +384,33 @@ inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, 
   float* y = ctx.outputs[0].as<float>().data();
   const std::int64_t ih = g.in[1], iw = g.in[2], oh = g.out[1], ow = g.out[2], kh = g.kernel[1], kw = g.kernel[2];
   const std::int64_t sh = g.stride[1], sw = g.stride[2];
+  if (oh <= 0 || ow <= 0) return true;  // no outputs
   const std::int64_t grain = std::max<std::int64_t>(1, 16384 / std::max<std::int64_t>(1, oh * ow * kh * kw));
-  parallel_blocks(ctx, static_cast<std::size_t>(n * c), static_cast<std::size_t>(grain), [&](std::size_t p0, std::size_t p1) {
+  // The padded plane holds exactly the rows and columns the outputs read.
+  const std::int64_t ph = (oh - 1) * sh + kh, padded_cols = (ow - 1) * sw + kw;
+  const std::int64_t pw = sw == 1 ? padded_cols : (padded_cols + 1) / 2;
+  const bool register_taps = kh == kw && (kh == 3 || kh == 5 || kh == 7) && (sw == 1 || sw == 2);
+  vectorised_blocks(ctx, static_cast<std::size_t>(n * c), static_cast<std::size_t>(grain), [&](std::size_t p0, std::size_t p1) {
     for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
       const std::int64_t ch = p % c;
       const float* xp = x + p * ih * iw;
       const float* wp = w + ch * kh * kw;
       float* yp = y + p * oh * ow;
-      std::fill(yp, yp + oh * ow, bias ? bias[ch] : 0.0f);
+      const float b0 = bias ? bias[ch] : 0.0f;
+      if (register_taps) {
+        auto padded = scratch<float, 5>(static_cast<std::size_t>(ph * pw * sw));
+        auto line = scratch<float, 6>(static_cast<std::size_t>(2 * pw));
+        pad_plane(xp, ih, iw, g.pad_begin[1], g.pad_begin[2], sw, padded.data(), ph, pw, padded_cols, line.data());
+        const auto plane = [&]<int K>() {
+          if (sw == 1) depthwise_plane<K, 1>(padded.data(), ph, pw, wp, b0, yp, oh, ow, sh);
+          else depthwise_plane<K, 2>(padded.data(), ph, pw, wp, b0, yp, oh, ow, sh);
+        };
+        if (kh == 3) plane.template operator()<3>();
+        else if (kh == 5) plane.template operator()<5>();
+        else plane.template operator()<7>();
+        continue;
+      }
+      std::fill(yp, yp + oh * ow, b0);
       for (std::int64_t a = 0; a < kh; ++a) {
         const auto rows = g.valid_range(1, a);
         for (std::int64_t b = 0; b < kw; ++b) {
