@@ -16,6 +16,7 @@ namespace {
 
 using ipu::detail::math_ops::exp_vectorisable;
 using ipu::detail::math_ops::sigmoid_vectorisable;
+using ipu::detail::math_ops::tanh_vectorisable;
 
 /// |got - want| in units of the float spacing at `want` (denormal results: of the smallest normal's).
 double ulps(float got, double want) {
@@ -73,6 +74,21 @@ TEST_CASE("sigmoid_vectorisable: within 3 ulp of 1 / (1 + e^-x), small values ke
   CHECK(std::isnan(sigmoid_vectorisable(std::numeric_limits<float>::quiet_NaN())));
   // e^-30 / (1 + e^-30) is 9.36e-14: 1 - sigmoid(30) would have rounded it to 0.
   CHECK(ulps(sigmoid_vectorisable(-30.0f), 1.0 / (1.0 + std::exp(30.0))) <= 3.0);
+}
+
+TEST_CASE("tanh_vectorisable: within 3 ulp of tanh, odd, small values keep their digits") {
+  double worst = 0;
+  sweep(20.0f, [&](float x) { worst = std::max(worst, ulps(tanh_vectorisable(x), std::tanh(static_cast<double>(x)))); });
+  // Either side of the switch from the series to the exponential form, and tiny values.
+  for (float x : {0.39999998f, 0.4f, 0.40000004f, -0.4f, 1e-20f, -3e-8f, 1e-3f})
+    worst = std::max(worst, ulps(tanh_vectorisable(x), std::tanh(static_cast<double>(x))));
+  CHECK(worst <= 3.0);
+  CHECK(tanh_vectorisable(0.0f) == 0.0f);
+  CHECK(std::signbit(tanh_vectorisable(-0.0f)));
+  CHECK(tanh_vectorisable(std::numeric_limits<float>::infinity()) == 1.0f);
+  CHECK(tanh_vectorisable(-std::numeric_limits<float>::infinity()) == -1.0f);
+  CHECK(tanh_vectorisable(100.0f) == 1.0f);
+  CHECK(std::isnan(tanh_vectorisable(std::numeric_limits<float>::quiet_NaN())));
 }
 
 }  // namespace test_fast_math

@@ -39,6 +39,12 @@ C sigmoid(C x) noexcept {
 }
 
 template <class C>
+C tanh_of(C x) noexcept {
+  if constexpr (std::is_same_v<C, float>) return tanh_vectorisable(x);
+  return std::tanh(x);
+}
+
+template <class C>
 C softplus(C x) noexcept {
   return x > C{0} ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
 }
@@ -112,7 +118,7 @@ inline void hard_swish_kernel(const kernel_context& ctx) {
 }
 
 inline void tanh_kernel(const kernel_context& ctx) {
-  activation_map(ctx, float_types, [](auto x) { return std::tanh(x); });
+  activation_map(ctx, float_types, [](auto x) { return tanh_of(x); });
 }
 
 inline void erf_kernel(const kernel_context& ctx) {
@@ -136,7 +142,7 @@ template <class C>
 C gelu(C x, bool tanh_approximation) noexcept {
   if (tanh_approximation) {
     const C k = static_cast<C>(0.7978845608028654);  // sqrt(2 / pi)
-    return C{0.5} * x * (C{1} + std::tanh(k * (x + static_cast<C>(0.044715) * x * x * x)));
+    return C{0.5} * x * (C{1} + tanh_of(k * (x + static_cast<C>(0.044715) * x * x * x)));
   }
   return C{0.5} * x * (C{1} + std::erf(x * static_cast<C>(0.7071067811865476)));
 }

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "ipu/ops/kernels/blas.hpp"
+#include "ipu/ops/kernels/fast_math.hpp"
 #include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -37,8 +38,12 @@ struct rnn_activation {
     const auto a = static_cast<F>(alpha), b = static_cast<F>(beta);
     switch (k) {
       case relu: return x > 0 ? x : F{0};
-      case tanh_: return std::tanh(x);
-      case sigmoid: return F{1} / (F{1} + std::exp(-x));
+      case tanh_:
+        if constexpr (std::is_same_v<F, float>) return math_ops::tanh_vectorisable(x);
+        else return std::tanh(x);
+      case sigmoid:
+        if constexpr (std::is_same_v<F, float>) return math_ops::sigmoid_vectorisable(x);
+        else return F{1} / (F{1} + std::exp(-x));
       case affine: return a * x + b;
       case leaky_relu: return x >= 0 ? x : a * x;
       case thresholded_relu: return x > a ? x : F{0};
@@ -49,6 +54,23 @@ struct rnn_activation {
       case softplus: return std::log1p(std::exp(x));
     }
     return x;
+  }
+
+  /// v[i] = f(v[i]) for n values, the function chosen once so that the loop vectorises for F32's
+  /// sigmoid and tanh, the cells' defaults.
+  template <class F>
+  void apply(F* v, std::size_t n) const {
+    if constexpr (std::is_same_v<F, float>) {
+      if (k == sigmoid) {
+        for (std::size_t i = 0; i < n; ++i) v[i] = math_ops::sigmoid_vectorisable(v[i]);
+        return;
+      }
+      if (k == tanh_) {
+        for (std::size_t i = 0; i < n; ++i) v[i] = math_ops::tanh_vectorisable(v[i]);
+        return;
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i) v[i] = (*this)(v[i]);
   }
 };
 
@@ -221,13 +243,17 @@ void recurrent_kernel(const kernel_context& ctx) {
             };
             if constexpr (Cell == rnn_cell::rnn) {
               recur(H);
-              for (std::size_t b = 0; b < NB; ++b)
-                for (std::size_t j = 0; j < H; ++j) hn[b * H + j] = act[0](clipped(xg_row(b)[j] + rhs[b * GH + j]));
+              for (std::size_t b = 0; b < NB; ++b) {
+                F* out = hn.data() + b * H;
+                for (std::size_t j = 0; j < H; ++j) out[j] = clipped(xg_row(b)[j] + rhs[b * GH + j]);
+                act[0].apply(out, H);
+              }
             } else if constexpr (Cell == rnn_cell::gru) {
               recur(lbr ? GH : 2 * H);
               for (std::size_t b = 0; b < NB; ++b) {
                 F* g = xg_row(b);
-                for (std::size_t j = 0; j < 2 * H; ++j) g[j] = act[0](clipped(g[j] + rhs[b * GH + j]));
+                for (std::size_t j = 0; j < 2 * H; ++j) g[j] = clipped(g[j] + rhs[b * GH + j]);
+                act[0].apply(g, 2 * H);
                 for (std::size_t k = 0; k < H; ++k) reset_h[b * H + k] = g[H + k] * h[b * H + k];
               }
               if (!lbr)  // the candidate's R (r . h), after the reset gate
@@ -235,30 +261,45 @@ void recurrent_kernel(const kernel_context& ctx) {
                                   F{0}, cand.data(), hidden);
               for (std::size_t b = 0; b < NB; ++b) {
                 const F* g = xg_row(b);
+                F* candidate = cand.data() + b * H;  // the candidate's R (r . h) when not lbr, read first
                 for (std::size_t j = 0; j < H; ++j) {
-                  const F s = lbr ? g[H + j] * rhs[b * GH + 2 * H + j] : cand[b * H + j] + (rb ? rb[2 * H + j] : F{0});
-                  const F candidate = act[1](clipped(g[2 * H + j] + s));
-                  hn[b * H + j] = (F{1} - g[j]) * candidate + g[j] * h[b * H + j];
+                  const F s = lbr ? g[H + j] * rhs[b * GH + 2 * H + j] : candidate[j] + (rb ? rb[2 * H + j] : F{0});
+                  candidate[j] = clipped(g[2 * H + j] + s);
                 }
+                act[1].apply(candidate, H);
+                for (std::size_t j = 0; j < H; ++j) hn[b * H + j] = (F{1} - g[j]) * candidate[j] + g[j] * h[b * H + j];
               }
             } else {
               recur(GH);
+              // Gate by gate over the hidden units (i, o, f, c as ONNX orders them), each activation
+              // a loop of its own so that it vectorises; the same arithmetic, in the same order, as
+              // the entry-by-entry path below.
               for (std::size_t b = 0; b < NB; ++b) {
                 const F* g = xg_row(b);
-                const F* rr = rhs.data() + b * GH;
+                F* rr = rhs.data() + b * GH;  // becomes the gates
+                F* gi = rr;
+                F* go = rr + H;
+                F* gf = rr + 2 * H;
+                F* gc = rr + 3 * H;
                 F* cb = c.data() + b * H;
-                for (std::size_t j = 0; j < H; ++j) {
-                  F gi = g[j] + rr[j], go = g[H + j] + rr[H + j], gf = g[2 * H + j] + rr[2 * H + j],
-                    gc = g[3 * H + j] + rr[3 * H + j];
-                  if (p) gi += p[j] * cb[j], gf += p[2 * H + j] * cb[j];
-                  const F it = act[0](clipped(gi));
-                  const F ft = input_forget ? F{1} - it : act[0](clipped(gf));
-                  const F ct = act[1](clipped(gc));
-                  cb[j] = ft * cb[j] + it * ct;
-                  if (p) go += p[H + j] * cb[j];
-                  const F ot = act[0](clipped(go));
-                  hn[b * H + j] = ot * act[2](cb[j]);
-                }
+                F* out = hn.data() + b * H;
+                for (std::size_t j = 0; j < GH; ++j) rr[j] = g[j] + rr[j];
+                if (p)
+                  for (std::size_t j = 0; j < H; ++j) gi[j] += p[j] * cb[j], gf[j] += p[2 * H + j] * cb[j];
+                for (std::size_t j = 0; j < H; ++j) gi[j] = clipped(gi[j]), gf[j] = clipped(gf[j]), gc[j] = clipped(gc[j]);
+                act[0].apply(gi, H);
+                if (input_forget)
+                  for (std::size_t j = 0; j < H; ++j) gf[j] = F{1} - gi[j];
+                else
+                  act[0].apply(gf, H);
+                act[1].apply(gc, H);
+                for (std::size_t j = 0; j < H; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+                if (p)
+                  for (std::size_t j = 0; j < H; ++j) go[j] += p[H + j] * cb[j];
+                for (std::size_t j = 0; j < H; ++j) go[j] = clipped(go[j]), out[j] = cb[j];
+                act[0].apply(go, H);
+                act[2].apply(out, H);
+                for (std::size_t j = 0; j < H; ++j) out[j] = go[j] * out[j];
               }
             }
             std::swap(h, hn);
