@@ -83,7 +83,7 @@ TEST_CASE("every row has a cost rule; every op with a kernel a shape rule, but f
                                                "Einsum",
                                                // activations and element-wise functions
                                                "Elu", "Selu", "Celu", "HardSigmoid", "HardSwish", "Softsign", "Mish",
-                                               "Gelu", "com.microsoft:Gelu", "ai.graphcore:Gelu", "PRelu",
+                                               "Gelu", "com.microsoft:Gelu", "ai.graphcore:Gelu", "ai.graphcore:Swish", "PRelu",
                                                "ThresholdedRelu", "Shrink", "Reciprocal", "Sin", "Cos", "Max", "Min",
                                                "Sum", "Mean",
                                                // reductions, data movement, losses

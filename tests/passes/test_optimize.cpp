@@ -15,7 +15,7 @@ namespace test_optimize {
 TEST_CASE("pass lists: default, none, names in order; unknown and empty names refused with the list") {
   const auto all = ipu::passes::default_passes();
   CHECK(all == std::vector<std::string>{"eliminate-dead-code", "fold-constants", "fold-batch-normalization",
-                                        "fuse-layer-normalization"});
+                                        "fuse-layer-normalization", "fuse-swish"});
   CHECK(ipu::passes::parse_pass_list("default") == all);
   CHECK(ipu::passes::parse_pass_list("none").empty());
   CHECK(ipu::passes::parse_pass_list("fold-constants,eliminate-dead-code") ==

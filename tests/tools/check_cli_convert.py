@@ -75,7 +75,7 @@ def outputs(model_file, name, *flags):
 # ipu convert, every pass: one Conv, no BatchNormalization, Neg or dead Sigmoid left.
 j = json.loads(run("convert", path("model.onnx"), "-o", path("opt.onnx"), "--json").stdout)
 expect([p["pass"] for p in j["passes"]] == ["eliminate-dead-code", "fold-constants", "fold-batch-normalization",
-                                          "fuse-layer-normalization"], f"convert's default passes: {j['passes']}")
+                                          "fuse-layer-normalization", "fuse-swish"], f"convert's default passes: {j['passes']}")
 expect(j["ops_before"] == 6 and j["ops_after"] == 3, f"convert: ops {j['ops_before']} -> {j['ops_after']}, want 6 -> 3")
 opt = onnx.load(path("opt.onnx"))
 onnx.checker.check_model(opt)

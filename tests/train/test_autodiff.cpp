@@ -441,7 +441,7 @@ TEST_CASE("Einsum: products, sums, transposes, outer products, implicit outputs,
                        ipu::error);
 }
 
-TEST_CASE("activations: Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, Mish, Gelu, PRelu, ThresholdedRelu, Shrink") {
+TEST_CASE("activations: Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, Mish, Gelu, Swish, PRelu, ThresholdedRelu, Shrink") {
   using B = ipu::builder;
   using V = const std::vector<tensor_id>&;
   check_gradients("Elu", {{{9}, -2, 2}}, [](B& b, V x) { return op(b, "Elu", {x[0]}, {attr("alpha", 0.7f)}); });
@@ -461,6 +461,8 @@ TEST_CASE("activations: Elu, Selu, Celu, HardSigmoid, HardSwish, Softsign, Mish,
                   [](B& b, V x) { return op(b, "Gelu", {x[0]}, {}, {.opset = 1, .domain = "com.microsoft"}); });
   check_gradients("ai.graphcore Gelu", {{{7}, -3, 3}},
                   [](B& b, V x) { return op(b, "Gelu", {x[0]}, {}, {.opset = 1, .domain = "ai.graphcore"}); });
+  check_gradients("ai.graphcore Swish", {{{9}, -4, 4}},
+                  [](B& b, V x) { return op(b, "Swish", {x[0]}, {}, {.opset = 1, .domain = "ai.graphcore"}); });
   check_gradients("PRelu, slope per channel", {{{2, 3, 4}}, {{3, 1}}}, [](B& b, V x) { return op(b, "PRelu", {x[0], x[1]}); });
   check_gradients("PRelu, slope per last axis", {{{2, 3, 4}}, {{4}}}, [](B& b, V x) { return op(b, "PRelu", {x[0], x[1]}); });
   check_gradients("PRelu, one slope", {{{2, 3}}, {{1}}}, [](B& b, V x) { return op(b, "PRelu", {x[0], x[1]}); });

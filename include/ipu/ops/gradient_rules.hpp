@@ -960,6 +960,13 @@ constexpr void mish(gradient_context& c) {
   const auto one_minus = c.add("Sub", {c.scalar(1, x), c.add("Mul", {t, t})});
   times(c, c.add("Add", {t, c.add("Mul", {c.add("Mul", {x, one_minus}), c.add("Sigmoid", {x})})}));
 }
+/// Swish, x * sigmoid(x): s + x * s * (1 - s) with s = sigmoid(x).
+constexpr void swish(gradient_context& c) {
+  const auto x = c.input(0);
+  const auto s = c.add("Sigmoid", {x});
+  const auto one_minus = c.add("Sub", {c.scalar(1, x), s});
+  times(c, c.add("Add", {s, c.add("Mul", {c.add("Mul", {x, s}), one_minus})}));
+}
 /// Gelu, x * Phi(x): Phi(x) + x * phi(x) exactly; with the tanh approximation
 /// 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 a x^2), t = tanh(k (x + a x^3)).
 constexpr void gelu_with(gradient_context& c, bool tanh_approximation) {

@@ -26,6 +26,7 @@
 #include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/known_values.hpp"
+#include "ipu/passes/pattern.hpp"
 #include "ipu/passes/rewrite.hpp"
 
 namespace ipu::passes {
@@ -37,16 +38,6 @@ struct layer_norm_fusion_options {
 };
 
 namespace detail {
-constexpr bool is_onnx_op(const op_node& op, std::string_view type) {
-  return op.type == type && (op.domain.empty() || op.domain == "ai.onnx");
-}
-
-/// The op that alone reads `t` (which is no graph output), or no_op.
-constexpr op_id sole_reader(const graph& g, tensor_id t, const std::vector<bool>& is_output) {
-  const auto& c = g.tensor(t).consumers;
-  return c.size() == 1 && !is_output[t] ? c.front() : no_op;
-}
-
 /// The first normalised axis when ReduceMean `op` keeps its dimensions and averages a trailing run
 /// of axes of its input; nullopt otherwise.
 constexpr std::optional<std::size_t> trailing_reduce_mean(const graph& g, const op_node& op) {
@@ -74,14 +65,6 @@ constexpr std::optional<std::size_t> trailing_reduce_mean(const graph& g, const 
   for (std::size_t i = 0; i < axes.size(); ++i)
     if (axes[i] != rank - static_cast<std::int64_t>(axes.size() - i)) return std::nullopt;
   return static_cast<std::size_t>(axes.front());
-}
-
-/// The operand of binary op `op` other than `t`, when `t` is one of its two inputs.
-constexpr tensor_id other_operand(const op_node& op, tensor_id t) {
-  if (op.inputs.size() != 2 || op.outputs.size() != 1) return no_tensor;
-  if (op.inputs[0] == t && op.inputs[1] != t) return op.inputs[1];
-  if (op.inputs[1] == t && op.inputs[0] != t) return op.inputs[0];
-  return no_tensor;
 }
 
 /// Whether `p` (Scale or B) spans only the normalised axes `from`.. of `x`, with X's type.

@@ -15,6 +15,7 @@
 #include "ipu/passes/fold_batch_normalization.hpp"
 #include "ipu/passes/fold_constants.hpp"
 #include "ipu/passes/fuse_layer_normalization.hpp"
+#include "ipu/passes/fuse_swish.hpp"
 
 namespace ipu::passes {
 
@@ -34,6 +35,7 @@ inline const std::vector<pass_info>& all_passes() {
        [](const graph& g) { return fold_batch_normalization(g); }},
       {"fuse-layer-normalization", "fuse layer normalisation written out as nine ONNX ops into LayerNormalization",
        [](const graph& g) { return fuse_layer_normalization(g); }},
+      {"fuse-swish", "fuse Sigmoid(x) times x (SiLU) into ai.graphcore Swish", [](const graph& g) { return fuse_swish(g); }},
   };
   return passes;
 }

@@ -47,6 +47,10 @@ inline constexpr op_def activation[] = {
      detail::grad::gelu_exact},
     {"ai.graphcore", "Gelu", detail::infer::unary_float, detail::cost_rules::transcendental_plus, {},
      detail::grad::gelu_tanh},
+    // x * sigmoid(x) (SiLU), as PopART's ai.graphcore Swish; the fuse-swish pass makes it from
+    // Sigmoid and Mul.
+    {"ai.graphcore", "Swish", detail::infer::unary_float, detail::cost_rules::transcendental_plus, elementwise_op,
+     detail::grad::swish},
     {"", "Shrink", detail::infer::unary, detail::cost_rules::two_op_elementwise, {},
      detail::grad::shrink},
 };

@@ -101,6 +101,17 @@ inline void sigmoid_kernel(const kernel_context& ctx) {
   activation_map(ctx, float_types, [](auto x) { return sigmoid(x); });
 }
 
+/// ai.graphcore Swish, x * sigmoid(x), with the sigmoid rounded to the element type as the
+/// Sigmoid op's output is: the fused op gives the bits that Sigmoid then Mul give.
+inline void swish_kernel(const kernel_context& ctx) {
+  const auto x = ctx.input(0);
+  const auto y = output(ctx, 0);
+  visit(float_types, x.info().type, ctx, [&]<class T>() {
+    unary_map(ctx, x.as<T>().data(), y.as<T>().data(), x.as<T>().size(),
+              [](T v) { return narrow<T>(widen(v) * widen(narrow<T>(sigmoid(widen(v))))); });
+  });
+}
+
 inline void hard_sigmoid_kernel(const kernel_context& ctx) {
   const double alpha = ctx.attr_float("alpha", 0.2f);
   const double beta = ctx.attr_float("beta", 0.5f);
@@ -240,6 +251,7 @@ inline void register_activation_kernels(op_registry& r) {
   r.add({"", "Gelu", &gelu_kernel});
   r.add({"com.microsoft", "Gelu", &gelu_erf_kernel});
   r.add({"ai.graphcore", "Gelu", &gelu_tanh_kernel});
+  r.add({"ai.graphcore", "Swish", &swish_kernel});
   r.add({"", "Shrink", &shrink_kernel});
 }
 
