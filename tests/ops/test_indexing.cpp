@@ -154,6 +154,7 @@ TEST_CASE("indexing: Unique along an axis compares whole slices") {
   CHECK(values<std::int32_t>(kept[0]) == std::vector<std::int32_t>{1, 0, 2, 3});
   CHECK(values<std::int64_t>(kept[2]) == std::vector<std::int64_t>{0, 1, 0});
   CHECK_THROWS_AS(run("Unique", {c}, outs, {attr("axis", 2)}), ipu::error);
+  CHECK_THROWS_WITH_AS(run("Unique", {c}, outs, {attr("sort", 0)}), doctest::Contains("attribute 'sort'"), ipu::error);
 }
 
 TEST_CASE("indexing: NonZero lists the indices of non-zero elements, axis by axis") {
@@ -165,6 +166,8 @@ TEST_CASE("indexing: NonZero lists the indices of non-zero elements, axis by axi
         std::vector<std::int64_t>{2, 3});
   CHECK(run1("NonZero", {i32({}, {5})}, info(data_type::S64, {0, 1})).info().num_elements() == 0);
   CHECK_THROWS_AS(run1("NonZero", {i32({3}, {0, 1, 2})}, info(data_type::S64, {1, 3})), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("NonZero", {i32({3}, {0, 1, 2})}, info(data_type::S64, {1, 2}), {attr("axis", 0)}),
+                       doctest::Contains("remove it"), ipu::error);
 }
 
 }  // namespace test_indexing

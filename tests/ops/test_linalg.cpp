@@ -27,6 +27,8 @@ TEST_CASE("Det over a batch of matrices, in F16, and of empty matrices") {
   CHECK_THROWS_AS(run1("Det", {f32({2, 3}, {1, 2, 3, 4, 5, 6})}, {data_type::F32, {}}), ipu::error);
   CHECK_THROWS_AS(run1("Det", {f32({2, 2}, {1, 2, 3, 4})}, {data_type::F32, {1}}), ipu::error);
   CHECK_THROWS_AS(run1("Det", {i32({2, 2}, {1, 2, 3, 4})}, {data_type::S32, {}}), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("Det", {f32({2, 2}, {1, 2, 3, 4})}, {data_type::F32, {}}, {{"axis", std::int64_t{0}}}),
+                       doctest::Contains("attribute 'axis'"), ipu::error);
 }
 
 }  // namespace test_linalg

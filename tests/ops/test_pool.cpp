@@ -268,6 +268,9 @@ TEST_CASE("MaxUnpool: refuses indices outside the unpooled tensor, a smaller out
   CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, idx}, {data_type::F32, {1, 1, 4, 4}},
                             {{"kernel_shape", ints{2, 2}}, {"pads", ints{huge, 0, huge, 0}}}),
                        doctest::Contains("no valid unpooled size"), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, idx}, {data_type::F32, {1, 1, 4, 4}},
+                            {{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}, {"storage_order", std::int64_t{1}}}),
+                       doctest::Contains("attribute 'storage_order'"), ipu::error);
 }
 
 }  // namespace test_pool

@@ -62,6 +62,10 @@ TEST_CASE("vision: NonMaxSuppression refuses bad attributes, thresholds and decl
   CHECK_THROWS_WITH_AS(run1("NonMaxSuppression", {spec_boxes(), spec_scores(), i64({1}, {3})}, selected(3),
                             {attr("center_point_box", 2)}),
                        doctest::Contains("center_point_box"), ipu::error);
+  // A misspelt attribute is refused rather than ignored.
+  CHECK_THROWS_WITH_AS(run1("NonMaxSuppression", {spec_boxes(), spec_scores(), i64({1}, {3})}, selected(3),
+                            {attr("centre_point_box", 1)}),
+                       doctest::Contains("attribute 'centre_point_box' is not one of NonMaxSuppression's"), ipu::error);
   CHECK_THROWS_WITH_AS(run1("NonMaxSuppression", {spec_boxes(), spec_scores(), i64({1}, {3}), f32({1}, {1.5f})}, selected(3)),
                        doctest::Contains("iou_threshold"), ipu::error);
   CHECK_THROWS_WITH_AS(run1("NonMaxSuppression", {spec_boxes(), spec_scores(), i64({1}, {3}), f32({1}, {0.5f})}, selected(2)),
@@ -106,6 +110,8 @@ TEST_CASE("vision: RoiAlign picks each region's image and refuses what it cannot
                        doctest::Contains("batch index 2"), ipu::error);
   CHECK_THROWS_WITH_AS(run1("RoiAlign", {x, rois, i64({2}, {0, 0})}, f32_info({2, 1, 1, 1}), {attr("mode", "median")}),
                        doctest::Contains("mode"), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("RoiAlign", {x, rois, i64({2}, {0, 0})}, f32_info({2, 1, 1, 1}), {attr("aligned", 1)}),
+                       doctest::Contains("attribute 'aligned'"), ipu::error);
   CHECK_THROWS_WITH_AS(run1("RoiAlign", {x, f32({2, 4}, {0, 0, 1e30f, 2, 0, 0, 2, 2}), i64({2}, {0, 0})},
                             f32_info({2, 1, 1, 1})),
                        doctest::Contains("sampling grid"), ipu::error);
@@ -147,9 +153,13 @@ TEST_CASE("vision: GridSample padding modes outside the image, and one spatial a
         std::vector<float>{10, 15, 2, 2.5f});
   CHECK_THROWS_WITH_AS(run1("GridSample", {x, grid}, f32_info({1, 1, 1, 2}), {attr("padding_mode", "wrap")}),
                        doctest::Contains("padding_mode"), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("GridSample", {x, grid}, f32_info({1, 1, 1, 2}), {attr("align_corner", 1)}),
+                       doctest::Contains("attribute 'align_corner'"), ipu::error);
   CHECK_THROWS_WITH_AS(run1("GridSample", {x, grid}, f32_info({1, 1, 1, 2}), {attr("mode", "area")}),
                        doctest::Contains("mode"), ipu::error);
   CHECK_THROWS_AS(run1("GridSample", {x, f32({1, 1, 2, 3}, {0, 0, 0, 0, 0, 0})}, f32_info({1, 1, 1, 2})), ipu::error);
+  // An empty batch samples nothing.
+  CHECK(run1("GridSample", {f32({0, 1, 2, 2}, {}), f32({0, 1, 1, 2}, {})}, f32_info({0, 1, 1, 1})).info().num_elements() == 0);
 }
 
 }  // namespace test_vision

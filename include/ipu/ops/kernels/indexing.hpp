@@ -314,6 +314,7 @@ int unique_compare(T a, T b) {
 /// `axis`, sorted ascending (slices lexicographically) or, with sorted=0, in order of first
 /// occurrence; with the first occurrence, the inverse mapping and the count of each.
 inline void unique_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {"axis", "sorted"});
   const auto x = ctx.input(0);
   const auto& xs = x.info().shape;
   const bool sorted = ctx.attr_int("sorted", 1) != 0;
@@ -404,6 +405,7 @@ inline void unique_kernel(const kernel_context& ctx) {
 /// NonZero: the indices of the non-zero elements, [rank, count], in row-major order (a scalar
 /// gives [0, count]).
 inline void non_zero_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {});
   const auto x = ctx.input(0);
   const auto& xs = x.info().shape;
   const auto total = xs.num_elements();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::detail::math_ops {
@@ -36,6 +37,7 @@ inline double lu_determinant(double* a, std::size_t m) {
 }
 
 inline void det_kernel(const kernel_context& ctx) {
+  tensor_ops::only_attributes(ctx, {});
   const auto x = ctx.input(0);
   const auto& xs = x.info().shape;
   if (xs.rank() < 2 || xs[xs.rank() - 1] != xs[xs.rank() - 2])

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/kernels/window.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -365,6 +366,7 @@ void global_pool_kernel(const kernel_context& ctx) {
 /// output_shape at least that large, that tensor sits at Y's origin (the ONNX reference's
 /// reading). Any element type: values are moved, not computed.
 inline void max_unpool_kernel(const kernel_context& ctx) {
+  tensor_ops::only_attributes(ctx, {"kernel_shape", "pads", "strides"});
   const auto x = ctx.input(0);
   const auto idx = ctx.input(1);
   const auto& xs = x.info().shape;

@@ -55,6 +55,7 @@ inline double optional_scalar(const kernel_context& ctx, std::size_t i, const ch
 }
 
 inline void non_max_suppression_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {"center_point_box"});
   const auto boxes = ctx.input(0);
   const auto scores = ctx.input(1);
   const auto& bs = boxes.info().shape;
@@ -153,6 +154,8 @@ inline roi_tap roi_sample(double y, double x, std::int64_t h, std::int64_t w) {
 }
 
 inline void roi_align_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {"coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio",
+                        "spatial_scale"});
   const auto x = ctx.input(0);
   const auto rois_v = ctx.input(1);
   const auto& xs = x.info().shape;
@@ -278,6 +281,7 @@ struct grid_axis_taps {
 };
 
 inline void grid_sample_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {"align_corners", "mode", "padding_mode"});
   const auto x = ctx.input(0);
   const auto grid = ctx.input(1);
   const auto& xs = x.info().shape;
@@ -308,7 +312,8 @@ inline void grid_sample_kernel(const kernel_context& ctx) {
     throw ctx.fail("Y must have X's type, the IR says " + to_string(ctx.outputs[0].info()), "declare Y like X");
 
   const auto g = read_doubles(ctx, grid);
-  const std::int64_t points = gs.num_elements() / gs[0] / static_cast<std::int64_t>(r);
+  std::int64_t points = 1;  // sampling points per image
+  for (std::size_t k = 1; k <= r; ++k) points *= gs[k];
   const std::int64_t channels = xs[1];
   std::vector<std::int64_t> d(r), stride(r);
   std::int64_t plane = 1;
