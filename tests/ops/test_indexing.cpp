@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -107,6 +108,66 @@ TEST_CASE("indexing: Compress with and without an axis, checked against the IR's
   CHECK(values<float>(run1("Compress", {x, boolean({2}, {0, 1})}, f32_info({3, 1}), {attr("axis", -1)})) ==
         std::vector<float>{2, 4, 6});
   CHECK_THROWS_AS(run1("Compress", {x, boolean({3}, {1, 1, 1})}, f32_info({2, 2}), {attr("axis", 0)}), ipu::error);
+}
+
+TEST_CASE("indexing: Unique without an axis, sorted and in order of first occurrence") {
+  auto x = f32({6}, {2, 1, 1, 3, 4, 3});
+  const std::vector<tensor_info> outs{f32_info({4}), info(data_type::S64, {4}), info(data_type::S64, {6}),
+                                      info(data_type::S64, {4})};
+  auto s = run("Unique", {x}, outs);
+  CHECK(values<float>(s[0]) == std::vector<float>{1, 2, 3, 4});
+  CHECK(values<std::int64_t>(s[1]) == std::vector<std::int64_t>{1, 0, 3, 4});
+  CHECK(values<std::int64_t>(s[2]) == std::vector<std::int64_t>{1, 0, 0, 2, 3, 2});
+  CHECK(values<std::int64_t>(s[3]) == std::vector<std::int64_t>{2, 1, 2, 1});
+  auto u = run("Unique", {x}, outs, {attr("sorted", 0)});
+  CHECK(values<float>(u[0]) == std::vector<float>{2, 1, 3, 4});
+  CHECK(values<std::int64_t>(u[1]) == std::vector<std::int64_t>{0, 1, 3, 4});
+  CHECK(values<std::int64_t>(u[2]) == std::vector<std::int64_t>{0, 1, 1, 2, 3, 2});
+  CHECK(values<std::int64_t>(u[3]) == std::vector<std::int64_t>{1, 2, 2, 1});
+  // A matrix is flattened; Y alone may be asked for; NaNs are one value, after every number.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto n = run1("Unique", {f32({2, 2}, {nan, 1, nan, -1})}, f32_info({3}));
+  CHECK(values<float>(n)[0] == -1);
+  CHECK(values<float>(n)[1] == 1);
+  CHECK(std::isnan(values<float>(n)[2]));
+  CHECK_THROWS_WITH_AS(run1("Unique", {x}, f32_info({5})), doctest::Contains("re-run shape inference"), ipu::error);
+}
+
+TEST_CASE("indexing: Unique along an axis compares whole slices") {
+  auto x = f32({3, 3}, {1, 0, 0, 1, 0, 0, 2, 3, 4});
+  auto r = run("Unique", {x}, {f32_info({2, 3}), info(data_type::S64, {2}), info(data_type::S64, {3}), info(data_type::S64, {2})},
+               {attr("axis", 0)});
+  CHECK(values<float>(r[0]) == std::vector<float>{1, 0, 0, 2, 3, 4});
+  CHECK(values<std::int64_t>(r[1]) == std::vector<std::int64_t>{0, 2});
+  CHECK(values<std::int64_t>(r[2]) == std::vector<std::int64_t>{0, 0, 1});
+  CHECK(values<std::int64_t>(r[3]) == std::vector<std::int64_t>{2, 1});
+  // Columns (1, 2), (0, 3), (1, 2): sorted, (0, 3) comes first; unsorted keeps (1, 2) first.
+  auto c = i32({2, 3}, {1, 0, 1, 2, 3, 2});
+  const std::vector<tensor_info> outs{info(data_type::S32, {2, 2}), info(data_type::S64, {2}), info(data_type::S64, {3}),
+                                      info(data_type::S64, {2})};
+  auto sorted = run("Unique", {c}, outs, {attr("axis", -1)});
+  CHECK(values<std::int32_t>(sorted[0]) == std::vector<std::int32_t>{0, 1, 3, 2});
+  CHECK(values<std::int64_t>(sorted[1]) == std::vector<std::int64_t>{1, 0});
+  CHECK(values<std::int64_t>(sorted[2]) == std::vector<std::int64_t>{1, 0, 1});
+  CHECK(values<std::int64_t>(sorted[3]) == std::vector<std::int64_t>{1, 2});
+  auto kept = run("Unique", {c}, outs, {attr("axis", 1), attr("sorted", 0)});
+  CHECK(values<std::int32_t>(kept[0]) == std::vector<std::int32_t>{1, 0, 2, 3});
+  CHECK(values<std::int64_t>(kept[2]) == std::vector<std::int64_t>{0, 1, 0});
+  CHECK_THROWS_AS(run("Unique", {c}, outs, {attr("axis", 2)}), ipu::error);
+  CHECK_THROWS_WITH_AS(run("Unique", {c}, outs, {attr("sort", 0)}), doctest::Contains("attribute 'sort'"), ipu::error);
+}
+
+TEST_CASE("indexing: NonZero lists the indices of non-zero elements, axis by axis") {
+  CHECK(values<std::int64_t>(run1("NonZero", {boolean({2, 2}, {1, 0, 1, 1})}, info(data_type::S64, {2, 3}))) ==
+        std::vector<std::int64_t>{0, 1, 1, 0, 0, 1});
+  // -0 is zero and NaN is not.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(values<std::int64_t>(run1("NonZero", {f32({4}, {0, -0.0f, nan, 2})}, info(data_type::S64, {1, 2}))) ==
+        std::vector<std::int64_t>{2, 3});
+  CHECK(run1("NonZero", {i32({}, {5})}, info(data_type::S64, {0, 1})).info().num_elements() == 0);
+  CHECK_THROWS_AS(run1("NonZero", {i32({3}, {0, 1, 2})}, info(data_type::S64, {1, 3})), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("NonZero", {i32({3}, {0, 1, 2})}, info(data_type::S64, {1, 2}), {attr("axis", 0)}),
+                       doctest::Contains("remove it"), ipu::error);
 }
 
 }  // namespace test_indexing

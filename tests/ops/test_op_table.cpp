@@ -30,9 +30,12 @@ std::string key(std::string_view domain, std::string_view type) {
 }
 
 // Kernel ops without a shape rule: their output shapes are values known only at run time (Range's
-// bounds, Compress's condition, Resize's scales or sizes) or come from subgraphs (If, Loop, Scan).
+// bounds, Compress's condition, Resize's scales or sizes, how many boxes NonMaxSuppression keeps,
+// Unique's distinct values, NonZero's hits) or come from subgraphs (If, Loop, Scan).
 // Adding a rule means removing the op here.
-const std::set<std::string> no_shape_rule_yet = {"Range", "Compress", "Resize", "If", "Loop", "Scan"};
+const std::set<std::string> no_shape_rule_yet = {"Range",  "Compress", "Resize",           "If",
+                                                   "Loop",   "Scan",     "NonMaxSuppression", "Unique",
+                                                   "NonZero"};
 
 }  // namespace
 

@@ -229,4 +229,48 @@ TEST_CASE("MaxPool: Indices of ResNet's stem window (3x3, stride 2, pad 1) and o
   }
 }
 
+TEST_CASE("MaxUnpool: the specification's examples, and MaxPool's output put back where its Indices say") {
+  const std::vector<attribute> attrs{{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}};
+  auto idx = i64({1, 1, 2, 2}, {5, 7, 13, 15});
+  auto y = run1("MaxUnpool", {f32({1, 1, 2, 2}, {1, 2, 3, 4}), idx}, {data_type::F32, {1, 1, 4, 4}}, attrs);
+  CHECK(floats(y) == std::vector<float>{0, 0, 0, 0, 0, 1, 0, 2, 0, 0, 0, 0, 0, 3, 0, 4});
+  // A larger output_shape holds the unpooled 4 x 4 tensor at its origin.
+  auto z = run1("MaxUnpool", {f32({1, 1, 2, 2}, {5, 6, 7, 8}), idx, i64({4}, {1, 1, 5, 5})}, {data_type::F32, {1, 1, 5, 5}},
+                attrs);
+  CHECK(floats(z) == std::vector<float>{0, 0, 0, 0, 0, 0, 5, 0, 6, 0, 0, 0, 0, 0, 0, 0, 7, 0, 8, 0, 0, 0, 0, 0, 0});
+  // The round trip: MaxPool's values and Indices unpool to the maxima in place, zeros elsewhere.
+  auto x = f32({1, 2, 4, 4}, random_floats(32, 7));
+  auto pooled = run("MaxPool", {x}, {{data_type::F32, {1, 2, 2, 2}}, {data_type::S64, {1, 2, 2, 2}}}, attrs);
+  auto back = floats(run1("MaxUnpool", {pooled[0], pooled[1]}, {data_type::F32, {1, 2, 4, 4}}, attrs));
+  const auto xs = floats(x);
+  const auto where = values<std::int64_t>(pooled[1]);
+  std::vector<float> want(32, 0.0f);
+  for (auto i : where) want[static_cast<std::size_t>(i)] = xs[static_cast<std::size_t>(i)];
+  CHECK(back == want);
+  // Integer data moves as well; 1-D with padding: (3 - 1) * 2 - 1 - 1 + 3 = 5.
+  auto ints1 = run1("MaxUnpool", {i32({1, 1, 3}, {7, 8, 9}), i64({1, 1, 3}, {0, 2, 4})}, {data_type::S32, {1, 1, 5}},
+                    {{"kernel_shape", ints{3}}, {"strides", ints{2}}, {"pads", ints{1, 1}}});
+  CHECK(values<std::int32_t>(ints1) == std::vector<std::int32_t>{7, 0, 8, 0, 9});
+}
+
+TEST_CASE("MaxUnpool: refuses indices outside the unpooled tensor, a smaller output_shape and a wrong declared shape") {
+  const std::vector<attribute> attrs{{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}};
+  auto x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, i64({1, 1, 2, 2}, {5, 7, 13, 16})}, {data_type::F32, {1, 1, 4, 4}}, attrs),
+                       doctest::Contains("index 16"), ipu::error);
+  auto idx = i64({1, 1, 2, 2}, {5, 7, 13, 15});
+  CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, idx, i64({4}, {1, 1, 3, 3})}, {data_type::F32, {1, 1, 3, 3}}, attrs),
+                       doctest::Contains("output_shape"), ipu::error);
+  CHECK_THROWS_AS(run1("MaxUnpool", {x, idx}, {data_type::F32, {1, 1, 5, 5}}, attrs), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, idx}, {data_type::F32, {1, 1, 4, 4}}), doctest::Contains("kernel_shape"),
+                       ipu::error);
+  const auto huge = std::numeric_limits<std::int64_t>::max();
+  CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, idx}, {data_type::F32, {1, 1, 4, 4}},
+                            {{"kernel_shape", ints{2, 2}}, {"pads", ints{huge, 0, huge, 0}}}),
+                       doctest::Contains("no valid unpooled size"), ipu::error);
+  CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, idx}, {data_type::F32, {1, 1, 4, 4}},
+                            {{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}, {"storage_order", std::int64_t{1}}}),
+                       doctest::Contains("attribute 'storage_order'"), ipu::error);
+}
+
 }  // namespace test_pool

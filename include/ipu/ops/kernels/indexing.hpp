@@ -1,6 +1,9 @@
 #pragma once
-// Indexing kernels: Gather, GatherElements, GatherND, ScatterElements, ScatterND and Compress.
-// Reads and plain writes move bytes (every element type); scatter reductions need numbers.
+// Indexing kernels: Gather, GatherElements, GatherND, ScatterElements, ScatterND, Compress,
+// Unique and NonZero. Reads and plain writes move bytes (every element type); scatter reductions
+// need numbers.
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -293,6 +296,136 @@ inline void compress_kernel(const kernel_context& ctx) {
   gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), esize);
 }
 
+/// Unique's order on elements: numbers by value, NaN after every number and equal to NaN (as
+/// numpy's unique collapses NaNs), so the sort is a strict weak order for every input.
+template <class T>
+int unique_compare(T a, T b) {
+  if constexpr (is_float_v<T>) {
+    const auto x = static_cast<compute_t<T>>(a), y = static_cast<compute_t<T>>(b);
+    const bool nx = std::isnan(x), ny = std::isnan(y);
+    if (nx || ny) return nx == ny ? 0 : nx ? 1 : -1;
+    return x < y ? -1 : y < x ? 1 : 0;
+  } else {
+    return a < b ? -1 : b < a ? 1 : 0;
+  }
+}
+
+/// Unique: the distinct elements (no axis: of the flattened input) or distinct slices along
+/// `axis`, sorted ascending (slices lexicographically) or, with sorted=0, in order of first
+/// occurrence; with the first occurrence, the inverse mapping and the count of each.
+inline void unique_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {"axis", "sorted"});
+  const auto x = ctx.input(0);
+  const auto& xs = x.info().shape;
+  const bool sorted = ctx.attr_int("sorted", 1) != 0;
+  const bool has_axis = ctx.has_attr("axis");
+  const std::size_t axis = has_axis ? normalize_axis(ctx, ctx.attr_int("axis", 0), xs.rank()) : 0;
+  // Slice k holds, for every o < outer and i < inner, element (o * n + k) * inner + i.
+  std::int64_t outer = 1, n = xs.num_elements(), inner = 1;
+  if (has_axis) {
+    n = xs[axis];
+    for (std::size_t k = 0; k < axis; ++k) outer *= xs[k];
+    for (std::size_t k = axis + 1; k < xs.rank(); ++k) inner *= xs[k];
+  }
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  for (std::int64_t k = 0; k < n; ++k) order[static_cast<std::size_t>(k)] = k;
+  std::vector<std::int64_t> group(static_cast<std::size_t>(n));  // slice -> its group, in sorted order
+  std::vector<std::int64_t> first;                                // group -> first slice
+  visit_type(x.info().type, ctx, [&]<class T>() {
+    const T* p = data_as<T>(x);
+    auto compare = [&](std::int64_t a, std::int64_t b) {
+      for (std::int64_t o = 0; o < outer; ++o)
+        for (std::int64_t i = 0; i < inner; ++i)
+          if (const int c = unique_compare(p[(o * n + a) * inner + i], p[(o * n + b) * inner + i])) return c;
+      return 0;
+    };
+    // Stable: within a group the first occurrence comes first.
+    std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) { return compare(a, b) < 0; });
+    for (std::size_t j = 0; j < order.size(); ++j) {
+      if (j == 0 || compare(order[j - 1], order[j]) != 0) first.push_back(order[j]);
+      group[static_cast<std::size_t>(order[j])] = static_cast<std::int64_t>(first.size()) - 1;
+    }
+  });
+  const auto u = static_cast<std::int64_t>(first.size());
+  // Output position of each group: sorted order, or order of first occurrence.
+  std::vector<std::int64_t> position(first.size());
+  for (std::size_t gi = 0; gi < first.size(); ++gi) position[gi] = static_cast<std::int64_t>(gi);
+  if (!sorted) {
+    std::vector<std::int64_t> by_first(first.size());
+    for (std::size_t gi = 0; gi < first.size(); ++gi) by_first[gi] = static_cast<std::int64_t>(gi);
+    std::sort(by_first.begin(), by_first.end(), [&](std::int64_t a, std::int64_t b) {
+      return first[static_cast<std::size_t>(a)] < first[static_cast<std::size_t>(b)];
+    });
+    for (std::size_t j = 0; j < by_first.size(); ++j) position[static_cast<std::size_t>(by_first[j])] = static_cast<std::int64_t>(j);
+  }
+  std::vector<std::int64_t> firsts(first.size()), counts(first.size(), 0), inverse(static_cast<std::size_t>(n));
+  for (std::size_t gi = 0; gi < first.size(); ++gi) firsts[static_cast<std::size_t>(position[gi])] = first[gi];
+  for (std::int64_t k = 0; k < n; ++k) {
+    const auto at = position[static_cast<std::size_t>(group[static_cast<std::size_t>(k)])];
+    inverse[static_cast<std::size_t>(k)] = at;
+    ++counts[static_cast<std::size_t>(at)];
+  }
+
+  std::vector<std::int64_t> y_dims = has_axis ? xs.dims() : std::vector<std::int64_t>{u};
+  if (has_axis) y_dims[axis] = u;
+  check_output_shape(ctx, 0, shape(y_dims));
+  if (ctx.outputs[0].info().type != x.info().type)
+    throw ctx.fail("Y must have X's type, the IR says " + to_string(ctx.outputs[0].info()), "declare Y like X");
+  if (has_axis) {  // Y gathers the first slice of every group along the axis
+    const auto st = xs.strides();
+    axis_tables t;
+    for (std::size_t k = 0; k < xs.rank(); ++k) {
+      t.dims.push_back(y_dims[k]);
+      if (k == axis) {
+        std::vector<std::int64_t> tab;
+        for (auto f : firsts) tab.push_back(f * st[k]);
+        t.offsets.push_back(std::move(tab));
+      } else {
+        t.offsets.push_back(linear_table(y_dims[k], 0, 1, st[k]));
+      }
+    }
+    gather_axes(ctx, t, x.data(), ctx.outputs[0].data(), size_of(x.info().type));
+  } else {
+    const std::size_t esize = size_of(x.info().type);
+    for (std::size_t j = 0; j < firsts.size(); ++j)
+      std::memcpy(ctx.outputs[0].data() + j * esize, x.data() + static_cast<std::size_t>(firsts[j]) * esize, esize);
+  }
+  const std::vector<std::int64_t>* extra[] = {&firsts, &inverse, &counts};
+  for (std::size_t i = 1; i < 4; ++i) {
+    if (!has_output(ctx, i)) continue;
+    const auto& v = *extra[i - 1];
+    check_output_shape(ctx, i, shape{static_cast<std::int64_t>(v.size())});
+    if (ctx.outputs[i].info().type != data_type::S64)
+      throw ctx.fail("output #" + std::to_string(i) + " must be INT64, the IR says " + to_string(ctx.outputs[i].info()),
+                     "declare it INT64");
+    if (!v.empty()) std::memcpy(ctx.outputs[i].data(), v.data(), v.size() * sizeof(std::int64_t));
+  }
+}
+
+/// NonZero: the indices of the non-zero elements, [rank, count], in row-major order (a scalar
+/// gives [0, count]).
+inline void non_zero_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {});
+  const auto x = ctx.input(0);
+  const auto& xs = x.info().shape;
+  const auto total = xs.num_elements();
+  std::vector<std::int64_t> hits;
+  visit_type(x.info().type, ctx, [&]<class T>() {
+    const T* p = data_as<T>(x);
+    for (std::int64_t i = 0; i < total; ++i)
+      if (convert<bool>(p[i])) hits.push_back(i);
+  });
+  const auto count = static_cast<std::int64_t>(hits.size());
+  check_output_shape(ctx, 0, shape{static_cast<std::int64_t>(xs.rank()), count});
+  if (ctx.outputs[0].info().type != data_type::S64)
+    throw ctx.fail("the output must be INT64, the IR says " + to_string(ctx.outputs[0].info()), "declare it INT64");
+  auto* out = data_as<std::int64_t>(ctx.outputs[0]);
+  const auto st = xs.strides();
+  for (std::size_t k = 0; k < xs.rank(); ++k)
+    for (std::int64_t j = 0; j < count; ++j)
+      out[static_cast<std::int64_t>(k) * count + j] = hits[static_cast<std::size_t>(j)] / st[k] % xs[k];
+}
+
 inline void register_indexing(op_registry& r) {
   r.add({"", "Gather", gather_kernel});
   r.add({"", "GatherElements", gather_elements_kernel});
@@ -300,6 +433,8 @@ inline void register_indexing(op_registry& r) {
   r.add({"", "ScatterElements", scatter_elements_kernel});
   r.add({"", "ScatterND", scatter_nd_kernel});
   r.add({"", "Compress", compress_kernel});
+  r.add({"", "Unique", unique_kernel});
+  r.add({"", "NonZero", non_zero_kernel});
 }
 
 }  // namespace ipu::detail::tensor_ops

@@ -1,6 +1,7 @@
 #pragma once
 // Pooling: MaxPool (with dilations, ceil_mode, the Indices output and storage_order),
-// AveragePool (count_include_pad), LpPool and the global pools, over 1-D to 3-D spatial data.
+// AveragePool (count_include_pad), LpPool and the global pools, over 1-D to 3-D spatial data;
+// MaxUnpool, which puts MaxPool's values back where its Indices say.
 // Windows are clipped to the input; the output shape comes from the IR and is checked against
 // the attributes (floor or ceil rounding).
 #include <algorithm>
@@ -8,12 +9,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "ipu/ops/kernels/numeric.hpp"
+#include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/kernels/window.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -358,6 +361,78 @@ void global_pool_kernel(const kernel_context& ctx) {
   });
 }
 
+/// MaxUnpool: Y is zeros but for X[e] at flat position I[e]. The indices, as MaxPool computes
+/// them, address the tensor MaxPool read ((in - 1) * stride - pads + kernel per axis); with an
+/// output_shape at least that large, that tensor sits at Y's origin (the ONNX reference's
+/// reading). Any element type: values are moved, not computed.
+inline void max_unpool_kernel(const kernel_context& ctx) {
+  tensor_ops::only_attributes(ctx, {"kernel_shape", "pads", "strides"});
+  const auto x = ctx.input(0);
+  const auto idx = ctx.input(1);
+  const auto& xs = x.info().shape;
+  if (xs.rank() < 3 || idx.info().shape != xs || idx.info().type != data_type::S64)
+    throw ctx.fail("X must be [N, C, D1, ...] and I an INT64 tensor of X's shape, got " + to_string(x.info()) +
+                       " and " + to_string(idx.info()),
+                   "pass MaxPool's output and its Indices");
+  const std::size_t spatial = xs.rank() - 2;
+  if (!ctx.has_attr("kernel_shape")) throw ctx.fail("attribute kernel_shape is required", "set kernel_shape");
+  const auto kernel = ctx.attr_ints("kernel_shape");
+  const auto strides = ctx.attr_ints("strides", std::vector<std::int64_t>(spatial, 1));
+  const auto pads = ctx.attr_ints("pads", std::vector<std::int64_t>(2 * spatial, 0));
+  if (kernel.size() != spatial || strides.size() != spatial || pads.size() != 2 * spatial)
+    throw ctx.fail("kernel_shape, strides and pads do not match X's " + std::to_string(spatial) + " spatial axes",
+                   "give one kernel size and stride and two pads per spatial axis");
+  std::vector<std::int64_t> unpooled{xs[0], xs[1]};
+  for (std::size_t i = 0; i < spatial; ++i) {
+    std::int64_t d = 0;
+    if (kernel[i] < 1 || strides[i] < 1 || pads[i] < 0 || pads[i + spatial] < 0 || xs[i + 2] < 1 ||
+        __builtin_mul_overflow(xs[i + 2] - 1, strides[i], &d) || __builtin_add_overflow(d, kernel[i], &d) ||
+        __builtin_sub_overflow(d, pads[i], &d) || __builtin_sub_overflow(d, pads[i + spatial], &d) || d < 1)
+      throw ctx.fail("kernel_shape, strides and pads give no valid unpooled size for X " + to_string(x.info()),
+                     "give positive kernel sizes and strides and non-negative pads");
+    unpooled.push_back(d);
+  }
+  const shape inner(unpooled);  // throws if the sizes overflow
+  std::vector<std::int64_t> target = unpooled;
+  if (ctx.has_input(2)) {
+    const auto given = ctx.inputs[2];
+    if (given.info().type != data_type::S64 || given.info().shape.rank() != 1 ||
+        given.info().shape[0] != static_cast<std::int64_t>(xs.rank()))
+      throw ctx.fail("output_shape must be an INT64 vector of X's rank, got " + to_string(given.info()),
+                     "give one size per axis of X");
+    target.assign(reinterpret_cast<const std::int64_t*>(given.data()),
+                  reinterpret_cast<const std::int64_t*>(given.data()) + xs.rank());
+    for (std::size_t k = 0; k < xs.rank(); ++k)
+      if (target[k] < unpooled[k] || (k < 2 && target[k] != unpooled[k]))
+        throw ctx.fail("output_shape " + to_string(shape(target)) + " is smaller than " + to_string(inner) +
+                           ", the tensor the indices address, or changes N or C",
+                       "give an output_shape at least (in - 1) * stride - pads + kernel on every spatial axis");
+  }
+  if (ctx.outputs[0].info().shape != shape(target) || ctx.outputs[0].info().type != x.info().type)
+    throw ctx.fail("Y is " + to_string(ctx.outputs[0].info()) + " in the IR, but X, the attributes and output_shape give " +
+                       to_string(tensor_info{x.info().type, shape(target)}),
+                   "re-run shape inference with these input values");
+  const std::size_t esize = size_of(x.info().type);
+  std::byte* y = ctx.outputs[0].data();
+  if (ctx.outputs[0].info().num_bytes()) std::memset(y, 0, ctx.outputs[0].info().num_bytes());
+  const auto total = inner.num_elements();
+  const auto in_strides = inner.strides(), out_strides = shape(target).strides();
+  const auto* ip = reinterpret_cast<const std::int64_t*>(idx.data());
+  for (std::int64_t e = 0; e < xs.num_elements(); ++e) {
+    std::int64_t j = ip[e];
+    if (j < 0 || j >= total)
+      throw ctx.fail("index " + std::to_string(j) + " at element " + std::to_string(e) + " is outside [0, " +
+                         std::to_string(total) + ") of the unpooled tensor " + to_string(inner),
+                     "pass the Indices of the MaxPool that produced X");
+    std::int64_t at = 0;
+    for (std::size_t k = 0; k < xs.rank(); ++k) {
+      at += j / in_strides[k] * out_strides[k];
+      j %= in_strides[k];
+    }
+    std::memcpy(y + static_cast<std::size_t>(at) * esize, x.data() + static_cast<std::size_t>(e) * esize, esize);
+  }
+}
+
 inline void register_pool_kernels(op_registry& r) {
   r.add({"", "MaxPool", &pool_kernel<pool_kind::max>});
   r.add({"", "AveragePool", &pool_kernel<pool_kind::average>});
@@ -365,6 +440,7 @@ inline void register_pool_kernels(op_registry& r) {
   r.add({"", "GlobalMaxPool", &global_pool_kernel<pool_kind::max>});
   r.add({"", "GlobalAveragePool", &global_pool_kernel<pool_kind::average>});
   r.add({"", "GlobalLpPool", &global_pool_kernel<pool_kind::lp>});
+  r.add({"", "MaxUnpool", &max_unpool_kernel});
 }
 
 }  // namespace ipu::detail::math_ops

@@ -1,5 +1,6 @@
 #pragma once
-// Data-movement, indexing, reduction, recurrent, loss, control-flow, optimizer and quantization kernels.
+// Data-movement, indexing, reduction, vision, recurrent, loss, control-flow, optimizer and
+// quantization kernels.
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
@@ -14,6 +15,7 @@
 #include "ipu/ops/kernels/slice_ops.hpp"
 #include "ipu/ops/kernels/topk.hpp"
 #include "ipu/ops/kernels/training.hpp"
+#include "ipu/ops/kernels/vision.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu {
@@ -29,6 +31,7 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_topk(registry);
   register_einsum(registry);
   register_resize(registry);
+  register_vision(registry);
   register_recurrent(registry);
   register_loss(registry);
   register_control_flow(registry);

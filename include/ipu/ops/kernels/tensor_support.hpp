@@ -9,10 +9,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -217,6 +219,19 @@ inline std::vector<std::int64_t> optional_ints(const kernel_context& ctx, std::s
 /// True when output `i` exists (an omitted optional output has no storage).
 inline bool has_output(const kernel_context& ctx, std::size_t i) {
   return i < ctx.outputs.size() && (ctx.outputs[i].data() != nullptr || ctx.outputs[i].info().num_elements() == 0);
+}
+
+/// Refuses attributes other than `known`: a misspelt one would otherwise be silently ignored.
+/// Annotations ("__" names) pass.
+inline void only_attributes(const kernel_context& ctx, std::initializer_list<std::string_view> known) {
+  for (const auto& a : ctx.op.attributes) {
+    if (a.name.starts_with("__") || std::find(known.begin(), known.end(), std::string_view(a.name)) != known.end())
+      continue;
+    std::string names;
+    for (auto k : known) names += (names.empty() ? "" : ", ") + std::string(k);
+    throw ctx.fail("attribute '" + a.name + "' is not one of " + ctx.op.type + "'s",
+                   names.empty() ? std::string("remove it") : "remove it; " + ctx.op.type + " takes " + names);
+  }
 }
 
 /// Maps a possibly negative axis into [0, rank), or fails naming the op.
