@@ -69,7 +69,8 @@ inline float tanh_vectorisable(float x) noexcept {
   p = p * x2 - 17.0f / 315.0f;
   p = p * x2 + 2.0f / 15.0f;
   p = p * x2 - 1.0f / 3.0f;
-  const float small = x + x * (x2 * p);
+  // x's sign put on too: x + x * (x2 * p) is +0 for x = -0.
+  const float small = std::bit_cast<float>(std::bit_cast<std::uint32_t>(x + x * (x2 * p)) | sign);
   const float e = exp_vectorisable(-2.0f * a);
   const float large = std::bit_cast<float>(std::bit_cast<std::uint32_t>((1.0f - e) / (1.0f + e)) | sign);
   // Chosen by bit mask, not ?:, so the loop has no branch (see exp_vectorisable).
