@@ -137,6 +137,14 @@ constexpr shape mel_shape(std::int64_t mel_bins, std::int64_t dft_length, const 
 
 }  // namespace detail::signal
 
+/// STFT's output shape by the spec, for readers outside the op table (the ONNX importer corrects
+/// ONNX 1.12's STFT inference with it); `fail(what, fix)` makes the error to throw.
+template <class Fail>
+constexpr shape stft_output_shape(const shape& signal, std::int64_t frame_step, const shape* window,
+                                  std::optional<std::int64_t> frame_length, bool onesided, const Fail& fail) {
+  return detail::signal::stft_shape(signal, frame_step, window, frame_length, onesided, fail).out;
+}
+
 namespace detail::infer {
 
 constexpr auto fail_of(const infer_context& c) {
