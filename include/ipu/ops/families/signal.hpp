@@ -129,7 +129,8 @@ constexpr shape window_shape(std::int64_t size, const Fail& fail) {
 
 template <class Fail>
 constexpr shape mel_shape(std::int64_t mel_bins, std::int64_t dft_length, const Fail& fail) {
-  if (mel_bins < 1) throw fail("num_mel_bins is " + num(mel_bins) + "; it must be positive", "ask for at least one band");
+  if (mel_bins < 1)
+    throw fail("num_mel_bins is " + num(mel_bins) + "; it must be positive", "ask for at least one band");
   if (dft_length < 1)
     throw fail("dft_length is " + num(dft_length) + "; it must be positive", "give the length of the DFT");
   return shape{dft_length / 2 + 1, mel_bins};
@@ -147,12 +148,12 @@ constexpr shape stft_output_shape(const shape& signal, std::int64_t frame_step, 
 
 namespace detail::infer {
 
-constexpr auto fail_of(const infer_context& c) {
+constexpr auto signal_fail(const infer_context& c) {
   return [&c](const std::string& what, const std::string& fix) { return c.fail(what, fix); };
 }
 
 /// The one value of a scalar integer input (a size or length), which must be known.
-constexpr std::int64_t scalar_int(const infer_context& c, std::size_t i, std::string_view what) {
+constexpr std::int64_t signal_scalar(const infer_context& c, std::size_t i, std::string_view what) {
   const auto v = c.int_values(i, what);
   if (v.size() != 1)
     throw c.fail(std::string(what) + " must be a scalar, got " + to_string(c.input(i)), "give one value");
@@ -169,9 +170,9 @@ constexpr void need_signal_float(const infer_context& c, std::size_t i, std::str
 constexpr std::vector<tensor_info> dft(const infer_context& c) {
   need_signal_float(c, 0, "input");
   std::optional<std::int64_t> length;
-  if (c.has_input(1)) length = scalar_int(c, 1, "dft_length");
+  if (c.has_input(1)) length = signal_scalar(c, 1, "dft_length");
   const auto g = signal::dft_shape(c.in_shape(0), c.attr_int("axis", 1), length, c.attr_int("onesided", 0) != 0,
-                                   c.attr_int("inverse", 0) != 0, fail_of(c));
+                                   c.attr_int("inverse", 0) != 0, signal_fail(c));
   return {tensor_info{c.in_type(0), g.out}};
 }
 
@@ -179,51 +180,52 @@ constexpr std::vector<tensor_info> stft(const infer_context& c) {
   need_signal_float(c, 0, "signal");
   if (c.has_input(2) && c.in_type(2) != c.in_type(0))
     throw c.fail("the window's type differs from the signal's (" + c.describe_inputs() + ")", "give both one type");
-  const auto step = scalar_int(c, 1, "frame_step");
+  const auto step = signal_scalar(c, 1, "frame_step");
   std::optional<std::int64_t> frame_length;
-  if (c.has_input(3)) frame_length = scalar_int(c, 3, "frame_length");
+  if (c.has_input(3)) frame_length = signal_scalar(c, 3, "frame_length");
   const auto g = signal::stft_shape(c.in_shape(0), step, c.has_input(2) ? &c.in_shape(2) : nullptr, frame_length,
-                                    c.attr_int("onesided", 1) != 0, fail_of(c));
+                                    c.attr_int("onesided", 1) != 0, signal_fail(c));
   return {tensor_info{c.in_type(0), g.out}};
 }
 
 constexpr std::vector<tensor_info> cosine_window(const infer_context& c) {
-  const auto t = signal::output_datatype(c.attr_int("output_datatype", 1), fail_of(c));
-  return {tensor_info{t, signal::window_shape(scalar_int(c, 0, "size"), fail_of(c))}};
+  const auto t = signal::output_datatype(c.attr_int("output_datatype", 1), signal_fail(c));
+  return {tensor_info{t, signal::window_shape(signal_scalar(c, 0, "size"), signal_fail(c))}};
 }
 
 constexpr std::vector<tensor_info> mel_weight_matrix(const infer_context& c) {
-  const auto t = signal::output_datatype(c.attr_int("output_datatype", 1), fail_of(c));
+  const auto t = signal::output_datatype(c.attr_int("output_datatype", 1), signal_fail(c));
   need_signal_float(c, 3, "lower_edge_hertz");
   need_signal_float(c, 4, "upper_edge_hertz");
-  const auto bins = scalar_int(c, 0, "num_mel_bins");
-  return {tensor_info{t, signal::mel_shape(bins, scalar_int(c, 1, "dft_length"), fail_of(c))}};
+  const auto bins = signal_scalar(c, 0, "num_mel_bins");
+  return {tensor_info{t, signal::mel_shape(bins, signal_scalar(c, 1, "dft_length"), signal_fail(c))}};
 }
 
 }  // namespace detail::infer
 
 namespace detail::cost_rules {
 
-constexpr std::uint64_t log2_ceil(std::uint64_t n) {
+constexpr std::uint64_t fft_log2_ceil(std::uint64_t n) {
   std::uint64_t l = 0;
   while (l < 63 && (std::uint64_t{1} << l) < n) ++l;
   return l;
 }
 
 /// About n from a onesided output's n / 2 + 1 values.
-constexpr std::uint64_t full_length(std::uint64_t half) { return half > 1 ? 2 * (half - 1) : 1; }
+constexpr std::uint64_t onesided_full_length(std::uint64_t half) { return half > 1 ? 2 * (half - 1) : 1; }
 
 /// Vector instructions per real output value of one complex transform of length n (file comment).
 constexpr std::uint32_t fft_ops(std::uint64_t n) {
   if (n <= 1) return 1;
-  const auto l = log2_ceil(n);
+  const auto l = fft_log2_ceil(n);
   if ((std::uint64_t{1} << l) == n) return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (5 * l + 1) / 2));
-  return static_cast<std::uint32_t>(15 * log2_ceil(2 * n - 1) + 6);
+  return static_cast<std::uint32_t>(15 * fft_log2_ceil(2 * n - 1) + 6);
 }
 
 /// `lines` transforms of length n whose outputs are the op's output: the butterflies, plus one
 /// exchange bringing each line's values onto its tile.
-constexpr op_cost transforms(const op_cost_context& c, std::uint64_t lines, std::uint64_t n, std::uint32_t extra_ops) {
+constexpr op_cost fft_transforms(const op_cost_context& c, std::uint64_t lines, std::uint64_t n,
+                                 std::uint32_t extra_ops) {
   op_cost r = vector_pass(c, c.type(c.output()), mul_sat(mul_sat(lines, n), 2), 1, fft_ops(n) + extra_ops);
   r += data_movement(c);
   return r;
@@ -236,16 +238,16 @@ constexpr op_cost dft(const op_cost_context& c) {
   if (axis < 0) axis += rank;
   const auto axis_len = dim(out, axis);
   // The transform length is the output's along the axis, or about twice it when onesided.
-  const auto n = c.int_attr("onesided", 0) ? full_length(axis_len) : axis_len;
+  const auto n = c.int_attr("onesided", 0) ? onesided_full_length(axis_len) : axis_len;
   const auto lines = product(out, 0, axis) * product(out, axis + 1, rank - 1);
-  return transforms(c, lines, n, 0);
+  return fft_transforms(c, lines, n, 0);
 }
 
 constexpr op_cost stft(const op_cost_context& c) {
   const auto& out = c.output();
   const auto frame = c.has_input(2) ? dim(c.input(2), 0)
-                                    : (c.int_attr("onesided", 1) ? full_length(dim(out, 2)) : dim(out, 2));
-  return transforms(c, product(out, 0, 2), frame, c.has_input(2) ? 1 : 0);  // + the window's multiply
+                                    : (c.int_attr("onesided", 1) ? onesided_full_length(dim(out, 2)) : dim(out, 2));
+  return fft_transforms(c, product(out, 0, 2), frame, c.has_input(2) ? 1 : 0);  // + the window's multiply
 }
 
 /// One cosine per element (two for Blackman's second term) at the scalar rate, plus the sums.

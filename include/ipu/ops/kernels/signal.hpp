@@ -260,7 +260,8 @@ inline void mel_weight_matrix_kernel(const kernel_context& ctx) {
     if (centre == left) at(centre) = 1;
     for (std::int64_t j = left; centre > left && j <= centre; ++j)
       at(j) = static_cast<double>(j - left) / static_cast<double>(centre - left);
-    for (std::int64_t j = centre; j < right; ++j) at(j) = static_cast<double>(right - j) / static_cast<double>(right - centre);
+    for (std::int64_t j = centre; j < right; ++j)
+      at(j) = static_cast<double>(right - j) / static_cast<double>(right - centre);
   }
   fill_numeric(ctx, [&](std::size_t i) { return w[i]; });
 }
