@@ -506,6 +506,34 @@ TEST_CASE("a declared shape that disagrees with what the ops compute is an error
   CHECK(contains(e.what(), "tensor 'y' is declared [7] in the model's graph outputs but its producer computes [2,3]"));
 }
 
+TEST_CASE("STFT with constant frame sizes imports with the spec's shape, not ONNX 1.12's") {
+  // ONNX 1.12 reads onesided's default as 0 and counts frames from the bin count: [1,15,16,2] here
+  // (and [1,16,9,2] with onesided = 1 given); the importer corrects it.
+  for (const bool explicit_onesided : {false, true}) {
+    model m(17);
+    m.input("signal", {1, 128, 1}).output("y", {1, 15, 9, 2});
+    m.initializer(test_onnx::int64_tensor("step", {}, {8}));
+    m.initializer(test_onnx::int64_tensor("length", {}, {16}));
+    if (explicit_onesided) m.add(node("STFT", {"signal", "step", "", "length"}, {"y"}, {attr("onesided", 1)}));
+    else m.add(node("STFT", {"signal", "step", "", "length"}, {"y"}));
+    const auto g = ipu::onnx::load_model_from_bytes(m.bytes());
+    CHECK(g.tensor(*g.find_tensor("y")).info == tensor_info{data_type::F32, {1, 15, 9, 2}});
+  }
+  // A two-sided spectrum of a windowed complex signal; a window that disagrees with frame_length is refused.
+  model m(17);
+  m.input("signal", {2, 100, 2}).input("window", {20}).output("y", {2, 9, 20, 2});
+  m.initializer(test_onnx::int64_tensor("step", {}, {10}));
+  m.add(node("STFT", {"signal", "step", "window"}, {"y"}, {attr("onesided", 0)}));
+  const auto g = ipu::onnx::load_model_from_bytes(m.bytes());
+  CHECK(g.tensor(*g.find_tensor("y")).info == tensor_info{data_type::F32, {2, 9, 20, 2}});
+  model bad(17);
+  bad.input("signal", {1, 128, 1}).input("window", {20}).output("y", {1, 15, 9, 2});
+  bad.initializer(test_onnx::int64_tensor("step", {}, {8}));
+  bad.initializer(test_onnx::int64_tensor("length", {}, {16}));
+  bad.add(node("STFT", {"signal", "step", "window", "length"}, {"y"}));
+  CHECK_THROWS_AS((void)ipu::onnx::load_model_from_bytes(bad.bytes()), ipu::error);
+}
+
 TEST_CASE("a tensor declared twice must be declared alike, and the declaration ONNX checks is the one imported") {
   // The fuzzer's find: t is a graph output declared [2,3] (what Relu computes) and a value_info
   // declared [4,5]. ONNX's inference checks only the output's declaration; the importer sized t

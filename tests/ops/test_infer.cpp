@@ -352,6 +352,22 @@ TEST_CASE("Constant ops, against ONNX shape inference") {
 
 // --- hand-checked behaviour --------------------------------------------------------------------
 
+// STFT only with onesided = 0 given: ONNX 1.12 reads onesided's default as 0 and counts frames from
+// the onesided bin count (the importer corrects it: tests/onnx/test_import.cpp).
+TEST_CASE("signal ops with constant lengths, against ONNX shape inference") {
+  check_against_reference({
+      {"DFT", 17, {f32({1, 10, 10, 1})}, {attr("axis", std::int64_t{2})}},
+      {"DFT", 17, {f32({2, 6, 3, 1}), scalar_value(8)}, {attr("onesided", std::int64_t{1})}},
+      {"DFT", 17, {f32({2, 6, 3, 2}), scalar_value(4)}, {attr("inverse", std::int64_t{1})}},
+      {"DFT", 17, {f32({2, 6, 1})}, {attr("inverse", std::int64_t{1}), attr("onesided", std::int64_t{1})}},  // both
+      {"STFT", 17, {f32({2, 100, 2}), scalar_value(10), f32({20})}, {attr("onesided", std::int64_t{0})}},
+      {"HannWindow", 17, {scalar_value(10)}},
+      {"BlackmanWindow", 17, {scalar_value(7)}, {attr("output_datatype", std::int64_t{11}), attr("periodic", std::int64_t{0})}},
+      {"HammingWindow", 17, {scalar_value(0)}},  // empty
+      {"MelWeightMatrix", 17, {scalar_value(8), scalar_value(16), scalar_value(8192), f32({}), f32({})}},
+  });
+}
+
 TEST_CASE("errors name the op and the shapes") {
   auto message = [](const infer_case& c) {
     try {

@@ -10,10 +10,12 @@
 #pragma pop_macro("MAP_TYPE")
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <filesystem>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -21,6 +23,7 @@
 
 #include "ipu/error.hpp"
 #include "ipu/onnx/proto.hpp"
+#include "ipu/ops/families/signal.hpp"
 #include "ipu/shape.hpp"
 
 namespace ipu::onnx {
@@ -395,6 +398,87 @@ void check_before_inference(const std::string& name, Check check) {
   }
 }
 
+/// Runs `fix` after ONNX's own inference of every version of op `name` (to correct what it wrote).
+template <class Fix>
+void fix_after_inference(const std::string& name, Fix fix) {
+  for (int version = std::numeric_limits<int>::max(); version >= 1;) {
+    const auto* schema = ::onnx::OpSchemaRegistry::Schema(name, version, "");
+    if (schema == nullptr) break;
+    auto original = schema->GetTypeAndShapeInferenceFunction();
+    if (original)
+      const_cast<::onnx::OpSchema*>(schema)->TypeAndShapeInferenceFunction([fix, original](::onnx::InferenceContext& ctx) {
+        original(ctx);
+        fix(ctx);
+      });
+    version = schema->since_version() - 1;
+  }
+}
+
+/// The value of a scalar INT64 / INT32 tensor inference was handed, or nullopt when it cannot be
+/// read here (external data, say): the shape is then left unknown.
+inline std::optional<std::int64_t> scalar_int_data(const ::onnx::TensorProto& t) {
+  if (t.dims_size() != 0) return std::nullopt;
+  if (t.data_type() == ::onnx::TensorProto_DataType_INT64) {
+    if (t.int64_data_size() == 1) return t.int64_data(0);
+    std::int64_t v = 0;
+    if (t.raw_data().size() == sizeof v) {
+      std::memcpy(&v, t.raw_data().data(), sizeof v);
+      return v;
+    }
+  } else if (t.data_type() == ::onnx::TensorProto_DataType_INT32) {
+    if (t.int32_data_size() == 1) return t.int32_data(0);
+    std::int32_t v = 0;
+    if (t.raw_data().size() == sizeof v) {
+      std::memcpy(&v, t.raw_data().data(), sizeof v);
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+/// STFT's output shape by the spec (the library's rule, ops/families/signal.hpp), or none when a
+/// size is not known. ONNX 1.12 reads onesided's default as 0 (the schema says 1) and counts the
+/// frames from the onesided bin count, so every shape it computes for STFT is wrong.
+inline void correct_stft_inference(::onnx::InferenceContext& ctx) {
+  if (ctx.getNumOutputs() < 1 || ctx.getOutputType(0) == nullptr) return;
+  auto* out = ctx.getOutputType(0)->mutable_tensor_type();
+  out->clear_shape();
+  const auto present = [&](std::size_t i) { return i < ctx.getNumInputs() && ctx.getInputType(i) != nullptr; };
+  const auto dims_of = [&](std::size_t i) -> std::optional<std::vector<std::int64_t>> {
+    const auto& t = *ctx.getInputType(i);
+    if (!t.has_tensor_type() || !t.tensor_type().has_shape()) return std::nullopt;
+    std::vector<std::int64_t> d;
+    for (const auto& x : t.tensor_type().shape().dim()) {
+      if (!x.has_dim_value() || x.dim_value() < 0) return std::nullopt;
+      d.push_back(x.dim_value());
+    }
+    return d;
+  };
+  const auto value_of = [&](std::size_t i) -> std::optional<std::int64_t> {
+    const auto* t = ctx.getInputData(i);
+    return t ? scalar_int_data(*t) : std::nullopt;
+  };
+  if (!present(0) || !present(1)) return;
+  const auto signal = dims_of(0);
+  const auto step = value_of(1);
+  if (!signal || !step) return;
+  std::optional<shape> window;
+  if (present(2)) {
+    const auto w = dims_of(2);
+    if (!w) return;
+    window = shape(*w);
+  }
+  std::optional<std::int64_t> frame_length;
+  if (present(3) && !(frame_length = value_of(3))) return;
+  const auto* onesided = ctx.getAttribute("onesided");
+  const auto fail = [](const std::string& what, const std::string& fix) {
+    return ::onnx::InferenceError("[ShapeInferenceError] STFT node: " + what + "; " + fix);
+  };
+  const auto dims = stft_output_shape(shape(*signal), *step, window ? &*window : nullptr, frame_length,
+                                      onesided == nullptr || onesided->i() != 0, fail);
+  for (const auto d : dims) out->mutable_shape()->add_dim()->set_dim_value(d);
+}
+
 /// The same checks at inference time, with the ranks inference has found so far (a Conv reading a
 /// Reshape's output, say): ONNX's inference functions of the convolution and pooling ops, every
 /// version, are wrapped once per process so that a bad node fails inference with ONNX's own
@@ -429,6 +513,7 @@ inline void guard_inference() {
         throw ::onnx::InferenceError("[ShapeInferenceError] GatherND node: batch_dims " + std::to_string(a->i()) +
                                      " is negative; it counts leading dimensions shared by data and indices, from 0");
     });
+    fix_after_inference("STFT", correct_stft_inference);
   });
 }
 

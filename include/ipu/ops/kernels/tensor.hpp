@@ -1,6 +1,6 @@
 #pragma once
-// Data-movement, indexing, reduction, vision, recurrent, loss, control-flow, optimizer and
-// quantization kernels.
+// Data-movement, indexing, reduction, vision, recurrent, loss, control-flow, optimizer,
+// quantization and signal kernels.
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
@@ -12,6 +12,7 @@
 #include "ipu/ops/kernels/reduce.hpp"
 #include "ipu/ops/kernels/resize.hpp"
 #include "ipu/ops/kernels/shape_ops.hpp"
+#include "ipu/ops/kernels/signal.hpp"
 #include "ipu/ops/kernels/slice_ops.hpp"
 #include "ipu/ops/kernels/topk.hpp"
 #include "ipu/ops/kernels/training.hpp"
@@ -38,6 +39,7 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_training(registry);
   register_quantization(registry);
   register_graphcore(registry);
+  detail::signal_ops::register_signal(registry);
 }
 
 }  // namespace ipu
