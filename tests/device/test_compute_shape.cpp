@@ -41,10 +41,11 @@ TEST_CASE("conv MACs: batch x out pixels x out channels x in channels / groups x
 
 TEST_CASE("a convolution maps onto the AMP as rows of output pixels, contracting input channels") {
   const auto p = ipu::to_amp_problem(resnet_conv1(2));
-  CHECK(p == amp_problem{1, 2 * 112 * 112, 3, 64, 49, 2 * 224 * 224});
+  // The last two: the kernel's innermost size and the output's (a field row), for the nx1 vertex.
+  CHECK(p == amp_problem{1, 2 * 112 * 112, 3, 64, 49, 2 * 224 * 224, 7, 112});
   CHECK(p.macs() == resnet_conv1(2).macs());
   const auto g = ipu::to_amp_problem(conv_shape{1, 64, 128, 4, {8, 8}, {1, 1}, {}, {}, {}, {}});
-  CHECK(g == amp_problem{4, 64, 16, 32, 1, 64});
+  CHECK(g == amp_problem{4, 64, 16, 32, 1, 64, 1, 8});
 }
 
 TEST_CASE("inconsistent convolutions are shape errors") {

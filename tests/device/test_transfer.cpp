@@ -77,6 +77,19 @@ TEST_CASE("host streams and Streaming Memory, per IPU") {
   // Minimum: one sync (Mk1 48 cycles at 1.6 GHz = 30 ns) + 256 B at 7.2017 GB/s (35.5 ns).
   CHECK(ipu::host_transfer_min_seconds(mk1) == doctest::Approx(30e-9 + 256 / (8e9 * 128 / 130 * 256 / 280)));
   CHECK(ipu::streaming_memory_seconds(mk2, 9'600'000'000) == doctest::Approx(1.0));
+  // Host -> IPU: the IPU reads, and the data comes back in completions of one 64-byte RCB each with
+  // a 12-byte header, LCRC and STP token (20 B): Mk1 7.877 GB/s x 64 / 84.
+  static_assert(ipu::detail::device::pcie_read_efficiency == 64.0 / 84.0);
+  CHECK(ipu::host_read_bytes_per_second(mk1) == doctest::Approx(8e9 * 128 / 130 * 64 / 84));
+  CHECK(ipu::host_read_seconds(mk1, 1'000'000) == doctest::Approx(1e6 / (8e9 * 128 / 130 * 64 / 84)));
+  CHECK(ipu::host_read_min_seconds(mk1) == doctest::Approx(30e-9 + (24 + 256) / (8e9 * 128 / 130 * 64 / 84)));
+  // Mk2: the gateway's Gen4 x8 carries completions at 15.75 x 64 / 84 = 12.0 GB/s, more than the
+  // quarter of 2 x 100 GbE each IPU gets, so reads run at the Ethernet share as writes do.
+  CHECK(ipu::host_read_bytes_per_second(mk2) == mk2.host_bytes_per_second);
+  // An architecture without a read figure streams both ways at its one host rate.
+  auto custom = mk1;
+  custom.host_read_bytes_per_second = 0;
+  CHECK(ipu::host_read_bytes_per_second(custom) == custom.host_bytes_per_second);
   try {
     (void)ipu::streaming_memory_seconds(mk1, 1);
     FAIL("expected an error");

@@ -45,6 +45,11 @@ def main():
     host = 8e9 * 8 * 128 / 130 / 8 * 256 / 280
     check(close(m["host"]["bytes_per_second"], host), f"mk1 host {m['host']}")
     check(close(m["host"]["min_latency_seconds"], 48 / 1.6e9 + 256 / host), "mk1 host latency: sync + one TLP")
+    # Host -> IPU is read by the IPU: completions of one 64-byte RCB with 12 + 4 + 4 bytes of header,
+    # LCRC and framing; the least read is the sync, a 24-byte request and one 256-byte payload.
+    read = 8e9 * 8 * 128 / 130 / 8 * 64 / 84
+    check(close(m["host"]["read_bytes_per_second"], read), f"mk1 host reads {m['host']}")
+    check(close(m["host"]["read_min_latency_seconds"], 48 / 1.6e9 + (24 + 256) / read), "mk1 read latency")
     check([s["cycles"] for s in m["sync"]] == [48, 48, 96, 144, 240, 816], f"sync {m['sync']}")
     check(close(m["exchange"]["tile_pair_bytes_per_second"], 4 * 1.6e9), "exchange per tile pair")
     check(close(m["exchange"]["all_tiles_bytes_per_second"], 4 * 1.6e9 * 1216), "exchange all tiles")
@@ -59,6 +64,8 @@ def main():
     # Mk2: the host rate is the RoCEv2 share of 2 x 100 GbE (4096 B payload per 4178 B on the wire).
     m2 = model(ipu, "--device", "mk2", "--all-reduce-bytes", "1000000", "--batch", "2")
     check(close(m2["host"]["bytes_per_second"], 25e9 * 4096 / 4178 / 4), f"mk2 host {m2['host']}")
+    # Reads through the gateway's Gen4 x8 (15.75 x 64 / 84 = 12.0 GB/s) stay above the Ethernet share.
+    check(close(m2["host"]["read_bytes_per_second"], 25e9 * 4096 / 4178 / 4), f"mk2 host reads {m2['host']}")
     check(all(r["bytes"] == 1000000 for r in m2["all_reduce"]), "--all-reduce-bytes")
     m1 = model(ipu, "--device", "mk2")
     for c1, c2 in zip(m1["conv"], m2["conv"]):

@@ -126,7 +126,9 @@ inline nlohmann::json model_figures(const model_args& args) {
                      {"across_boards_bytes_per_second", across.links * link}};
 
   out["host"] = {{"bytes_per_second", a.host_bytes_per_second},
-                 {"min_latency_seconds", ipu::host_transfer_min_seconds(a)}};
+                 {"min_latency_seconds", ipu::host_transfer_min_seconds(a)},
+                 {"read_bytes_per_second", ipu::host_read_bytes_per_second(a)},
+                 {"read_min_latency_seconds", ipu::host_read_min_seconds(a)}};
 
   json sync = json::array();
   for (std::uint32_t n : {1u, 2u, 4u, 8u, 16u, 64u}) {
@@ -176,8 +178,10 @@ inline void print_model_text(const nlohmann::json& f) {
        l["link_bytes_per_second"].get<double>() / 1e9, l["board_partner_links"].get<unsigned>(),
        l["board_partner_bytes_per_second"].get<double>() / 1e9, l["across_boards_links"].get<unsigned>(),
        l["across_boards_bytes_per_second"].get<double>() / 1e9);
-  line("host <-> IPU: %.3f GB/s, minimum latency %.3f us", f["host"]["bytes_per_second"].get<double>() / 1e9,
+  line("IPU -> host (writes): %.3f GB/s, minimum latency %.3f us", f["host"]["bytes_per_second"].get<double>() / 1e9,
        f["host"]["min_latency_seconds"].get<double>() * 1e6);
+  line("host -> IPU (reads): %.3f GB/s, minimum latency %.3f us",
+       f["host"]["read_bytes_per_second"].get<double>() / 1e9, f["host"]["read_min_latency_seconds"].get<double>() * 1e6);
   std::cout << "sync latency:\n";
   for (const auto& s : f["sync"])
     line("  %2u IPUs %6llu cycles %8.1f ns", s["ipus"].get<unsigned>(),

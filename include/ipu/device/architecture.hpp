@@ -74,7 +74,8 @@ struct architecture_description {
   std::uint32_t ladder_down_links = 0;
 
   // --- host and Streaming Memory (per IPU) ---------------------------------------------------
-  double host_bytes_per_second = 0;
+  double host_bytes_per_second = 0;       // IPU -> host: posted PCIe writes
+  double host_read_bytes_per_second = 0;  // host -> IPU, which the IPU reads; 0: host_bytes_per_second
   std::uint64_t streaming_memory_bytes = 0;  // 0: the architecture has no Streaming Memory
   double streaming_memory_bytes_per_second = 0;
 
@@ -143,6 +144,14 @@ inline constexpr unsigned pcie_tlp_overhead_bytes = 16 + 4 + 4;
 constexpr double pcie_tlp_efficiency(unsigned payload = pcie_max_payload_bytes) noexcept {
   return payload == 0 ? 0.0 : static_cast<double>(payload) / static_cast<double>(payload + pcie_tlp_overhead_bytes);
 }
+/// Reads (the IPU fetching host memory) come back as completion TLPs (Base Specification 3.0, 2.2.9
+/// and 2.3.1.1): a 3-DW header (12 B) plus LCRC and STP token, each carrying the data up to one Read
+/// Completion Boundary, 64 B for a root complex that does not combine them (RCB field, 7.8.7). The
+/// read requests travel the other way.
+inline constexpr unsigned pcie_read_completion_bytes = 64;
+inline constexpr unsigned pcie_completion_overhead_bytes = 12 + 4 + 4;
+inline constexpr double pcie_read_efficiency =
+    static_cast<double>(pcie_read_completion_bytes) / (pcie_read_completion_bytes + pcie_completion_overhead_bytes);
 /// PCIe payload rate after line coding and TLP overhead.
 constexpr double pcie_effective_bytes_per_second(double gt_per_s, unsigned lanes) noexcept {
   return pcie_bytes_per_second(gt_per_s, lanes) * pcie_tlp_efficiency();
@@ -171,6 +180,9 @@ struct m2000_machine {
   // Both after their protocol overheads (RoCEv2 framing, PCIe TLPs).
   static constexpr double host_bytes_per_second_per_ipu =
       min(ethernet_bytes_per_second * roce_efficiency / ipus, pcie_effective_bytes_per_second(16.0, 8));
+  // Host -> IPU: the IPU reads through the gateway, whose PCIe link carries read completions.
+  static constexpr double host_read_bytes_per_second_per_ipu =
+      min(ethernet_bytes_per_second * roce_efficiency / ipus, gateway_pcie_bytes_per_second * pcie_read_efficiency);
   // Streaming Memory: 2 x DDR4-2400 DIMMs per machine = 2 x 19.2 GB/s = 38.4 GB/s, shared by four
   // IPUs -> 9.6 GB/s each when all stream at once (phased execution moves weights on every IPU
   // together), below the 15.75 GB/s PCIe Gen4 x8 path from the gateway to each IPU.
@@ -220,6 +232,9 @@ struct mk1 : detail::device::graphcore_common {
   // One PCIe Gen3 x8 link per IPU: 8 GT/s x 8 lanes x 128/130 / 8 = 7.88 GB/s ("~7.9 GB/s raw"),
   // x 256 / 280 for the TLP overheads = 7.20 GB/s.
   static constexpr double host_bytes_per_second = detail::device::pcie_effective_bytes_per_second(8.0, 8);
+  // Host -> IPU arrives as read completions: 7.88 GB/s x 64 / 84 = 6.00 GB/s.
+  static constexpr double host_read_bytes_per_second =
+      detail::device::pcie_bytes_per_second(8.0, 8) * detail::device::pcie_read_efficiency;
   static constexpr std::uint64_t streaming_memory_bytes = 0;  // none
   static constexpr double streaming_memory_bytes_per_second = 0;
 };
@@ -236,6 +251,8 @@ struct mk2 : detail::device::graphcore_common {
   static constexpr std::uint32_t macs_per_cycle_fp16_16 = 64;
   static constexpr std::uint32_t macs_per_cycle_fp16_32 = 32;  // half the FP16.16 rate (spec: inferred)
   static constexpr double host_bytes_per_second = detail::device::m2000_machine::host_bytes_per_second_per_ipu;
+  static constexpr double host_read_bytes_per_second =
+      detail::device::m2000_machine::host_read_bytes_per_second_per_ipu;
   // 448 GB per IPU-M2000, shared by its 4 IPUs.
   static constexpr std::uint64_t streaming_memory_bytes = 448'000'000'000ull / detail::device::m2000_machine::ipus;
   static constexpr double streaming_memory_bytes_per_second =
@@ -255,6 +272,8 @@ struct bow : detail::device::graphcore_common {
   static constexpr std::uint32_t macs_per_cycle_fp16_32 = 32;
   // Host link "as Mk2".
   static constexpr double host_bytes_per_second = detail::device::m2000_machine::host_bytes_per_second_per_ipu;
+  static constexpr double host_read_bytes_per_second =
+      detail::device::m2000_machine::host_read_bytes_per_second_per_ipu;
   // 256 GB per Bow-2000 (4 IPUs). The spec does not restate the DIMM speed for Bow; the model keeps
   // the IPU-M2000 gateway's 2 x DDR4-2400, as it does for the host link.
   static constexpr std::uint64_t streaming_memory_bytes = 256'000'000'000ull / detail::device::m2000_machine::ipus;
@@ -290,6 +309,7 @@ constexpr architecture_description describe_unchecked() noexcept {
   d.ladder_up_links = A::ladder_up_links;
   d.ladder_down_links = A::ladder_down_links;
   d.host_bytes_per_second = A::host_bytes_per_second;
+  if constexpr (requires { A::host_read_bytes_per_second; }) d.host_read_bytes_per_second = A::host_read_bytes_per_second;
   d.streaming_memory_bytes = A::streaming_memory_bytes;
   d.streaming_memory_bytes_per_second = A::streaming_memory_bytes_per_second;
   d.sync_picoseconds_per_hop = A::sync_picoseconds_per_hop;

@@ -17,12 +17,13 @@
 //
 // Tile cycles for a piece with g groups, r rows, k input channels, n output channels, p kernel
 // positions, on W worker threads (each issues every W-th cycle, so a tile reaches its peak only with
-// all W busy): one AMP vertex (vertex_cost.hpp) whose K = p * ceil(k / kb) input blocks and
-// N = ceil(n / nb) output blocks each load w weight cycles and stream W * ceil(r / W) * c cycles,
-// plus PopLibs' supervisor and per-worker fixed costs:
-//   cycles = 50 + g * (13 + K * (15 + N * (19 + 7 + w + W * (worker_setup + ceil(r / W) * c))))
-// When input channels are split over s tiles, the partials are reduced by PopLibs' reduce vertex
-// (reduce_vertex_cycles) after an exchange of s - 1 partials per output.
+// all W busy): one AMP vertex (vertex_cost.hpp) over K = ceil(k / kb) input blocks and
+// N = ceil(n / nb) output blocks, each loading w weight cycles and streaming about W * ceil(r / W) * c
+// cycles, plus PopLibs' supervisor and per-worker fixed costs. One kernel position: PopLibs'
+// ConvPartial1x1Out. More: ConvPartialnx1, which repeats the weight load and the worker run per kernel
+// position, pays per field row each worker touches, and needs a vertex zeroing the partials first.
+// When input channels are split over s tiles, the partials are reduced in 1 to 3 stages (PopLibs'
+// multi-stage reduce), each an exchange of (depth - 1) partials per output and a reduce vertex.
 //
 // Element-wise (vector) ops: one 64-bit result vector per cycle (the write port), vw = write bytes /
 // element bytes elements; a vector needs max(ops, ceil(inputs * vw * bytes / read bytes), 1) cycles:
@@ -83,16 +84,25 @@ constexpr amp_geometry amp_geometry_for(const architecture_description& a, preci
 
 /// Cycles one tile spends on its piece `work` of a matmul / convolution: one AMP vertex, its inner
 /// loops as the file comment derives them and its fixed costs as PopLibs estimates them
-/// (vertex_cost.hpp).
+/// (vertex_cost.hpp): ConvPartial1x1Out for one kernel position, ConvPartialnx1 (and its zeroing
+/// vertex) for more.
 constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work) {
   using ipu::ceil_div;
-  using ipu::mul_sat;
   if (work.empty()) return 0;
   const auto g = amp_geometry_for(a, p);
-  return amp_vertex_cycles(a, p, work.groups,
-                           mul_sat(work.kernel_positions, ceil_div(work.in_channels, g.in_channels_per_block)),
-                           ceil_div(work.out_channels, g.out_channels_per_block), work.rows, g.cycles_per_row,
-                           g.weight_load_cycles);
+  const auto path = amp_code_path_for(p, g.out_channels_per_block);
+  const std::uint64_t in_blocks = ceil_div(work.in_channels, g.in_channels_per_block);
+  const std::uint64_t out_blocks = ceil_div(work.out_channels, g.out_channels_per_block);
+  if (work.kernel_positions == 1)
+    return amp_1x1_vertex_cycles(a, path, work.groups, in_blocks, out_blocks, work.rows, g.cycles_per_row,
+                                 g.weight_load_cycles);
+  const std::uint64_t width =
+      work.kernel_width == 0 || work.kernel_positions % work.kernel_width != 0 ? work.kernel_positions
+                                                                                : work.kernel_width;
+  return amp_zero_vertex_cycles(a, work.groups, out_blocks, work.rows, g.out_channels_per_block) +
+         amp_nx1_vertex_cycles(a, path, work.groups, in_blocks, out_blocks,
+                               kernel_loops{work.kernel_positions / width, width}, work.rows, work.row_width,
+                               g.cycles_per_row, g.weight_load_cycles);
 }
 
 /// Elements of `t` in one vector result: the write port's bytes per cycle / element size.
@@ -148,9 +158,10 @@ struct amp_plan {
   std::uint32_t tiles_used = 0;
   amp_problem tile_work;                       // the largest piece
   std::uint64_t operand_bytes_per_tile = 0;    // received in the first exchange (after supertile sharing)
-  std::uint64_t reduction_bytes_per_tile = 0;  // partials received in the second exchange
+  std::uint64_t reduction_bytes_per_tile = 0;  // partials received in the reduction's exchanges
   superstep compute;                           // per serial pass
-  superstep reduction;                         // per serial pass; all zero without an input-channel split
+  superstep reduction;                         // per serial pass, all stages; zero without an input-channel split
+  std::uint32_t reduction_stages = 0;          // supersteps in `reduction` (PopLibs' multi-stage reduce)
   std::uint64_t temporary_bytes_per_tile = 0;  // one pass's operand copies, partials and receive buffers
   std::uint64_t temporary_budget_per_tile = 0;
   std::uint64_t ideal_cycles = 0;              // MACs at peak on every available tile
@@ -236,13 +247,27 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
 
   std::uint64_t partial_temps = 0;
   if (parts.in_channels >= 2) {
+    // Each stage is a superstep: receive (depth - 1) partials per output, add them. Intermediate
+    // stages write partials; the last writes the output type. The single-input vertex needs the
+    // outputs in whole accumulator loops and the received partials under 1/16 of the tile's memory.
     const std::uint64_t s = parts.in_channels;
     const std::uint64_t partials = mul_sat(mul_sat(w.groups, w.rows), w.out_channels);
-    const std::uint64_t reduced = ceil_div(partials, s);
-    plan.reduction_bytes_per_tile = mul_sat(mul_sat(s - 1, reduced), part_b);
-    plan.reduction = superstep{
-        reduce_vertex_cycles(a, prec, reduced, s), sync, exchange_cycles(a, plan.reduction_bytes_per_tile)};
-    partial_temps = mul_sat(partials, part_b) + plan.reduction_bytes_per_tile;
+    const auto stages = reduce_stages(ceil_div(partials, s), s);
+    const bool float_partials = part_b == 4;
+    std::uint64_t largest = 0;
+    for (std::size_t i = 0; i < stages.size() && stages[i].depth > 1; ++i) {
+      const bool last = i + 1 == stages.size() || stages[i + 1].depth <= 1;
+      const std::uint64_t bytes = mul_sat(mul_sat(stages[i].depth - 1, stages[i].outputs), part_b);
+      const bool single = stages[i].outputs % (float_partials ? 4 : 8) == 0 && bytes < a.sram_bytes_per_tile / 16;
+      plan.reduction.compute_cycles += reduce_vertex_cycles(a, float_partials, last ? in_b == 4 : float_partials,
+                                                            stages[i].outputs, stages[i].depth, single);
+      plan.reduction.sync_cycles += sync;
+      plan.reduction.exchange_cycles += exchange_cycles(a, bytes);
+      plan.reduction_bytes_per_tile += bytes;
+      largest = std::max(largest, bytes);
+      ++plan.reduction_stages;
+    }
+    partial_temps = mul_sat(partials, part_b) + largest;
   }
   plan.temporary_bytes_per_tile = needed + partial_temps;
   return plan;

@@ -90,6 +90,8 @@ struct amp_problem {
   std::uint64_t out_channels = 0;      // n, or out_channels / groups
   std::uint64_t kernel_positions = 1;  // kernel elements (1 for a matmul)
   std::uint64_t input_rows = 0;        // rows of the input operand per group: m, or batch x input pixels
+  std::uint64_t kernel_width = 0;      // innermost kernel size (0: all positions in one kernel row)
+  std::uint64_t row_width = 0;         // rows (output pixels) per field row: innermost output size (0: one run)
 
   [[nodiscard]] constexpr std::uint64_t macs() const noexcept {
     using ipu::mul_sat;
@@ -116,8 +118,14 @@ constexpr amp_problem to_amp_problem(const conv_shape& s) {
   for (auto o : s.output()) out_pixels = mul_sat(out_pixels, o);
   for (auto i : s.input) in_pixels = mul_sat(in_pixels, i);
   for (auto k : s.kernel) kernel = mul_sat(kernel, k);
-  return amp_problem{s.groups, mul_sat(s.batch, out_pixels), s.in_channels / s.groups, s.out_channels / s.groups,
-                     kernel, mul_sat(s.batch, in_pixels)};
+  return amp_problem{s.groups,
+                     mul_sat(s.batch, out_pixels),
+                     s.in_channels / s.groups,
+                     s.out_channels / s.groups,
+                     kernel,
+                     mul_sat(s.batch, in_pixels),
+                     s.kernel.empty() ? 1 : s.kernel.back(),
+                     s.input.empty() ? 0 : s.output().back()};
 }
 
 }  // namespace ipu

@@ -3,8 +3,9 @@
 //
 //   link bytes/s       = link_bits_per_second / 8 * link_efficiency      (per link, per direction)
 //   IPU-Link copy time = bytes / (links used between the two IPUs * link bytes/s)
-//   host stream time   = bytes / host_bytes_per_second                   (per IPU, after protocol overheads)
-//   host minimum time  = one sync + one max-payload PCIe TLP
+//   IPU -> host time   = bytes / host_bytes_per_second                   (posted writes, after overheads)
+//   host -> IPU time   = bytes / host_read_bytes_per_second              (read completions, after overheads)
+//   host minimum time  = one sync + one max-payload PCIe TLP (a read adds its request TLP)
 //   Streaming Memory   = bytes / streaming_memory_bytes_per_second       (per IPU)
 //
 // Parameters (ipu-spec): 128 Gibit/s per link per direction at 85% efficiency, 10 links in a ladder
@@ -91,11 +92,30 @@ constexpr double host_transfer_seconds(const architecture_description& a, std::u
   return static_cast<double>(bytes) / a.host_bytes_per_second;
 }
 
+/// Rate of host -> IPU streams, which the IPU reads from host memory (PCIe read completions).
+constexpr double host_read_bytes_per_second(const architecture_description& a) noexcept {
+  return a.host_read_bytes_per_second > 0 ? a.host_read_bytes_per_second : a.host_bytes_per_second;
+}
+
+/// Seconds to stream `bytes` from the host to one IPU.
+constexpr double host_read_seconds(const architecture_description& a, std::uint64_t bytes) {
+  ipu::require_ipu_figures(a, "host_read_seconds");
+  return static_cast<double>(bytes) / host_read_bytes_per_second(a);
+}
+
 /// The least time a host transfer can take: the global sync that starts every host exchange (one
 /// IPU, bsp.hpp) and one maximum-size PCIe payload at the host rate. A lower bound: host-side
 /// software and DMA set-up are not in any public figure and are not modelled.
 constexpr double host_transfer_min_seconds(const architecture_description& a) {
   return cycles_to_seconds(a, sync_cycles(a, 1)) + host_transfer_seconds(a, detail::device::pcie_max_payload_bytes);
+}
+
+/// The least time a host -> IPU transfer can take: the sync, then a read request out (a 24-byte TLP
+/// with no data) and one maximum-size payload back, both counted at the read rate. A lower bound as
+/// host_transfer_min_seconds is.
+constexpr double host_read_min_seconds(const architecture_description& a) {
+  return cycles_to_seconds(a, sync_cycles(a, 1)) +
+         host_read_seconds(a, detail::device::pcie_tlp_overhead_bytes + detail::device::pcie_max_payload_bytes);
 }
 
 /// Seconds to move `bytes` between one IPU and its share of Streaming Memory. Throws ipu::error

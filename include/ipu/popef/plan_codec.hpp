@@ -58,6 +58,7 @@ inline void to_proto(const device_description& d, pb::Device& out) {
   a.set_ladder_up_links(x.ladder_up_links);
   a.set_ladder_down_links(x.ladder_down_links);
   a.set_host_bytes_per_second(x.host_bytes_per_second);
+  a.set_host_read_bytes_per_second(x.host_read_bytes_per_second);
   a.set_streaming_memory_bytes(x.streaming_memory_bytes);
   a.set_streaming_memory_bytes_per_second(x.streaming_memory_bytes_per_second);
   a.set_sync_picoseconds_per_hop(x.sync_picoseconds_per_hop);
@@ -114,6 +115,7 @@ inline device_description device_from_proto(const pb::Device& p, const std::stri
   x.ladder_up_links = a.ladder_up_links();
   x.ladder_down_links = a.ladder_down_links();
   x.host_bytes_per_second = a.host_bytes_per_second();
+  x.host_read_bytes_per_second = a.host_read_bytes_per_second();
   x.streaming_memory_bytes = a.streaming_memory_bytes();
   x.streaming_memory_bytes_per_second = a.streaming_memory_bytes_per_second();
   x.sync_picoseconds_per_hop = a.sync_picoseconds_per_hop();

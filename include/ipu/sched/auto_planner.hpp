@@ -128,7 +128,9 @@ constexpr cut_problem make_cut_problem(const graph& g, const std::vector<op_id>&
       first = std::min(first, pos[c]);
       last = std::max(last, pos[c]);
     }
-    if (tn.producer == no_op && first < n) p.host_cycles[first] += seconds_to_cycles(d.arch, host_transfer_seconds(d.arch, bytes));
+    // Inputs travel host -> IPU, as reads of host memory.
+    if (tn.producer == no_op && first < n)
+      p.host_cycles[first] += seconds_to_cycles(d.arch, host_read_seconds(d.arch, bytes));
     const std::size_t from = tn.producer == no_op ? first + 1 : pos[tn.producer] + 1;
     for (std::size_t cut = from; cut <= last && cut < n; ++cut) p.cross_bytes[cut] += bytes;
   }
