@@ -23,7 +23,6 @@
 #include <variant>
 #include <vector>
 
-#include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/known_values.hpp"
 #include "ipu/passes/pattern.hpp"
@@ -85,8 +84,7 @@ constexpr bool normalised_parameter(const graph& g, tensor_id p, tensor_id x, st
 /// `g` with each layer normalisation written out as ONNX ops fused into one LayerNormalization.
 constexpr graph fuse_layer_normalization(const graph& g, layer_norm_fusion_options o = {}) {
   using detail::is_onnx_op;
-  std::vector<bool> is_output(g.num_tensors(), false);
-  for (auto t : g.outputs()) is_output[t] = true;
+  const auto is_output = detail::output_mask(g);
   graph_rewrite rw(g);
   std::size_t fused = 0;
   for (op_id a = 0; a < g.num_ops(); ++a) {
@@ -158,10 +156,7 @@ constexpr graph fuse_layer_normalization(const graph& g, layer_norm_fusion_optio
     ln.type = "LayerNormalization";
     ln.opset = 17;  // the op's first version, whatever the model imports
     const auto& last = g.op(ops.back());
-    const auto slash = last.name.rfind('/');
-    // Names built in place: GCC 12 loses a moved std::string in a constant expression.
-    if (slash == std::string::npos) ln.name.append("LayerNormalization/").append(format_uint(fused));
-    else ln.name.append(last.name, 0, slash + 1).append("LayerNormalization");
+    detail::name_fused_op(ln, last, "LayerNormalization", fused);
     ln.inputs = {x, scale};
     if (bias != no_tensor) ln.inputs.push_back(bias);
     ln.outputs = {y};

@@ -13,7 +13,6 @@
 #include <string>
 #include <vector>
 
-#include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/passes/pattern.hpp"
 #include "ipu/passes/rewrite.hpp"
@@ -24,8 +23,7 @@ namespace ipu::passes {
 /// Mul into ai.graphcore Swish.
 constexpr graph fuse_swish(const graph& g) {
   using detail::is_onnx_op;
-  std::vector<bool> is_output(g.num_tensors(), false);
-  for (auto t : g.outputs()) is_output[t] = true;
+  const auto is_output = detail::output_mask(g);
   graph_rewrite rw(g);
   std::size_t fused = 0;
   for (op_id a = 0; a < g.num_ops(); ++a) {
@@ -46,10 +44,7 @@ constexpr graph fuse_swish(const graph& g) {
     swish.domain = "ai.graphcore";
     swish.type = "Swish";
     swish.opset = 1;
-    const auto slash = mul.name.rfind('/');
-    // Names built in place: GCC 12 loses a moved std::string in a constant expression.
-    if (slash == std::string::npos) swish.name.append("Swish/").append(format_uint(fused));
-    else swish.name.append(mul.name, 0, slash + 1).append("Swish");
+    detail::name_fused_op(swish, mul, "Swish", fused);
     swish.inputs = {x};
     swish.outputs = {mul.outputs[0]};
     swish.where = mul.where;

@@ -1,14 +1,33 @@
 #pragma once
 // What the fusion passes ask of a graph while they match a pattern of ops.
+#include <cstddef>
+#include <string>
 #include <string_view>
 #include <vector>
 
+#include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
 
 namespace ipu::passes::detail {
 
 constexpr bool is_onnx_op(const op_node& op, std::string_view type) {
   return op.type == type && (op.domain.empty() || op.domain == "ai.onnx");
+}
+
+/// Per tensor of `g`: whether it is a graph output (a value a fusion must keep).
+constexpr std::vector<bool> output_mask(const graph& g) {
+  std::vector<bool> is_output(g.num_tensors(), false);
+  for (auto t : g.outputs()) is_output[t] = true;
+  return is_output;
+}
+
+/// Names `fused`, which replaces a pattern ending in `last`, after `last`'s scope: "scope/" + type,
+/// or type + "/" + n when `last` has no scope. Appended in place: GCC 12 loses a moved std::string
+/// in a constant expression.
+constexpr void name_fused_op(op_node& fused, const op_node& last, std::string_view type, std::size_t n) {
+  const auto slash = last.name.rfind('/');
+  if (slash == std::string::npos) fused.name.append(type).append("/").append(format_uint(n));
+  else fused.name.append(last.name, 0, slash + 1).append(type);
 }
 
 /// The op that alone reads `t` (which is no graph output), or no_op.
