@@ -107,7 +107,7 @@ expect([(p["pass"], p["ops_before"], p["ops_after"]) for p in j["passes"]] == [(
 
 # compile: the PopEF file holds the optimised graph; its report says what ran.
 j = json.loads(run("compile", path("model.onnx"), "-o", path("model.popef"), "--json").stdout)
-expect(len(j["passes"]) == 4 and j["passes"][-1]["ops_after"] == 3, f"compile's passes: {j['passes']}")
+expect(len(j["passes"]) == 5 and j["passes"][-1]["ops_after"] == 3, f"compile's passes: {j['passes']}")
 j = json.loads(run("compile", path("model.onnx"), "-o", path("plain.popef"), "--no-optimize", "--json").stdout)
 expect(j["passes"] == [], f"compile --no-optimize: {j['passes']}")
 got = outputs(path("model.popef"), "popef")
