@@ -162,4 +162,36 @@ TEST_CASE("vision: GridSample padding modes outside the image, and one spatial a
   CHECK(run1("GridSample", {f32({0, 1, 2, 2}, {}), f32({0, 1, 1, 2}, {})}, f32_info({0, 1, 1, 1})).info().num_elements() == 0);
 }
 
+TEST_CASE("vision: RoiAlign gives an empty region 0 however large its other side, without casting it") {
+  auto x = iota_f32({1, 1, 4, 4});
+  // Zero height, 1e30 wide: no samples (0 x 1e30), so 0 as ONNX Runtime, for avg and max alike.
+  auto flat = f32({1, 4}, {0, 2, 1e30f, 2});
+  CHECK(values<float>(run1("RoiAlign", {x, flat, i64({1}, {0})}, f32_info({1, 1, 1, 1}), {attr("sampling_ratio", 0)})) ==
+        std::vector<float>{0.0f});
+  CHECK(values<float>(run1("RoiAlign", {x, flat, i64({1}, {0})}, f32_info({1, 1, 1, 1}), {attr("mode", "max")})) ==
+        std::vector<float>{0.0f});
+  // Inverted (negative height) alike.
+  CHECK(values<float>(run1("RoiAlign", {x, f32({1, 4}, {0, 3, 1e30f, 1}), i64({1}, {0})}, f32_info({1, 1, 1, 1}))) ==
+        std::vector<float>{0.0f});
+}
+
+TEST_CASE("vision: RoiAlign bounds a region's samples rather than running out of memory") {
+  auto x = iota_f32({1, 1, 4, 4});
+  auto roi = f32({1, 4}, {0, 0, 2, 2});
+  // 512 x 512 bins of 256 x 256 samples: 2^34 samples for one region, refused up front.
+  CHECK_THROWS_WITH_AS(run1("RoiAlign", {x, roi, i64({1}, {0})}, f32_info({1, 1, 512, 512}),
+                            {attr("output_height", 512), attr("output_width", 512), attr("sampling_ratio", 256)}),
+                       doctest::Contains("smaller sampling_ratio"), ipu::error);
+  // Within the budget a large grid per bin is fine: one bin of 300 x 300 samples of the linear
+  // image over [0.5, 2.5)^2, whose mean is its centre's value, 4 * 1.5 + 1.5.
+  check_close(values<float>(run1("RoiAlign", {x, f32({1, 4}, {1, 1, 3, 3}), i64({1}, {0})}, f32_info({1, 1, 1, 1}),
+                                 {attr("sampling_ratio", 300)})),
+              {7.5f});
+  // No regions: nothing to sample, whatever the attributes ask.
+  CHECK(run1("RoiAlign", {x, f32({0, 4}, {}), i64({0}, {})}, f32_info({0, 1, 512, 512}),
+             {attr("output_height", 512), attr("output_width", 512), attr("sampling_ratio", 256)})
+            .info()
+            .num_elements() == 0);
+}
+
 }  // namespace test_vision
