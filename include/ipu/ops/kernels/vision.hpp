@@ -3,8 +3,9 @@
 // implementation) define them:
 //  - NonMaxSuppression (opset 10/11): greedy selection per batch and class, both box formats;
 //  - RoiAlign (opset 10/16): avg and max pooling of bilinear samples, both coordinate modes;
-//  - GridSample (opset 16/20): nearest, (bi)linear and (bi)cubic sampling over any number of
-//    spatial axes, zeros / border / reflection padding, align_corners.
+//  - GridSample (opset 16/20): nearest, (bi)linear and (bi)cubic sampling over one to three
+//    spatial axes (as the specification's reference; more would cost 4^r taps a point), zeros /
+//    border / reflection padding, align_corners.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -309,6 +310,9 @@ inline void grid_sample_kernel(const kernel_context& ctx) {
                        to_string(grid.info()),
                    "fix the inputs");
   const std::size_t r = xs.rank() - 2;
+  if (r > 3)
+    throw ctx.fail("X " + to_string(x.info()) + " has " + std::to_string(r) + " spatial axes; GridSample samples 1 to 3",
+                   "reshape X to at most 3 spatial axes ([N, C, D, H, W])");
   std::string mode = ctx.attr_string("mode", ctx.op.opset != 0 && ctx.op.opset < 20 ? "bilinear" : "linear");
   if (mode == "bilinear") mode = "linear";  // opset 16's names for opset 20's modes
   if (mode == "bicubic") mode = "cubic";
@@ -327,6 +331,8 @@ inline void grid_sample_kernel(const kernel_context& ctx) {
   check_output_shape(ctx, 0, shape(out_dims));
   if (ctx.outputs[0].info().type != x.info().type)
     throw ctx.fail("Y must have X's type, the IR says " + to_string(ctx.outputs[0].info()), "declare Y like X");
+  // Nothing to write (an empty batch, channel or grid axis); X may then have empty axes too.
+  if (ctx.outputs[0].info().num_elements() == 0) return;
 
   const auto g = read_doubles(ctx, grid);
   std::int64_t points = 1;  // sampling points per image
