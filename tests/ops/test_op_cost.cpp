@@ -232,6 +232,29 @@ TEST_CASE("LRN: a multiply-add per window channel, the power at the scalar rate,
                                                          ipu::exchange_cycles(mk2.arch, 6) + ipu::sync_cycles(mk2));
 }
 
+TEST_CASE("Det: each tile factors whole matrices, one after another; the matrices are spread over the tiles") {
+  auto det_cost = [](std::int64_t batch, std::int64_t m) {
+    ipu::builder b("det");
+    auto x = b.add_input_tensor({data_type::F32, {batch, m, m}}, "x");
+    b.add_output(b.op("Det", {x}, {}).front());
+    const auto g = std::move(b).build();
+    return ipu::estimate_op_cost(g, 0, mk2);
+  };
+  // 3 x 3: 27 / 3 + 9 = 18 multiply-adds per LU. Two matrices: one each on two tiles.
+  auto two = det_cost(2, 3);
+  CHECK(two.tiles == 2);
+  CHECK(two.cycles() == ipu::vector_tile_cycles(mk2.arch, data_type::F32, 18, 1, 1) + ipu::sync_cycles(mk2));
+  // More matrices than tiles: every tile busy, the fullest factoring ceil(3000 / 1472) = 3 of them.
+  auto many = det_cost(3000, 3);
+  CHECK(many.tiles == mk2.arch.tiles_per_ipu);
+  CHECK(many.cycles() == ipu::vector_tile_cycles(mk2.arch, data_type::F32, 3 * 18, 1, 1) + ipu::sync_cycles(mk2));
+  // One large matrix is not spread: it costs its whole LU on one tile.
+  auto one = det_cost(1, 64);
+  CHECK(one.tiles == 1);
+  CHECK(one.cycles() ==
+        ipu::vector_tile_cycles(mk2.arch, data_type::F32, 64 * 64 * 64 / 3 + 64 * 64, 1, 1) + ipu::sync_cycles(mk2));
+}
+
 TEST_CASE("If costs its costlier branch; a subgraph's ops are costed like the main graph's") {
   auto branch = [](bool exp) {
     ipu::builder b(exp ? "then" : "else");

@@ -10,6 +10,7 @@
 #include <limits>
 #include <vector>
 
+#include "ipu/ops/infer.hpp"
 #include "math_kernel_harness.hpp"
 
 namespace test_pool {
@@ -271,6 +272,21 @@ TEST_CASE("MaxUnpool: refuses indices outside the unpooled tensor, a smaller out
   CHECK_THROWS_WITH_AS(run1("MaxUnpool", {x, idx}, {data_type::F32, {1, 1, 4, 4}},
                             {{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}, {"storage_order", std::int64_t{1}}}),
                        doctest::Contains("attribute 'storage_order'"), ipu::error);
+}
+
+TEST_CASE("MaxUnpool's shape rule takes output_shape as INT64 only, as the specification and the kernel") {
+  ipu::op_node op{"MaxUnpool", "", 11, "unpool", {}, {}, {{"kernel_shape", ints{2, 2}}, {"strides", ints{2, 2}}}, {}};
+  const tensor_info x{data_type::F32, {1, 1, 2, 2}}, idx{data_type::S64, {1, 1, 2, 2}};
+  const tensor_info shape64{data_type::S64, {4}}, shape32{data_type::S32, {4}};
+  const auto v64 = ipu::byte_buffer::from_values<std::int64_t>(std::vector<std::int64_t>{1, 1, 5, 5});
+  const auto v32 = ipu::byte_buffer::from_values<std::int32_t>(std::vector<std::int32_t>{1, 1, 5, 5});
+  const std::vector<ipu::infer_input> good{{&x, nullptr}, {&idx, nullptr}, {&shape64, &v64}};
+  CHECK(ipu::infer_outputs(op, good, 1).at(0) == tensor_info{data_type::F32, {1, 1, 5, 5}});
+  const std::vector<ipu::infer_input> bad{{&x, nullptr}, {&idx, nullptr}, {&shape32, &v32}};
+  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, bad, 1), doctest::Contains("the specification takes INT64"), ipu::error);
+  // Unknown at build time, the type is refused all the same.
+  const std::vector<ipu::infer_input> unknown{{&x, nullptr}, {&idx, nullptr}, {&shape32, nullptr}};
+  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, unknown, 1), doctest::Contains("INT64"), ipu::error);
 }
 
 }  // namespace test_pool

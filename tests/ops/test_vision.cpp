@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "ipu/ops/infer.hpp"
 #include "tensor_kernel_harness.hpp"
 
 namespace test_vision {
@@ -160,6 +161,64 @@ TEST_CASE("vision: GridSample padding modes outside the image, and one spatial a
   CHECK_THROWS_AS(run1("GridSample", {x, f32({1, 1, 2, 3}, {0, 0, 0, 0, 0, 0})}, f32_info({1, 1, 1, 2})), ipu::error);
   // An empty batch samples nothing.
   CHECK(run1("GridSample", {f32({0, 1, 2, 2}, {}), f32({0, 1, 1, 2}, {})}, f32_info({0, 1, 1, 1})).info().num_elements() == 0);
+}
+
+TEST_CASE("vision: RoiAlign gives an empty region 0 however large its other side, without casting it") {
+  auto x = iota_f32({1, 1, 4, 4});
+  // Zero height, 1e30 wide: no samples (0 x 1e30), so 0 as ONNX Runtime, for avg and max alike.
+  auto flat = f32({1, 4}, {0, 2, 1e30f, 2});
+  CHECK(values<float>(run1("RoiAlign", {x, flat, i64({1}, {0})}, f32_info({1, 1, 1, 1}), {attr("sampling_ratio", 0)})) ==
+        std::vector<float>{0.0f});
+  CHECK(values<float>(run1("RoiAlign", {x, flat, i64({1}, {0})}, f32_info({1, 1, 1, 1}), {attr("mode", "max")})) ==
+        std::vector<float>{0.0f});
+  // Inverted (negative height) alike.
+  CHECK(values<float>(run1("RoiAlign", {x, f32({1, 4}, {0, 3, 1e30f, 1}), i64({1}, {0})}, f32_info({1, 1, 1, 1}))) ==
+        std::vector<float>{0.0f});
+}
+
+TEST_CASE("vision: RoiAlign bounds a region's samples rather than running out of memory") {
+  auto x = iota_f32({1, 1, 4, 4});
+  auto roi = f32({1, 4}, {0, 0, 2, 2});
+  // 512 x 512 bins of 256 x 256 samples: 2^34 samples for one region, refused up front.
+  CHECK_THROWS_WITH_AS(run1("RoiAlign", {x, roi, i64({1}, {0})}, f32_info({1, 1, 512, 512}),
+                            {attr("output_height", 512), attr("output_width", 512), attr("sampling_ratio", 256)}),
+                       doctest::Contains("smaller sampling_ratio"), ipu::error);
+  // Within the budget a large grid per bin is fine: one bin of 300 x 300 samples of the linear
+  // image over [0.5, 2.5)^2, whose mean is its centre's value, 4 * 1.5 + 1.5.
+  check_close(values<float>(run1("RoiAlign", {x, f32({1, 4}, {1, 1, 3, 3}), i64({1}, {0})}, f32_info({1, 1, 1, 1}),
+                                 {attr("sampling_ratio", 300)})),
+              {7.5f});
+  // No regions: nothing to sample, whatever the attributes ask.
+  CHECK(run1("RoiAlign", {x, f32({0, 4}, {}), i64({0}, {})}, f32_info({0, 1, 512, 512}),
+             {attr("output_height", 512), attr("output_width", 512), attr("sampling_ratio", 256)})
+            .info()
+            .num_elements() == 0);
+}
+
+TEST_CASE("vision: GridSample with no channels writes nothing, even over an empty image") {
+  // X has an empty spatial axis; with C = 0 the output is empty, so nothing is clamped to [0, -1].
+  for (const char* pad : {"zeros", "border", "reflection"})
+    for (const char* mode : {"linear", "nearest", "cubic"})
+      CHECK(run1("GridSample", {f32({1, 0, 0, 2}, {}), f32({1, 1, 2, 2}, {3, -4, 0.5f, 0})}, f32_info({1, 0, 1, 2}),
+                 {attr("padding_mode", pad), attr("mode", mode)})
+                .info()
+                .num_elements() == 0);
+}
+
+TEST_CASE("vision: GridSample refuses more than 3 spatial axes, in the kernel and the shape rule") {
+  // 4 spatial axes: 4^4 cubic taps a point; the reference raises, and so do we.
+  auto x = f32({1, 1, 1, 1, 1, 1}, {1});
+  auto grid = f32({1, 1, 1, 1, 1, 4}, {0, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(run1("GridSample", {x, grid}, f32_info({1, 1, 1, 1, 1, 1})), doctest::Contains("spatial axes"),
+                       ipu::error);
+  ipu::op_node op{"GridSample", "", 20, "gs", {}, {}, {}, {}};
+  const tensor_info xi = x.info(), gi = grid.info();
+  const std::vector<ipu::infer_input> in{{&xi, nullptr}, {&gi, nullptr}};
+  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, in, 1), doctest::Contains("1 to 3"), ipu::error);
+  // 3 spatial axes are fine.
+  const tensor_info x3{data_type::F32, {1, 2, 3, 4, 5}}, g3{data_type::F32, {1, 6, 7, 8, 3}};
+  const std::vector<ipu::infer_input> in3{{&x3, nullptr}, {&g3, nullptr}};
+  CHECK(ipu::infer_outputs(op, in3, 1).at(0) == tensor_info{data_type::F32, {1, 2, 6, 7, 8}});
 }
 
 }  // namespace test_vision

@@ -2,6 +2,7 @@
 // The op table's linear-algebra family: Det. A row holds what the library knows about an op: shape
 // rule, cost rule, flags and the slot for its gradient rule (the family's own rules sit here, as
 // only its rows use them); the host kernels sit beside it, in ipu/ops/kernels/linalg.hpp.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,13 +27,21 @@ constexpr std::vector<tensor_info> det(const infer_context& c) {
 
 namespace detail::cost_rules {
 
-/// Det: an LU factorisation per matrix, M^3 / 3 multiply-adds with a pivot search per column;
-/// each tile factors whole matrices (they are small), so the matrices are spread over the tiles.
+/// Det: an LU factorisation per matrix, M^3 / 3 multiply-adds with a pivot search per column. A
+/// factorisation is a chain of dependent column steps, so it is not split: each tile factors whole
+/// matrices, ceil(batch / tiles) of them one after another, on min(batch, tiles) tiles.
 constexpr op_cost det(const op_cost_context& c) {
   const auto& x = c.input(0);
+  const auto batch = c.output_elements();
+  op_cost r;
+  if (batch == 0) return r;
   const auto m = dim(x, -1);
   const auto lu = std::max<std::uint64_t>(mul_sat(mul_sat(m, m), m) / 3 + mul_sat(m, m), 1);
-  return vector_pass(c, c.type(x), mul_sat(c.output_elements(), lu), 1, 1);
+  const auto used = std::min<std::uint64_t>(batch, c.tiles());
+  r.compute_cycles = vector_tile_cycles(c.arch(), c.type(x), mul_sat(ceil_div(batch, used), lu), 1, 1);
+  r.sync_cycles = sync(c);
+  r.tiles = static_cast<std::uint32_t>(used);
+  return r;
 }
 
 }  // namespace detail::cost_rules

@@ -20,6 +20,9 @@ constexpr std::vector<tensor_info> max_unpool(const infer_context& c) {
   const auto& x = c.in_shape(0);
   const auto spatial = x.rank() - 2;
   if (c.has_input(2)) {
+    if (c.in_type(2) != data_type::S64)
+      throw c.fail("output_shape is " + to_string(c.input(2)) + ", the specification takes INT64",
+                   "give output_shape as an INT64 tensor");
     const auto given = c.int_values(2, "output_shape");
     if (given.size() != x.rank())
       throw c.fail("output_shape " + list(given) + " does not have X's rank " + std::to_string(x.rank()),

@@ -37,7 +37,7 @@ constexpr std::vector<tensor_info> roi_align(const infer_context& c) {
   return {tensor_info{c.in_type(0), shape{rois[0], x[1], h, w}}};
 }
 
-/// GridSample: X [N, C, D1..Dr], grid [N, O1..Or, r] -> [N, C, O1..Or].
+/// GridSample: X [N, C, D1..Dr], grid [N, O1..Or, r] -> [N, C, O1..Or], for r of 1 to 3.
 constexpr std::vector<tensor_info> grid_sample(const infer_context& c) {
   need_rank(c, 0, 3, "X [N, C, D1, ..., Dr]");
   need_float(c, 0);
@@ -45,6 +45,10 @@ constexpr std::vector<tensor_info> grid_sample(const infer_context& c) {
   const auto& x = c.in_shape(0);
   const auto& g = c.in_shape(1);
   const auto r = x.rank() - 2;
+  if (r > 3)
+    throw c.fail("X " + to_string(c.input(0)) + " has " + std::to_string(r) +
+                     " spatial axes; GridSample samples 1 to 3 (as the ONNX reference)",
+                 "reshape X to at most 3 spatial axes ([N, C, D, H, W])");
   if (g.rank() != r + 2 || g[0] != x[0] || g[g.rank() - 1] != static_cast<shape::dim_type>(r))
     throw c.fail("grid must be [N, O1, ..., Or, r] for X of r spatial axes (inputs " + c.describe_inputs() + ")",
                  "give the grid the batch of X, one axis per spatial axis of X and r coordinates per point");

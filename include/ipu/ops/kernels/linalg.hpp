@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -18,9 +19,13 @@ inline double lu_determinant(double* a, std::size_t m) {
   double det = 1;
   for (std::size_t k = 0; k < m; ++k) {
     std::size_t pivot = k;  // the largest magnitude in the column keeps the factors stable
-    for (std::size_t i = k + 1; i < m; ++i)
+    for (std::size_t i = k; i < m; ++i) {
+      // A NaN never compares larger, so the search would pass it over (and a [0, NaN] column
+      // would read as singular): NaN in, NaN out, as numpy's.
+      if (std::isnan(a[i * m + k])) return std::numeric_limits<double>::quiet_NaN();
       if (std::fabs(a[i * m + k]) > std::fabs(a[pivot * m + k])) pivot = i;
-    if (a[pivot * m + k] == 0) return 0;  // singular (a NaN column carries on and gives NaN)
+    }
+    if (a[pivot * m + k] == 0) return 0;  // singular
     if (pivot != k) {
       for (std::size_t j = 0; j < m; ++j) std::swap(a[k * m + j], a[pivot * m + j]);
       det = -det;

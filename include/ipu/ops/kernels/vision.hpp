@@ -3,8 +3,9 @@
 // implementation) define them:
 //  - NonMaxSuppression (opset 10/11): greedy selection per batch and class, both box formats;
 //  - RoiAlign (opset 10/16): avg and max pooling of bilinear samples, both coordinate modes;
-//  - GridSample (opset 16/20): nearest, (bi)linear and (bi)cubic sampling over any number of
-//    spatial axes, zeros / border / reflection padding, align_corners.
+//  - GridSample (opset 16/20): nearest, (bi)linear and (bi)cubic sampling over one to three
+//    spatial axes (as the specification's reference; more would cost 4^r taps a point), zeros /
+//    border / reflection padding, align_corners.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -123,35 +124,35 @@ inline void non_max_suppression_kernel(const kernel_context& ctx) {
 }
 
 // --- RoiAlign ------------------------------------------------------------------------------------
-/// One bilinear sample: four flat positions in an H x W plane and their weights.
-struct roi_tap {
-  std::int64_t pos[4] = {0, 0, 0, 0};
-  double w[4] = {0, 0, 0, 0};
+/// One axis of a bilinear sample in a plane of `size` pixels along it: the two neighbouring
+/// indices and their weights. A sample beyond a pixel outside the plane contributes nothing
+/// (`valid` false); one within it clamps to the edge. A 2-D sample's four taps are the products of
+/// its two axes' (the samples of a region form a grid, so each axis is computed once per row or
+/// column of samples rather than once per sample).
+struct roi_axis_tap {
+  std::int64_t lo = 0, hi = 0;
+  double w_lo = 0, w_hi = 0;
+  bool valid = false;
 };
 
-/// The bilinear sample of an H x W plane at (y, x); samples beyond a pixel outside the plane
-/// contribute nothing, those within it clamp to the edge.
-inline roi_tap roi_sample(double y, double x, std::int64_t h, std::int64_t w) {
-  roi_tap t;
-  if (y < -1.0 || y > static_cast<double>(h) || x < -1.0 || x > static_cast<double>(w)) return t;
+inline roi_axis_tap roi_axis_sample(double y, std::int64_t size) {
+  roi_axis_tap t;
+  if (y < -1.0 || y > static_cast<double>(size)) return t;
   y = std::max(y, 0.0);
-  x = std::max(x, 0.0);
-  auto y0 = static_cast<std::int64_t>(y), x0 = static_cast<std::int64_t>(x);
-  std::int64_t y1 = y0 + 1, x1 = x0 + 1;
-  if (y0 >= h - 1) {
-    y0 = y1 = h - 1;
+  auto y0 = static_cast<std::int64_t>(y);  // y is in [0, size], so the cast is exact
+  std::int64_t y1 = y0 + 1;
+  if (y0 >= size - 1) {
+    y0 = y1 = size - 1;
     y = static_cast<double>(y0);
   }
-  if (x0 >= w - 1) {
-    x0 = x1 = w - 1;
-    x = static_cast<double>(x0);
-  }
-  const double ly = y - static_cast<double>(y0), lx = x - static_cast<double>(x0);
-  const double hy = 1 - ly, hx = 1 - lx;
-  t.pos[0] = y0 * w + x0, t.pos[1] = y0 * w + x1, t.pos[2] = y1 * w + x0, t.pos[3] = y1 * w + x1;
-  t.w[0] = hy * hx, t.w[1] = hy * lx, t.w[2] = ly * hx, t.w[3] = ly * lx;
+  const double ly = y - static_cast<double>(y0);
+  t.lo = y0, t.hi = y1, t.w_lo = 1 - ly, t.w_hi = ly, t.valid = true;
   return t;
 }
+
+/// Samples per region past which RoiAlign refuses the region: the kernel's work is this times
+/// the channels, so a region asking for more is a malformed box or sampling_ratio, not a pooling.
+inline constexpr double roi_max_samples = double(1 << 26);
 
 inline void roi_align_kernel(const kernel_context& ctx) {
   only_attributes(ctx, {"coordinate_transformation_mode", "mode", "output_height", "output_width", "sampling_ratio",
@@ -191,13 +192,12 @@ inline void roi_align_kernel(const kernel_context& ctx) {
     throw ctx.fail("X, rois and Y must share one float type, got " + to_string(x.info()) + ", " +
                        to_string(rois_v.info()) + " and " + to_string(ctx.outputs[0].info()),
                    "cast them to one type");
+  if (ctx.outputs[0].info().num_elements() == 0) return;  // no regions or no channels
   const auto rois = read_doubles(ctx, rois_v);
-  // A sampling grid past this many points per bin is a malformed region, not a useful average.
-  constexpr double max_grid = 1 << 16;
   visit_float(x.info().type, ctx, [&]<class T>() {
     const T* xp = data_as<T>(x);
     T* yp = data_as<T>(ctx.outputs[0]);
-    std::vector<roi_tap> taps;
+    std::vector<roi_axis_tap> ytaps, xtaps;
     for (std::int64_t r = 0; r < num_rois; ++r) {
       const auto b = batch[static_cast<std::size_t>(r)];
       if (b < 0 || b >= xs[0])
@@ -214,43 +214,61 @@ inline void roi_align_kernel(const kernel_context& ctx) {
       const double bin_h = rh / static_cast<double>(oh), bin_w = rw / static_cast<double>(ow);
       const double gh_d = ratio > 0 ? static_cast<double>(ratio) : std::ceil(bin_h);
       const double gw_d = ratio > 0 ? static_cast<double>(ratio) : std::ceil(bin_w);
-      if (gh_d * gw_d > max_grid)
-        throw ctx.fail("roi " + std::to_string(r) + " needs a " + std::to_string(gh_d) + " x " + std::to_string(gw_d) +
-                           " sampling grid per bin",
-                       "give sampling_ratio, or regions of the feature map's size");
-      const auto gh = static_cast<std::int64_t>(std::max(gh_d, 0.0)), gw = static_cast<std::int64_t>(std::max(gw_d, 0.0));
+      // An empty or inverted region has no samples (either factor below 1, however large the
+      // other): its bins are 0, as ONNX Runtime gives. Otherwise both factors are at least 1, so
+      // bounding the region's samples bounds each factor before it is cast.
+      const bool empty_bin = !(gh_d >= 1) || !(gw_d >= 1);
+      if (!empty_bin && gh_d * gw_d * static_cast<double>(oh) * static_cast<double>(ow) > roi_max_samples)
+        throw ctx.fail("roi " + std::to_string(r) + " needs " + std::to_string(oh) + " x " + std::to_string(ow) +
+                           " bins of a " + std::to_string(gh_d) + " x " + std::to_string(gw_d) +
+                           " sampling grid, more than " + std::to_string(static_cast<std::int64_t>(roi_max_samples)) +
+                           " samples",
+                       "give a smaller sampling_ratio (or output size), or regions of the feature map's size");
+      const std::int64_t gh = empty_bin ? 0 : static_cast<std::int64_t>(gh_d);
+      const std::int64_t gw = empty_bin ? 0 : static_cast<std::int64_t>(gw_d);
       const double count = static_cast<double>(std::max<std::int64_t>(gh * gw, 1));
-      taps.clear();
+      ytaps.clear();
       for (std::int64_t ph = 0; ph < oh; ++ph)
-        for (std::int64_t pw = 0; pw < ow; ++pw)
-          for (std::int64_t iy = 0; iy < gh; ++iy) {
-            const double yy = y0 + static_cast<double>(ph) * bin_h +
-                              (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(gh);
-            for (std::int64_t ix = 0; ix < gw; ++ix) {
-              const double xx = x0 + static_cast<double>(pw) * bin_w +
-                                (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw);
-              taps.push_back(roi_sample(yy, xx, h, w));
-            }
-          }
-      const auto per_bin = static_cast<std::size_t>(gh * gw);
+        for (std::int64_t iy = 0; iy < gh; ++iy)
+          ytaps.push_back(roi_axis_sample(y0 + static_cast<double>(ph) * bin_h +
+                                              (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(gh),
+                                          h));
+      xtaps.clear();
+      for (std::int64_t pw = 0; pw < ow; ++pw)
+        for (std::int64_t ix = 0; ix < gw; ++ix)
+          xtaps.push_back(roi_axis_sample(x0 + static_cast<double>(pw) * bin_w +
+                                              (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw),
+                                          w));
       for (std::int64_t c = 0; c < channels; ++c) {
         const T* plane = xp + static_cast<std::size_t>((b * channels + c) * h * w);
         T* out = yp + static_cast<std::size_t>(((r * channels + c) * oh) * ow);
-        for (std::int64_t bin = 0; bin < oh * ow; ++bin) {
-          double v = 0;
-          for (std::size_t s = 0; s < per_bin; ++s) {
-            const auto& t = taps[static_cast<std::size_t>(bin) * per_bin + s];
-            double px[4];
-            for (int k = 0; k < 4; ++k) px[k] = t.w[k] * convert<double>(plane[t.pos[k]]);
-            if (average) {
-              v += px[0] + px[1] + px[2] + px[3];
-            } else {  // the largest weighted tap, as the reference defines max pooling
-              const double m = std::max({px[0], px[1], px[2], px[3]});
-              v = s == 0 ? m : std::max(v, m);
+        for (std::int64_t ph = 0; ph < oh; ++ph)
+          for (std::int64_t pw = 0; pw < ow; ++pw) {
+            double v = 0;
+            bool first = true;
+            for (std::int64_t iy = 0; iy < gh; ++iy) {
+              const auto& ty = ytaps[static_cast<std::size_t>(ph * gh + iy)];
+              for (std::int64_t ix = 0; ix < gw; ++ix) {
+                const auto& tx = xtaps[static_cast<std::size_t>(pw * gw + ix)];
+                // A sample outside the plane has zero weights on pixel 0, as the reference's.
+                const bool in = ty.valid && tx.valid;
+                const std::int64_t pos[4] = {in ? ty.lo * w + tx.lo : 0, in ? ty.lo * w + tx.hi : 0,
+                                             in ? ty.hi * w + tx.lo : 0, in ? ty.hi * w + tx.hi : 0};
+                const double wt[4] = {in ? ty.w_lo * tx.w_lo : 0.0, in ? ty.w_lo * tx.w_hi : 0.0,
+                                      in ? ty.w_hi * tx.w_lo : 0.0, in ? ty.w_hi * tx.w_hi : 0.0};
+                double px[4];
+                for (int k = 0; k < 4; ++k) px[k] = wt[k] * convert<double>(plane[pos[k]]);
+                if (average) {
+                  v += px[0] + px[1] + px[2] + px[3];
+                } else {  // the largest weighted tap, as the reference defines max pooling
+                  const double m = std::max({px[0], px[1], px[2], px[3]});
+                  v = first ? m : std::max(v, m);
+                }
+                first = false;
+              }
             }
+            out[ph * ow + pw] = convert<T>(average ? v / count : v);
           }
-          out[bin] = convert<T>(average ? v / count : v);
-        }
       }
     }
   });
@@ -292,6 +310,9 @@ inline void grid_sample_kernel(const kernel_context& ctx) {
                        to_string(grid.info()),
                    "fix the inputs");
   const std::size_t r = xs.rank() - 2;
+  if (r > 3)
+    throw ctx.fail("X " + to_string(x.info()) + " has " + std::to_string(r) + " spatial axes; GridSample samples 1 to 3",
+                   "reshape X to at most 3 spatial axes ([N, C, D, H, W])");
   std::string mode = ctx.attr_string("mode", ctx.op.opset != 0 && ctx.op.opset < 20 ? "bilinear" : "linear");
   if (mode == "bilinear") mode = "linear";  // opset 16's names for opset 20's modes
   if (mode == "bicubic") mode = "cubic";
@@ -310,6 +331,8 @@ inline void grid_sample_kernel(const kernel_context& ctx) {
   check_output_shape(ctx, 0, shape(out_dims));
   if (ctx.outputs[0].info().type != x.info().type)
     throw ctx.fail("Y must have X's type, the IR says " + to_string(ctx.outputs[0].info()), "declare Y like X");
+  // Nothing to write (an empty batch, channel or grid axis); X may then have empty axes too.
+  if (ctx.outputs[0].info().num_elements() == 0) return;
 
   const auto g = read_doubles(ctx, grid);
   std::int64_t points = 1;  // sampling points per image
