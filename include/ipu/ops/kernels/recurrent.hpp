@@ -272,8 +272,8 @@ void recurrent_kernel(const kernel_context& ctx) {
             } else {
               recur(GH);
               // Gate by gate over the hidden units (i, o, f, c as ONNX orders them), each activation
-              // a loop of its own so that it vectorises; the same arithmetic, in the same order, as
-              // the entry-by-entry path below.
+              // a loop of its own so that it vectorises; the cell's arithmetic is the entry-by-entry
+              // path's below, in the same order.
               for (std::size_t b = 0; b < NB; ++b) {
                 const F* g = xg_row(b);
                 F* rr = rhs.data() + b * GH;  // becomes the gates
