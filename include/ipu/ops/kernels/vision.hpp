@@ -227,18 +227,18 @@ inline void roi_align_kernel(const kernel_context& ctx) {
       const std::int64_t gh = empty_bin ? 0 : static_cast<std::int64_t>(gh_d);
       const std::int64_t gw = empty_bin ? 0 : static_cast<std::int64_t>(gw_d);
       const double count = static_cast<double>(std::max<std::int64_t>(gh * gw, 1));
-      ytaps.clear();
-      for (std::int64_t ph = 0; ph < oh; ++ph)
-        for (std::int64_t iy = 0; iy < gh; ++iy)
-          ytaps.push_back(roi_axis_sample(y0 + static_cast<double>(ph) * bin_h +
-                                              (static_cast<double>(iy) + 0.5) * bin_h / static_cast<double>(gh),
-                                          h));
-      xtaps.clear();
-      for (std::int64_t pw = 0; pw < ow; ++pw)
-        for (std::int64_t ix = 0; ix < gw; ++ix)
-          xtaps.push_back(roi_axis_sample(x0 + static_cast<double>(pw) * bin_w +
-                                              (static_cast<double>(ix) + 0.5) * bin_w / static_cast<double>(gw),
-                                          w));
+      // The taps along one axis: `bins` bins of `bin` pixels from `start`, `grid` samples each.
+      const auto axis_taps = [](std::vector<roi_axis_tap>& taps, double start, double bin, std::int64_t bins,
+                                std::int64_t grid, std::int64_t size) {
+        taps.clear();
+        for (std::int64_t p = 0; p < bins; ++p)
+          for (std::int64_t i = 0; i < grid; ++i)
+            taps.push_back(roi_axis_sample(start + static_cast<double>(p) * bin +
+                                               (static_cast<double>(i) + 0.5) * bin / static_cast<double>(grid),
+                                           size));
+      };
+      axis_taps(ytaps, y0, bin_h, oh, gh, h);
+      axis_taps(xtaps, x0, bin_w, ow, gw, w);
       for (std::int64_t c = 0; c < channels; ++c) {
         const T* plane = xp + static_cast<std::size_t>((b * channels + c) * h * w);
         T* out = yp + static_cast<std::size_t>(((r * channels + c) * oh) * ow);
