@@ -406,6 +406,12 @@ def main():
                     if stage:
                         for mb, (begin, _) in by_mb.items():
                             assert begin + 0.001 >= spans[stage - 1][mb][1], (stage, mb, begin, spans[stage - 1][mb])
+                # --duration ends in whole steps: each of 3 clients stops at a multiple of the 8
+                # requests a step takes, so no step runs padded and every request is counted.
+                text = expect_ok(ipu, popef, "--input", f"x={d}/xc.npy", "--output-dir", four_1, "--clients", "3",
+                                 "--duration", "0.3", "--threads", "1")
+                m = re.search(r"^throughput .* iterations=(\d+) batch=64 .* requests_per_step=(\d+)$", text, re.M)
+                assert m and m.group(2) == "8" and int(m.group(1)) % 8 == 0, text
         else:
             raise SystemExit(f"unknown case {case}")
     print(f"ok: {case}")

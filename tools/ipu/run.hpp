@@ -33,7 +33,7 @@
 // (runtime/model_runner.hpp) with the schedule the file holds — pipelined stages, phases, replicas
 // — on IPUs reserved from the simulated system, weights used in place. `--clients N` threads
 // submit requests (one micro-batch each, the inputs given): each its share of `--iterations` (or
-// requests until `--duration` ends) after the warm-up, or one request without timing. Every response
+// requests until `--duration` ends, in whole steps) after the warm-up, or one request without timing. Every response
 // must equal the first bit for bit; it is the one written, and it equals what `ipu run` gives for
 // the ONNX model. Latency is per request, submit to response. `--trace FILE` writes the runtime's
 // last step as a Chrome trace (host lanes: one per pipeline stage, phased IPU or replica).
@@ -277,8 +277,11 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
                              "ipu run", "this is a bug in the runtime; please report it");
       };
       for (std::size_t i = 0; !stop; ++i) {
-        if (a.duration > 0) {  // at least one request each, then until the time is up
-          if (i > 0 && (std::chrono::duration<double>(clock::now() - t0).count() >= a.duration ||
+        if (a.duration > 0) {
+          // At least one request each, then until the time is up, finishing the step being filled:
+          // a client stopping part-way through would leave the last step to run padded after the
+          // input timeout, a whole step's work charged to a few requests.
+          if (i > 0 && ((i % window == 0 && std::chrono::duration<double>(clock::now() - t0).count() >= a.duration) ||
                         done.load() >= max_timed_runs))
             break;
         } else if (i >= share) {
