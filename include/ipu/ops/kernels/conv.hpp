@@ -246,23 +246,25 @@ struct conv_epilogue {
   [[nodiscard]] bool empty() const noexcept { return act == activation::none && !residual; }
 
   /// y[0, n) in place; `offset` is y's first element's index in the whole output (to find Z's).
+  /// One loop per activation and residual, so that each vectorises.
   template <class T>
   void apply(T* y, std::size_t offset, std::size_t n) const {
     using C = compute_t<T>;
     const T* z = residual ? static_cast<const T*>(residual) + offset : nullptr;
     const C lo = static_cast<C>(alpha), hi = static_cast<C>(beta), slope = static_cast<C>(static_cast<double>(alpha));
-    for (std::size_t i = 0; i < n; ++i) {
-      C v = widen(y[i]);
-      if (z) v = widen(narrow<T>(v + widen(z[i])));
-      switch (act) {
-        case activation::none: break;
-        case activation::relu: v = v < C{0} ? C{0} : v; break;
-        case activation::leaky_relu: v = v < C{0} ? slope * v : v; break;
-        case activation::clip: v = v < lo ? lo : (v > hi ? hi : v); break;
-        case activation::sigmoid: v = sigmoid(v); break;
-        case activation::swish: v = v * widen(narrow<T>(sigmoid(v))); break;
-      }
-      y[i] = narrow<T>(v);
+    const auto loop = [&](auto f) {
+      if (z)
+        for (std::size_t i = 0; i < n; ++i) y[i] = narrow<T>(f(widen(narrow<T>(widen(y[i]) + widen(z[i])))));
+      else
+        for (std::size_t i = 0; i < n; ++i) y[i] = narrow<T>(f(widen(y[i])));
+    };
+    switch (act) {
+      case activation::none: loop([](C v) { return v; }); break;
+      case activation::relu: loop([](C v) { return v < C{0} ? C{0} : v; }); break;
+      case activation::leaky_relu: loop([slope](C v) { return v < C{0} ? slope * v : v; }); break;
+      case activation::clip: loop([lo, hi](C v) { return v < lo ? lo : (v > hi ? hi : v); }); break;
+      case activation::sigmoid: loop([](C v) { return sigmoid(v); }); break;
+      case activation::swish: loop([](C v) { return v * widen(narrow<T>(sigmoid(v))); }); break;
     }
   }
 };
