@@ -14,7 +14,6 @@
 #include "ipu/passes/dead_code.hpp"
 #include "ipu/passes/fold_batch_normalization.hpp"
 #include "ipu/passes/fold_constants.hpp"
-#include "ipu/passes/fuse_conv_activation.hpp"
 #include "ipu/passes/fuse_layer_normalization.hpp"
 #include "ipu/passes/fuse_swish.hpp"
 
@@ -37,10 +36,6 @@ inline const std::vector<pass_info>& all_passes() {
       {"fuse-layer-normalization", "fuse layer normalisation written out as nine ONNX ops into LayerNormalization",
        [](const graph& g) { return fuse_layer_normalization(g); }},
       {"fuse-swish", "fuse Sigmoid(x) times x (SiLU) into ai.graphcore Swish", [](const graph& g) { return fuse_swish(g); }},
-      {"fuse-conv-activation",
-       "fuse a Conv with the residual Add and / or activation (Relu, LeakyRelu, Clip, Sigmoid, Swish) after it into "
-       "ai.graphcore FusedConv",
-       [](const graph& g) { return fuse_conv_activation(g); }},
   };
   return passes;
 }

@@ -17,7 +17,6 @@
 #include <utility>
 #include <vector>
 
-#include "ipu/ops/kernels/activation.hpp"
 #include "ipu/ops/kernels/blas.hpp"
 #include "ipu/ops/kernels/conv_dnnl.hpp"
 #include "ipu/ops/kernels/gemm.hpp"
@@ -234,41 +233,6 @@ void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bi
   }
 }
 
-/// What ai.graphcore FusedConv does to the convolution's output, element by element: adds the
-/// residual Z (when there is one), then applies the activation, each rounded to the element type
-/// as the separate Add and activation ops round it, so the fused op gives their bits.
-struct conv_epilogue {
-  enum class activation : std::uint8_t { none, relu, leaky_relu, clip, sigmoid, swish };
-  activation act = activation::none;
-  float alpha = 0.0f, beta = 0.0f;  // LeakyRelu's alpha; Clip's min and max
-  const void* residual = nullptr;   // Z, shaped as the output
-
-  [[nodiscard]] bool empty() const noexcept { return act == activation::none && !residual; }
-
-  /// y[0, n) in place; `offset` is y's first element's index in the whole output (to find Z's).
-  /// One loop per activation and residual, so that each vectorises.
-  template <class T>
-  void apply(T* y, std::size_t offset, std::size_t n) const {
-    using C = compute_t<T>;
-    const T* z = residual ? static_cast<const T*>(residual) + offset : nullptr;
-    const C lo = static_cast<C>(alpha), hi = static_cast<C>(beta), slope = static_cast<C>(static_cast<double>(alpha));
-    const auto loop = [&](auto f) {
-      if (z)
-        for (std::size_t i = 0; i < n; ++i) y[i] = narrow<T>(f(widen(narrow<T>(widen(y[i]) + widen(z[i])))));
-      else
-        for (std::size_t i = 0; i < n; ++i) y[i] = narrow<T>(f(widen(y[i])));
-    };
-    switch (act) {
-      case activation::none: loop([](C v) { return v; }); break;
-      case activation::relu: loop([](C v) { return v < C{0} ? C{0} : v; }); break;
-      case activation::leaky_relu: loop([slope](C v) { return v < C{0} ? slope * v : v; }); break;
-      case activation::clip: loop([lo, hi](C v) { return v < lo ? lo : (v > hi ? hi : v); }); break;
-      case activation::sigmoid: loop([](C v) { return sigmoid(v); }); break;
-      case activation::swish: loop([](C v) { return v * widen(narrow<T>(sigmoid(v))); }); break;
-    }
-  }
-};
-
 /// F32 Conv on oneDNN; false when oneDNN does not take it. A kernel longer than the output (the
 /// shape of Conv's weight gradient in the gradient rule: X^T [C, N, in] by dY^T [M, N, out]) runs as
 /// oneDNN's backward_weights of the convolution it differentiates: that Conv's stride is this one's
@@ -276,16 +240,15 @@ struct conv_epilogue {
 /// agree (the taps they add or drop read only padding). On ResNet-18's weight-gradient shapes (batch
 /// 8, one thread) convolution_forward ran them 1-2x slower than conv_small_output, backward_weights
 /// 1.3-2.3x faster.
-/// `e`'s residual and activation run as the primitive's post-ops (sum, then eltwise).
 inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
-                      std::int64_t m, std::int64_t group, const conv_epilogue& e) {
+                      std::int64_t m, std::int64_t group) {
   const auto x = ctx.input(0).as<float>().data(), w = ctx.input(1).as<float>().data();
   const float* bias = ctx.has_input(2) ? ctx.input(2).as<float>().data() : nullptr;
   float* y = ctx.outputs[0].as<float>().data();
   dnnl_conv_shape s;
   if (!dnnl_conv_shape_of(g, s)) return false;
   if (group == 1 && g.kernel_size() > g.out_size() && g.kernel_size() >= 32) {
-    if (bias || !e.empty()) return false;
+    if (bias) return false;
     dnnl_conv_shape b;
     b.kind = dnnl_conv_kind::backward_weights;
     b.n = c;
@@ -311,30 +274,7 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
   s.ic = c;
   s.oc = m;
   s.group = group;
-  using act = conv_epilogue::activation;
-  s.post_sum = e.residual != nullptr;
-  switch (e.act) {
-    case act::none: break;
-    case act::relu: s.post_eltwise = dnnl::algorithm::eltwise_relu; break;
-    case act::leaky_relu:
-      s.post_eltwise = dnnl::algorithm::eltwise_relu;
-      s.post_alpha = e.alpha;
-      break;
-    case act::clip:
-      // oneDNN's clip sends NaN to min and orders the tests otherwise than ONNX when min > max:
-      // those run the reference conv, which applies Clip as the Clip op does.
-      if (!(e.alpha <= e.beta)) return false;
-      s.post_eltwise = dnnl::algorithm::eltwise_clip;
-      s.post_alpha = e.alpha;
-      s.post_beta = e.beta;
-      break;
-    case act::sigmoid: s.post_eltwise = dnnl::algorithm::eltwise_logistic; break;
-    case act::swish:
-      s.post_eltwise = dnnl::algorithm::eltwise_swish;
-      s.post_alpha = 1.0f;
-      break;
-  }
-  return dnnl_conv_run(ctx, s, x, w, bias, y, static_cast<const float*>(e.residual));
+  return dnnl_conv_run(ctx, s, x, w, bias, y);
 }
 
 /// F32 pointwise convolution (1x1 kernel, stride 1, no padding, one group): per image one GEMM
@@ -345,7 +285,7 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
 /// Work is shared out per image and, for small batches, per block of output channels; each output
 /// element is one GEMM row's dot product, whatever the split.
 inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
-                           std::int64_t m, std::int64_t group, const conv_epilogue& e) {
+                           std::int64_t m, std::int64_t group) {
   for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
     if (g.kernel[d] != 1 || g.stride[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0) return false;
   if (group != 1 || g.in_size() != g.out_size()) return false;
@@ -364,7 +304,6 @@ inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, 
       float* yu = y + (img * m + r0) * hw;
       for (std::int64_t r = r0; r < r1; ++r) std::fill(yu + (r - r0) * hw, yu + (r - r0 + 1) * hw, bias ? bias[r] : 0.0f);
       gemm<float>(false, false, r1 - r0, hw, c, 1.0f, w + r0 * c, c, x + img * c * hw, hw, 1.0f, yu, hw);
-      if (!e.empty()) e.apply(yu, static_cast<std::size_t>((img * m + r0) * hw), static_cast<std::size_t>((r1 - r0) * hw));
     }
   });
   return true;
@@ -437,7 +376,7 @@ inline void pad_plane(const float* x, std::int64_t ih, std::int64_t iw, std::int
 /// one thread: 4.56 ms through oneDNN; see benchmarks/README.md for this kernel's). Planes are
 /// shared out whole.
 inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
-                           std::int64_t m, std::int64_t group, const conv_epilogue& e) {
+                           std::int64_t m, std::int64_t group) {
   if (group != c || m != c || g.rank != 2 || g.dilation[1] != 1 || g.dilation[2] != 1) return false;
   const float* x = ctx.input(0).as<float>().data();
   const float* w = ctx.input(1).as<float>().data();
@@ -469,7 +408,6 @@ inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, 
         if (kh == 3) plane.template operator()<3>();
         else if (kh == 5) plane.template operator()<5>();
         else plane.template operator()<7>();
-        if (!e.empty()) e.apply(yp, static_cast<std::size_t>(p * oh * ow), static_cast<std::size_t>(oh * ow));
         continue;
       }
       std::fill(yp, yp + oh * ow, b0);
@@ -489,15 +427,12 @@ inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, 
           }
         }
       }
-      if (!e.empty()) e.apply(yp, static_cast<std::size_t>(p * oh * ow), static_cast<std::size_t>(oh * ow));
     }
   });
   return true;
 }
 
-/// Conv, and FusedConv with its epilogue `e` (the fast F32 paths apply it while the output is in
-/// cache; the reference path in one pass afterwards).
-inline void conv_run(const kernel_context& ctx, const conv_epilogue& e) {
+inline void conv_kernel(const kernel_context& ctx) {
   const auto x = ctx.input(0);
   const auto w = ctx.input(1);
   expect_type(ctx, 1, x.info().type);
@@ -527,9 +462,8 @@ inline void conv_run(const kernel_context& ctx, const conv_epilogue& e) {
                      "give one bias per output channel");
   }
   if (sy.num_elements() == 0) return;
-  if (x.info().type == data_type::F32 && (pointwise_conv(ctx, g, n, c, m, group, e) ||
-                                          depthwise_conv(ctx, g, n, c, m, group, e) ||
-                                          dnnl_conv(ctx, g, n, c, m, group, e)))
+  if (x.info().type == data_type::F32 && (pointwise_conv(ctx, g, n, c, m, group) ||
+                                          depthwise_conv(ctx, g, n, c, m, group) || dnnl_conv(ctx, g, n, c, m, group)))
     return;
   visit(float_types, x.info().type, ctx, [&]<class T>() {
     const widened<T> wx(x.as<T>()), ww(w.as<T>());
@@ -539,55 +473,7 @@ inline void conv_run(const kernel_context& ctx, const conv_epilogue& e) {
     widened_output<T> out(y.as<T>());
     conv_compute(ctx, wx.data(), ww.data(), bias.empty() ? nullptr : bias.data(), out.data(), n, c, m, group, g);
     out.finish();
-    if (!e.empty()) {
-      T* yt = y.as<T>().data();
-      ctx.parallel_for(static_cast<std::size_t>(sy.num_elements()),
-                       [&](std::size_t b, std::size_t end) { e.apply(yt + b, b, end - b); });
-    }
   });
-}
-
-inline void conv_kernel(const kernel_context& ctx) { conv_run(ctx, conv_epilogue{}); }
-
-/// ai.graphcore FusedConv(X, W[, B][, Z]): Conv, + Z, then `activation` (ops/families/conv.hpp).
-inline void fused_conv_kernel(const kernel_context& ctx) {
-  conv_epilogue e;
-  using act = conv_epilogue::activation;
-  const auto name = ctx.attr_string("activation", "");
-  const auto params = ctx.attr_floats("activation_params");
-  auto need = [&](std::size_t k) {
-    if (params.size() != k)
-      throw ctx.fail("activation " + name + " takes " + std::to_string(k) + " activation_params, not " +
-                         std::to_string(params.size()),
-                     "give LeakyRelu {alpha}, Clip {min, max}, and none for the others");
-  };
-  if (name.empty()) e.act = act::none;
-  else if (name == "Relu") e.act = act::relu;
-  else if (name == "Sigmoid") e.act = act::sigmoid;
-  else if (name == "Swish") e.act = act::swish;
-  else if (name == "LeakyRelu") {
-    need(1);
-    e.act = act::leaky_relu;
-    e.alpha = params[0];
-  } else if (name == "Clip") {
-    need(2);
-    e.act = act::clip;
-    e.alpha = params[0];
-    e.beta = params[1];
-  } else {
-    throw ctx.fail("activation '" + name + "' is not one FusedConv applies",
-                   "give \"\", Relu, LeakyRelu, Clip, Sigmoid or Swish");
-  }
-  if (e.act == act::relu || e.act == act::none || e.act == act::sigmoid || e.act == act::swish) need(0);
-  if (ctx.has_input(3)) {
-    const auto z = ctx.input(3);
-    const auto& yi = ctx.outputs[0].info();
-    if (z.info() != yi)
-      throw ctx.fail("the residual Z is " + to_string(z.info()) + " but the output is " + to_string(yi),
-                     "give Z of the output's type and shape");
-    e.residual = z.data();
-  }
-  conv_run(ctx, e);
 }
 
 // --- ConvTranspose ---------------------------------------------------------------------------------
@@ -819,7 +705,6 @@ inline void conv_weights_grad_kernel(const kernel_context& ctx) {
 
 inline void register_conv_kernels(op_registry& r) {
   r.add({"", "Conv", &conv_kernel, true});
-  r.add({"ai.graphcore", "FusedConv", &fused_conv_kernel, true});
   r.add({"", "ConvTranspose", &conv_transpose_kernel, true});
   r.add({"ipu", "ConvWeightsGrad", &conv_weights_grad_kernel, true});
 }

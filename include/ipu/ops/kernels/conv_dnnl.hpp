@@ -39,11 +39,6 @@ struct dnnl_conv_shape {
   std::int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   bool bias = false;
   dnnl_conv_kind kind = dnnl_conv_kind::forward;
-  // FusedConv's post-ops (forward only): dst += the residual already in it, then an eltwise
-  // algorithm (post_eltwise is a dnnl::algorithm, or undef for none) with its alpha and beta.
-  bool post_sum = false;
-  dnnl::algorithm post_eltwise = dnnl::algorithm::undef;
-  float post_alpha = 0.0f, post_beta = 0.0f;
   friend auto operator<=>(const dnnl_conv_shape&, const dnnl_conv_shape&) = default;
 };
 
@@ -128,12 +123,6 @@ inline std::shared_ptr<const dnnl_conv_plan> dnnl_conv_plan_for(const dnnl_conv_
     const auto& engine = dnnl_cpu_engine();
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // per call: safe from several threads
-    if (s.kind == dnnl_conv_kind::forward && (s.post_sum || s.post_eltwise != dnnl::algorithm::undef)) {
-      dnnl::post_ops ops;
-      if (s.post_sum) ops.append_sum(1.0f);
-      if (s.post_eltwise != dnnl::algorithm::undef) ops.append_eltwise(1.0f, s.post_eltwise, s.post_alpha, s.post_beta);
-      attr.set_post_ops(ops);
-    }
     plan = std::make_shared<dnnl_conv_plan>();
     const auto algo = dnnl::algorithm::convolution_direct;  // never Winograd: same numerics as direct
     const dnnl::convolution_forward::desc training(dnnl::prop_kind::forward_training, algo, any_src, any_w, any_dst,
@@ -220,13 +209,9 @@ inline void dnnl_swap_planes(const float* src, std::int64_t outer, std::int64_t 
 /// backward_weights) into the op's `out`, in slices the device's parallel_for shares out (one plan
 /// per slice size): over the batch, or over oc for backward_weights. The bias is added by the
 /// primitive (forward) or afterwards (backward_data). False, having written nothing, when oneDNN
-/// does not take the shape. With s.post_sum (forward), `residual` (shaped as `out`) is added by the
-/// primitive's sum post-op: it is first copied (reordered) into the primitive's destination.
+/// does not take the shape.
 inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const float* in, const float* shared,
-                          const float* bias, float* out, const float* residual = nullptr) {
-  if ((s.post_sum || s.post_eltwise != dnnl::algorithm::undef) &&
-      (s.kind != dnnl_conv_kind::forward || (s.post_sum && !residual)))
-    return false;
+                          const float* bias, float* out) {
   const bool by_oc = s.kind == dnnl_conv_kind::backward_weights;
   const std::int64_t units = by_oc ? s.oc : s.n;
   s.bias = bias && s.kind == dnnl_conv_kind::forward;
@@ -293,15 +278,6 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const fl
         plan->in_reorder.execute(stream, in_user, in_mem);
       }
       if (plan->out_reorder) out_mem = dnnl::memory(plan->out, engine, dnnl_buffer<7>(plan->out.get_size()));
-      if (s.post_sum) {  // the sum post-op reads the residual from the destination
-        const float* res = residual + first * out_unit;
-        if (plan->out_reorder) {
-          dnnl::memory res_user(plan->user_out, engine, const_cast<float*>(res));
-          dnnl::reorder(res_user, out_mem).execute(stream, res_user, out_mem);
-        } else if (res != out_ptr) {
-          std::copy(res, res + step * out_unit, out_ptr);
-        }
-      }
       std::unordered_map<int, dnnl::memory> args{{plan->shared_arg, shared_slice},
                                                  {plan->in_arg, in_mem},
                                                  {plan->out_arg, out_mem},
