@@ -278,9 +278,9 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
       };
       for (std::size_t i = 0; !stop; ++i) {
         if (a.duration > 0) {
-          // At least one request each, then until the time is up, finishing the step being filled:
-          // a client stopping part-way through would leave the last step to run padded after the
-          // input timeout, a whole step's work charged to a few requests.
+          // Whole steps of requests each (at least one step), until the time is up: a client
+          // stopping part-way through a step would leave it to run padded after the input timeout,
+          // a whole step's work charged to a few requests.
           if (i > 0 && ((i % window == 0 && std::chrono::duration<double>(clock::now() - t0).count() >= a.duration) ||
                         done.load() >= max_timed_runs))
             break;
