@@ -20,6 +20,10 @@
 //   unsupported - the importer declines the model or an op has no kernel (with the reason),
 //   fail        - anything else: a wrong value, an error while running, a crash or a timeout.
 // Tests run in forked children, so a crashing kernel fails one test, not the run.
+// Sequence and optional data (SequenceProto / OptionalProto files) are bound as the importer lowers
+// them (ipu/onnx/sequences.hpp): a sequence input's element shapes and an empty optional go into
+// import_options, and expected sequences are compared element by element. Dynamic input dimensions
+// are fixed to the data's, as a user fixes them with --input-shape.
 // The exit status is non-zero when a test listed in the expected file does not pass; tests that
 // pass without being listed are reported so the list can grow.
 #include <poll.h>
@@ -40,10 +44,13 @@
 #include <string>
 #include <vector>
 
+#include <onnx/onnx-data_pb.h>
+
 #include "ipu/cpu/device.hpp"
 #include "ipu/cpu/blas_tuning.hpp"
 #include "ipu/half.hpp"
 #include "ipu/onnx/import.hpp"
+#include "ipu/onnx/proto.hpp"
 #include "ipu/onnx/tensor.hpp"
 #include "ipu/passes/optimize.hpp"
 
@@ -175,54 +182,141 @@ std::vector<fs::path> numbered_files(const fs::path& dir, const std::string& ste
   }
 }
 
+/// A value of a test's data set, as the imported graph sees it (sequences.hpp): a tensor is one
+/// tensor, a sequence its elements, an optional its value or nothing.
+struct boundary_value {
+  bool present = true;
+  bool sequence = false;
+  std::vector<ipu::host_tensor> tensors;
+};
+
+boundary_value load_value(const fs::path& p, const ::onnx::TypeProto& type) {
+  auto from_sequence = [](const ::onnx::SequenceProto& seq) {
+    boundary_value v{true, true, {}};
+    for (const auto& t : seq.tensor_values()) v.tensors.push_back(ipu::onnx::to_host_tensor(t));
+    return v;
+  };
+  if (type.has_sequence_type()) {
+    ::onnx::SequenceProto seq;
+    ipu::onnx::read_proto_file(seq, p, "ONNX sequence");
+    return from_sequence(seq);
+  }
+  if (type.has_optional_type()) {
+    ::onnx::OptionalProto opt;
+    ipu::onnx::read_proto_file(opt, p, "ONNX optional");
+    if (opt.has_tensor_value()) return {true, false, {ipu::onnx::to_host_tensor(opt.tensor_value())}};
+    if (opt.has_sequence_value()) return from_sequence(opt.sequence_value());
+    return {false, false, {}};
+  }
+  return {true, false, {ipu::onnx::load_tensor(p)}};
+}
+
 result run_test(const fs::path& test_dir, const options& o) {
-  ipu::graph g;
+  // The model's boundary types say how each data file reads.
+  ::onnx::ModelProto proto;
+  std::vector<const ::onnx::ValueInfoProto*> model_inputs;
   try {
-    g = ipu::onnx::load_model(test_dir / "model.onnx", ipu::onnx::import_options{});
-  } catch (const ipu::error& e) {  // the message without the model's path, which is the test's
-    return {outcome::unsupported, "import: " + one_line(e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")"))};
+    ipu::onnx::read_proto_file(proto, test_dir / "model.onnx", "ONNX model");
   } catch (const std::exception& e) {
-    return {outcome::unsupported, "import: " + one_line(e.what())};
+    return {outcome::fail, "reading the model: " + one_line(e.what())};
   }
+  std::set<std::string> initializers;
+  for (const auto& t : proto.graph().initializer()) initializers.insert(t.name());
+  for (const auto& in : proto.graph().input())
+    if (!initializers.count(in.name())) model_inputs.push_back(&in);
+
+  const auto sets = sorted_dirs(test_dir, "test_data_set_");
+  if (sets.empty()) return {outcome::fail, "no test_data_set_* directories"};
+  struct data_set {
+    std::vector<ipu::host_tensor> inputs, expected;
+    ipu::onnx::import_options import;
+  };
+  std::vector<data_set> data;
   try {
-    ipu::cpu::check_kernels(g, ipu::default_op_registry());
-  } catch (const ipu::error& e) {
-    return {outcome::unsupported, one_line(e.message())};
-  }
-  // Every test also runs after the graph passes (`ipu run`'s default), which must leave the
-  // outputs within rounding of the unoptimised graph's.
-  ipu::graph optimised;
-  try {
-    optimised = ipu::passes::optimize(g, ipu::passes::default_passes());
-  } catch (const std::exception& e) {
-    return {outcome::fail, "graph passes: " + one_line(e.what())};
-  }
-  try {
-    ipu::cpu::device dev(std::move(g), {.threads = o.threads});
-    ipu::cpu::device opt_dev(std::move(optimised), {.threads = o.threads});
-    const auto sets = sorted_dirs(test_dir, "test_data_set_");
-    if (sets.empty()) return {outcome::fail, "no test_data_set_* directories"};
     for (const auto& set : sets) {
-      std::vector<ipu::host_tensor> inputs, expected;
-      for (const auto& p : numbered_files(set, "input")) inputs.push_back(ipu::onnx::load_tensor(p));
-      for (const auto& p : numbered_files(set, "output")) expected.push_back(ipu::onnx::load_tensor(p));
-      const auto actual = dev.run(inputs);
-      if (actual.size() != expected.size())
-        return {outcome::fail, set.filename().string() + ": " + std::to_string(actual.size()) + " outputs, expected " +
-                                   std::to_string(expected.size())};
+      data_set d;
+      const auto in_files = numbered_files(set, "input");
+      for (std::size_t i = 0; i < in_files.size() && i < model_inputs.size(); ++i) {
+        const auto& type = model_inputs[i]->type();
+        auto v = load_value(in_files[i], type);
+        const auto& name = model_inputs[i]->name();
+        // Dynamic dimensions are fixed to the data's, as a user fixes them (ipu --input-shape).
+        if (type.has_tensor_type() && type.tensor_type().has_shape() && v.tensors.size() == 1) {
+          const auto& dims = type.tensor_type().shape().dim();
+          if (std::any_of(dims.begin(), dims.end(), [](const auto& dim) { return !dim.has_dim_value(); }))
+            d.import.input_shapes[name] = v.tensors[0].info().shape.dims();
+        }
+        if (!v.present) d.import.absent_inputs.insert(name);
+        if (v.sequence)
+          for (const auto& t : v.tensors) d.import.sequence_inputs[name].push_back(t.info().shape.dims());
+        if (v.sequence && v.tensors.empty()) d.import.sequence_inputs[name] = {};
+        for (auto& t : v.tensors) d.inputs.push_back(std::move(t));
+      }
+      const auto out_files = numbered_files(set, "output");
+      for (std::size_t i = 0; i < out_files.size(); ++i) {
+        const auto& type = static_cast<int>(i) < proto.graph().output_size() ? proto.graph().output(static_cast<int>(i)).type()
+                                                                            : ::onnx::TypeProto();
+        for (auto& t : load_value(out_files[i], type).tensors) d.expected.push_back(std::move(t));
+      }
+      data.push_back(std::move(d));
+    }
+  } catch (const std::exception& e) {
+    // Data of a type the library lacks (BFLOAT16, STRING) does not load: the model says why.
+    try {
+      (void)ipu::onnx::load_model(test_dir / "model.onnx", {});
+    } catch (const ipu::error& imported) {
+      return {outcome::unsupported,
+              "import: " + one_line(imported.message() + (imported.hint().empty() ? "" : " (" + imported.hint() + ")"))};
+    } catch (const std::exception&) {
+    }
+    return {outcome::fail, "reading the test data: " + one_line(e.what())};
+  }
+
+  for (std::size_t k = 0; k < data.size(); ++k) {
+    const auto& d = data[k];
+    // Each data set is imported with its own sequence lengths and absent optionals.
+    ipu::graph g;
+    try {
+      g = ipu::onnx::load_model(test_dir / "model.onnx", d.import);
+    } catch (const ipu::error& e) {  // the message without the model's path, which is the test's
+      return {outcome::unsupported, "import: " + one_line(e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")"))};
+    } catch (const std::exception& e) {
+      return {outcome::unsupported, "import: " + one_line(e.what())};
+    }
+    try {
+      ipu::cpu::check_kernels(g, ipu::default_op_registry());
+    } catch (const ipu::error& e) {
+      return {outcome::unsupported, one_line(e.message())};
+    }
+    // Every test also runs after the graph passes (`ipu run`'s default), which must leave the
+    // outputs within rounding of the unoptimised graph's.
+    ipu::graph optimised;
+    try {
+      optimised = ipu::passes::optimize(g, ipu::passes::default_passes());
+    } catch (const std::exception& e) {
+      return {outcome::fail, "graph passes: " + one_line(e.what())};
+    }
+    const std::string set = sets[k].filename().string();
+    try {
+      ipu::cpu::device dev(std::move(g), {.threads = o.threads});
+      ipu::cpu::device opt_dev(std::move(optimised), {.threads = o.threads});
+      const auto actual = dev.run(d.inputs);
+      if (actual.size() != d.expected.size())
+        return {outcome::fail, set + ": " + std::to_string(actual.size()) + " outputs, expected " +
+                                   std::to_string(d.expected.size())};
       for (std::size_t i = 0; i < actual.size(); ++i)
-        if (auto why = compare(actual[i], expected[i], o); !why.empty())
-          return {outcome::fail, set.filename().string() + " output " + std::to_string(i) + " ('" +
+        if (auto why = compare(actual[i], d.expected[i], o); !why.empty())
+          return {outcome::fail, set + " output " + std::to_string(i) + " ('" +
                                      dev.model().tensor(dev.model().outputs()[i]).name + "') " + why};
-      const auto after_passes = opt_dev.run(inputs);
+      const auto after_passes = opt_dev.run(d.inputs);
       for (std::size_t i = 0; i < actual.size(); ++i)
         if (auto why = compare_optimised(after_passes.at(i), actual[i], o); !why.empty())
-          return {outcome::fail, set.filename().string() + " output " + std::to_string(i) + " after the graph passes " + why};
+          return {outcome::fail, set + " output " + std::to_string(i) + " after the graph passes " + why};
+    } catch (const std::exception& e) {
+      return {outcome::fail, one_line(e.what())};
     }
-    return {outcome::pass, {}};
-  } catch (const std::exception& e) {
-    return {outcome::fail, one_line(e.what())};
   }
+  return {outcome::pass, {}};
 }
 
 // Runs one test in a child process: a crash or a hang fails that test only.

@@ -5,11 +5,13 @@
 //  1. parse (empty, truncated, corrupt and over-2-GB inputs are refused before protobuf sees them);
 //  2. list every op the library does not implement (import_options::check_supported) at once;
 //  3. check the opset (ai.onnx 1-17; 1-6 are first upgraded to 7 by ONNX's version converter,
-//     upgrade.hpp), apply the input-shape map and require static input shapes;
+//     upgrade.hpp), bind sequence and optional inputs (sequences.hpp), apply the input-shape map
+//     and require static input shapes;
 //  4. ONNX checker and strict shape inference on the model as exported, with the outputs of
 //     PopART's ai.graphcore helper ops typed by the op table's shape rules (graphcore_ops.hpp);
 //  5. normalise to the canonical opset-17 form (normalize.hpp); write PopART's ai.graphcore loss
-//     nodes out as standard ops (graphcore_losses.hpp); check and infer again;
+//     nodes out as standard ops (graphcore_losses.hpp), and sequences and optionals as tensor ops
+//     (sequences.hpp); check and infer again;
 //  6. fold shape computations into constants until every shape is static (fold.hpp);
 //  7. build the IR. Initializers become variables that share the parsed bytes (or the mapped
 //     external-data file) instead of copying them; Constant nodes become constants.
@@ -57,6 +59,7 @@
 #include "ipu/onnx/normalize.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/onnx/proto_edit.hpp"
+#include "ipu/onnx/sequences.hpp"
 #include "ipu/onnx/tensor.hpp"
 #include "ipu/onnx/types.hpp"
 #include "ipu/onnx/unsupported.hpp"
@@ -70,6 +73,13 @@ struct import_options {
   /// Input name -> dimensions, fixing dynamic dimensions (PopART's inputShapeInfo, PopRT's
   /// --input_shape). A symbolic dimension fixed here is fixed wherever else it appears.
   std::map<std::string, std::vector<std::int64_t>, std::less<>> input_shapes;
+  /// Sequence inputs: name -> the shape of each element, in order. Sequences are lowered to
+  /// tensors at import (sequences.hpp), so a sequence input of N elements becomes the tensor inputs
+  /// 'name[0]' ... 'name[N-1]', and its length is fixed here like a dynamic dimension.
+  sequence_input_shapes sequence_inputs;
+  /// Optional inputs given no value: they are no inputs of the imported graph, and
+  /// OptionalHasElement on them is false. Optional inputs not listed here are present.
+  std::set<std::string, std::less<>> absent_inputs;
   /// Where external data files are looked up; by default the model file's directory.
   std::filesystem::path base_dir;
   /// Refuse models using ops that `registry` does not implement, listing all of them.
@@ -637,6 +647,7 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
                              : "the model uses ai.onnx opset " + std::to_string(version) + "; opsets 1 to " +
                                    std::to_string(canonical_opset) + " are supported",
                 "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 1 to 17");
+  detail::bind_structured_inputs(m, options.sequence_inputs, options.absent_inputs);
   detail::apply_input_shapes(*m.mutable_graph(), options);
   detail::check_declared_input_bytes(m.graph(), options, "model graph '" + detail::single_line(m.graph().name()) + "'");
   detail::check_model_bytes(m.ByteSizeLong(), detail::external_data_bytes(m.graph()), options,
@@ -651,6 +662,11 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
   if (detail::has_graphcore_losses(m.graph())) {
     infer_shapes(m, "opset 17, typing the inputs of the ai.graphcore losses");
     write_out_graphcore_losses(m);
+  }
+  if (detail::uses_sequences(m)) {
+    infer_shapes(m, "opset 17, before lowering sequences and optionals");
+    lower_sequences(m);
+    infer_shapes(m, "opset 17, after lowering sequences and optionals");  // types the new outputs
   }
   check_model(m, options.base_dir, "after normalising to opset 17");
   // Folding and inference feed each other; each round folds at least one more node or stops.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/onnx/sequences.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::onnx {
@@ -35,6 +36,7 @@ inline std::string canonical_op_type(std::string_view domain, std::string_view t
   if (domain == "ai.graphcore" && (type == "Nll" || type == "L1" || type == "IdentityLoss")) return {};
   if (domain.empty() || domain == "ai.onnx") {
     if (type == "Constant") return {};
+    if (is_lowered_sequence_op(type)) return {};  // written out as tensor ops (sequences.hpp)
     if (type == "Upsample") return "Resize";
     if (type == "Scatter") return "ScatterElements";
   }
