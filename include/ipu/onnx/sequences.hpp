@@ -53,6 +53,13 @@ inline bool is_lowered_sequence_op(std::string_view type) {
   return false;
 }
 
+/// The most elements a lowered sequence may have, and the most iterations an unrolled Loop may
+/// run: each becomes tensors and nodes of the imported graph.
+inline constexpr std::int64_t max_sequence_elements = 1 << 16;
+/// The most nodes lowering may write, so that nested maps and loops of a hostile model cannot
+/// multiply into an out-of-memory kill.
+inline constexpr std::size_t max_lowered_nodes = std::size_t{1} << 20;
+
 /// Name of element `i` of the sequence value `name` at the model's boundary.
 inline std::string sequence_element_name(std::string_view name, std::size_t i) {
   return std::string(name) + "[" + std::to_string(i) + "]";
@@ -471,6 +478,10 @@ class sequence_lowering {
 
   void lower(const ::onnx::NodeProto& n, std::vector<::onnx::NodeProto>& out) {
     const std::string user = "node " + node_label(n);
+    if (out.size() > max_lowered_nodes)
+      throw error(error_category::onnx,
+                  "lowering the model's sequences writes more than " + std::to_string(max_lowered_nodes) + " nodes",
+                  graph_where_, "the model's sequence maps and unrolled loops are too large to lower at import");
     const bool onnx_domain = n.domain().empty() || n.domain() == "ai.onnx";
     const auto& op = n.op_type();
     if (onnx_domain && is_lowered_sequence_op(op)) return lower_sequence_op(n, user, out);
@@ -627,6 +638,10 @@ class sequence_lowering {
                   graph_where_, "fix the model's axis");
     if (axis < 0) axis += rank;
     const auto length = dims[static_cast<std::size_t>(axis)];
+    if (length > max_sequence_elements)
+      throw error(error_category::onnx,
+                  user + " would make a sequence of " + std::to_string(length) + " elements", graph_where_,
+                  "at most " + std::to_string(max_sequence_elements) + " elements are lowered at import; give a split size");
     std::vector<std::int64_t> sizes;
     bool squeeze = false;
     if (n.input_size() < 2 || n.input(1).empty()) {
@@ -642,6 +657,9 @@ class sequence_lowering {
         if (step <= 0)
           throw error(error_category::onnx, "the split size " + std::to_string(step) + " of " + user + " is not positive",
                       graph_where_, "fix the model");
+        if (length / step + (length % step != 0) > max_sequence_elements)
+          throw error(error_category::onnx, user + " would make more than " + std::to_string(max_sequence_elements) + " elements",
+                      graph_where_, "give a larger split size");
         for (std::int64_t at = 0; at < length; at += step) sizes.push_back(std::min(step, length - at));
       } else {
         std::int64_t sum = 0;
@@ -782,10 +800,10 @@ class sequence_lowering {
     for (int i = 2; i < n.input_size(); ++i) carried.push_back(resolve(n.input(i)));
     const auto n_scan = static_cast<std::size_t>(std::max(0, body.output_size() - 1 - static_cast<int>(carried.size())));
     std::vector<std::vector<std::string>> scans(n_scan);
-    constexpr std::int64_t max_unrolled = 1 << 16;
-    if (trips > max_unrolled)
+    if (trips > max_sequence_elements)
       throw error(error_category::onnx, user + " would be unrolled " + std::to_string(trips) + " times", graph_where_,
-                  "loops carrying sequences are unrolled at import; at most 65536 iterations are");
+                  "loops carrying sequences are unrolled at import; at most " + std::to_string(max_sequence_elements) +
+                      " iterations are");
     for (std::int64_t it = 0; it < trips && cond; ++it) {
       std::vector<value> args;
       args.push_back({value::kind::tensor,
