@@ -83,6 +83,24 @@ def onnx_corpus(d, node_dir):
           [nh.from_array(np.ones((1, 1, 3, 3), np.float32), "k")])
     model("gather_concat", [h.make_node("Gather", ["x", "idx"], ["g"], axis=1), h.make_node("Concat", ["g", "g"], ["y"], axis=0)],
           [x], [h.make_tensor_value_info("y", T.FLOAT, [4, 2])], [nh.from_array(np.array([0, 2], np.int64), "idx")])
+    # Sequences, lowered at import (ipu/onnx/sequences.hpp): split / erase / concat, and a Loop
+    # carrying a sequence that is unrolled.
+    model("sequence_split_concat",
+          [h.make_node("SplitToSequence", ["x"], ["rows"], axis=0, keepdims=0),
+           h.make_node("SequenceErase", ["rows", "p"], ["one"]),
+           h.make_node("ConcatFromSequence", ["one"], ["y"], axis=0, new_axis=1)],
+          [x], [h.make_tensor_value_info("y", T.FLOAT, [1, 3])], [nh.from_array(np.array(-1, np.int64), "p")])
+    seq_body = h.make_graph([h.make_node("Identity", ["cond"], ["cond2"]),
+                             h.make_node("SequenceInsert", ["s", "x"], ["s2"])], "seq_body",
+                            [h.make_tensor_value_info("i", T.INT64, []), h.make_tensor_value_info("cond", T.BOOL, []),
+                             h.make_tensor_sequence_value_info("s", T.FLOAT, None)],
+                            [h.make_tensor_value_info("cond2", T.BOOL, []),
+                             h.make_tensor_sequence_value_info("s2", T.FLOAT, None)])
+    model("sequence_loop",
+          [h.make_node("SequenceEmpty", [], ["e"], dtype=T.FLOAT),
+           h.make_node("Loop", ["n", "", "e"], ["s"], body=seq_body),
+           h.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)],
+          [x], [h.make_tensor_value_info("y", T.FLOAT, [6, 3])], [nh.from_array(np.array(3, np.int64), "n")])
     if node_dir and os.path.isdir(node_dir):
         n = 0
         for name in sorted(os.listdir(node_dir)):
