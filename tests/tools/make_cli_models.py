@@ -43,6 +43,13 @@ def main():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 3])])
     write("dynamic.onnx", helper.make_model(dyn, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
 
+    # A sequence input (--sequence-input binds its elements), concatenated into one tensor.
+    seq = helper.make_graph(
+        [helper.make_node("ConcatFromSequence", ["xs"], ["y"], axis=0)], "seq",
+        [helper.make_tensor_sequence_value_info("xs", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 3])])
+    write("sequence.onnx", helper.make_model(seq, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString())
+
     # Valid protobuf, invalid ONNX: a node reads a tensor nobody defines.
     bad = helper.make_graph(
         [helper.make_node("Add", ["x", "ghost"], ["y"])], "bad",

@@ -406,6 +406,10 @@ inline void run_command(const run_args& args) {
     if (!a.input_shapes.empty())
       throw ipu::error(ipu::error_category::usage, "--input-shape does not apply to a PopEF file", "--input-shape",
                        "shapes are fixed when the file is compiled: pass --input-shape to ipu compile");
+    if (binds_structured_inputs())
+      throw ipu::error(ipu::error_category::usage, "a PopEF file has no sequence or optional inputs to bind",
+                       import_limits().sequence_inputs.empty() ? "--absent-input" : "--sequence-input",
+                       "they are bound when the file is compiled: pass the flag to ipu compile");
     if (a.optimize.passes || a.optimize.no_optimize)
       throw ipu::error(ipu::error_category::usage, "a PopEF file's graph was optimised when it was compiled",
                        a.optimize.passes ? "--passes" : "--no-optimize", "give these flags to ipu compile instead");

@@ -198,8 +198,9 @@ inline void bind_structured_inputs(::onnx::ModelProto& m, const sequence_input_s
     if (it == shapes.end())
       throw error(error_category::usage, "input '" + name + "' is a sequence whose length and element shapes are not given",
                   graph_where,
-                  "give them with import_options::sequence_inputs (name -> one shape per element); the library plans "
-                  "static graphs, so a sequence's length is fixed at import like a dynamic dimension");
+                  "give them with import_options::sequence_inputs (ipu --sequence-input " + name +
+                      "=D0,D1:D0,D1:..., one shape per element); the library plans static graphs, so a sequence's "
+                      "length is fixed at import like a dynamic dimension");
     ::onnx::NodeProto node;
     node.set_name(pool.make(name + "/bind"));
     node.add_output(output);
@@ -375,7 +376,7 @@ class sequence_lowering {
                   graph_where_, "fix the model");
     if (v.k == value::kind::none)
       throw error(error_category::onnx, "'" + name + "' is an empty optional, but " + user + " needs its value",
-                  graph_where_, "give the optional a value (import_options::absent_inputs lists the inputs given none)");
+                  graph_where_, "give the optional a value (import_options::absent_inputs, ipu --absent-input, lists the inputs given none)");
     return v.tensor;
   }
 
