@@ -27,6 +27,7 @@
 #include "ipu/graph/known_values.hpp"
 #include "ipu/graph/validate.hpp"
 #include "ipu/ops/infer.hpp"
+#include "ipu/ops/plan_annotations.hpp"
 #include "ipu/tensor.hpp"
 
 namespace ipu {
@@ -217,6 +218,27 @@ class builder {
     where_.checkpoint = true;
     return identity(x, name);
   }
+  /// PopART's Builder::setAvailableMemoryProportion, PopTorch's set_available_memory: the op that
+  /// makes `x` (a Conv, ConvTranspose, MatMul or Gemm) may use this share of each tile's memory
+  /// for temporaries, in place of the compile-wide one (ops/plan_annotations.hpp).
+  constexpr void set_available_memory_proportion(tensor_id x, double proportion) {
+    annotate(x, {{std::string(attr_available_memory_proportion), static_cast<float>(proportion)}});
+  }
+  /// PopART's Builder::setSerializeMatMul, PopTorch's serializedMatMul: the MatMul making `x` is
+  /// planned as `factor` slices of one dimension, one after another (ops/plan_annotations.hpp).
+  constexpr void set_serialize_matmul(tensor_id x, matmul_serialization_mode mode, std::int64_t factor) {
+    annotate(x, {{std::string(attr_serialize_matmul_mode), std::string(to_string(mode))},
+                 {std::string(attr_serialize_matmul_factor), factor}});
+  }
+
+  /// PopTorch's serializedMatMul(lhs, rhs, mode, factor): lhs x rhs, planned as `factor` slices.
+  constexpr tensor_id serialized_matmul(tensor_id a, tensor_id b, matmul_serialization_mode mode, std::int64_t factor,
+                                        std::string_view name = {}) {
+    const auto y = matmul(a, b, name);
+    set_serialize_matmul(y, mode, factor);
+    return y;
+  }
+
   /// PopART's Builder::recomputeOutputInBackwardPass (RecomputeType::Recompute): the op that makes
   /// `x` is marked annotation::recompute, so a pipelined training step reruns it in the backward
   /// stages that read `x` instead of stashing `x`.
@@ -595,6 +617,22 @@ class builder {
     n.outputs = outs;
     g_.add_op(std::move(n));
     return outs;
+  }
+
+  /// Sets attributes `as` on the op making `x` (replacing those of the same names) and checks the
+  /// op's plan annotations, so a bad value is refused where it is set (the op is then unchanged).
+  constexpr void annotate(tensor_id x, const std::vector<attribute>& as) {
+    const auto producer = g_.tensor(checked(x)).producer;
+    if (producer == no_op)
+      throw error(error_category::usage, "'" + g_.tensor(x).name + "' is not computed by an op, so it has no plan to annotate",
+                  "builder '" + g_.name() + "'", "annotate the output of a Conv, ConvTranspose, MatMul or Gemm");
+    op_node annotated = g_.op(producer);
+    for (const auto& a : as) {
+      std::erase_if(annotated.attributes, [&](const attribute& old) { return old.name == a.name; });
+      annotated.attributes.push_back(a);
+    }
+    check_plan_annotations(annotated);
+    g_.op(producer).attributes = std::move(annotated.attributes);
   }
 
   constexpr tensor_id one(std::string_view type, const std::vector<tensor_id>& inputs,

@@ -41,6 +41,7 @@
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/flags.hpp"
+#include "ipu/ops/plan_annotations.hpp"
 
 namespace ipu {
 
@@ -446,7 +447,7 @@ constexpr op_cost matmul_of(const op_cost_context& c, data_type t, const matmul_
   if (const auto p = amp_precision(c, t)) {
     amp_plan_options o;
     o.tiles = c.options.tiles;
-    o.available_memory_proportion = c.options.available_memory_proportion;
+    o.available_memory_proportion = op_available_memory_proportion(*c.op).value_or(c.options.available_memory_proportion);
     return from_amp_plan(plan_matmul(*c.device, s, *p, o));
   }
   op_cost r = vector_pass(c, t, mul_sat(mul_sat(s.batch, s.m), s.n), 2,
@@ -472,7 +473,25 @@ constexpr op_cost matmul(const op_cost_context& c) {
     const auto ro = static_cast<std::int64_t>(out.shape.rank());
     s.batch = product(out, 0, std::max<std::int64_t>(ro - 2, 0));
   }
-  return matmul_of(c, c.type(a), s);
+  // A serialised matmul (plan_annotations.hpp) runs `factor` slices one after another; a split of
+  // the reducing dimension then sums the slices' products into the output.
+  const auto ser = op_matmul_serialization(*c.op);
+  if (ser.factor <= 1) return matmul_of(c, c.type(a), s);
+  auto& sliced = ser.mode == matmul_serialization_mode::input_channels ? s.m
+                 : ser.mode == matmul_serialization_mode::reducing_dim ? s.k
+                                                                       : s.n;
+  if (ser.factor > sliced)
+    throw error(error_category::usage,
+                std::string(attr_serialize_matmul_factor) + " " + format_uint(ser.factor) + " exceeds the " +
+                    format_uint(sliced) + " " + std::string(to_string(ser.mode)) + " it slices",
+                "op " + graph::describe(*c.op), "give a factor no larger than the sliced dimension");
+  sliced = ceil_div(sliced, ser.factor);
+  op_cost r = matmul_of(c, c.type(a), s).times(ser.factor);
+  if (ser.mode == matmul_serialization_mode::reducing_dim) {
+    const auto out = c.output_elements();
+    r += vector_pass(c, c.type(c.output()), out, 2, 1).times(ser.factor - 1);
+  }
+  return r;
 }
 
 /// Gemm: alpha A' B' + beta C; the bias is an element-wise add over the output.
@@ -614,7 +633,7 @@ constexpr op_cost conv_of(const op_cost_context& c, const conv_shape& s, std::si
   if (const auto p = amp_precision(c, t)) {
     amp_plan_options o;
     o.tiles = c.options.tiles;
-    o.available_memory_proportion = c.options.available_memory_proportion;
+    o.available_memory_proportion = op_available_memory_proportion(*c.op).value_or(c.options.available_memory_proportion);
     r = from_amp_plan(plan_conv(*c.device, s, *p, o));
   } else {
     const auto out = c.output_elements();

@@ -15,6 +15,7 @@
 #include "ipu/graph/known_values.hpp"
 #include "ipu/graph/topological_order.hpp"
 #include "ipu/ops/op_table.hpp"
+#include "ipu/ops/plan_annotations.hpp"
 #include "ipu/ops/shape_rules.hpp"
 #include "ipu/tensor_info.hpp"
 
@@ -42,6 +43,7 @@ constexpr std::vector<tensor_info> infer_outputs(const op_node& op, std::span<co
                 "no shape inference for op type '" + op.type + "'" +
                     (op.domain.empty() ? std::string() : " in domain '" + op.domain + "'"),
                 "op " + graph::describe(op), "give the output infos explicitly");
+  check_plan_annotations(op);
   const infer_context ctx(op, inputs, num_outputs);
   auto out = op_row_at(row).shape.fn(ctx);
   if (out.size() < num_outputs)
@@ -71,6 +73,11 @@ constexpr std::vector<tensor_info> infer_outputs(const graph& g, const op_node& 
 constexpr void check_shape_rules(const graph& g, const std::string& where) {
   std::vector<infer_input> in;
   for (const auto& op : g.ops()) {
+    try {
+      check_plan_annotations(op);
+    } catch (const error& e) {
+      throw error(e.category(), e.message(), where + ": " + e.location(), e.hint());
+    }
     const auto row = op_def_index(op.domain, op.type);
     if (row == no_op_def || !op_row_at(row).shape) continue;
     in.clear();
