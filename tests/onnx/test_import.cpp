@@ -883,4 +883,29 @@ TEST_CASE("external data must be a regular file inside the model's folder, whate
   CHECK(contains(load().what(), "directory, not a regular file"));
 }
 
+TEST_CASE("PopART's plan annotations import as the op's own, and bad ones are refused naming the op") {
+  model m(13);
+  m.input("x", {4, 8}).input("w", {8, 6}).output("y", {4, 6});
+  m.add(node("MatMul", {"x", "w"}, {"y"},
+             {attr("__serialize_matmul_mode", "reducing_dim"), attr("__serialize_matmul_factor", 2),
+              attr("__available_memory_proportion", 0.25f)},
+             "mm"));
+  const auto g = ipu::onnx::load_model_from_bytes(m.bytes());
+  const auto s = ipu::op_matmul_serialization(g.op(0));
+  CHECK(s.mode == ipu::matmul_serialization_mode::reducing_dim);
+  CHECK(s.factor == 2);
+  CHECK(ipu::op_available_memory_proportion(g.op(0)) == doctest::Approx(0.25));
+
+  model bad(13);
+  bad.input("x", {4, 8}).output("y", {4, 8});
+  bad.add(node("Relu", {"x"}, {"y"}, {attr("__available_memory_proportion", 0.5f)}, "relu"));
+  try {
+    (void)ipu::onnx::load_model_from_bytes(bad.bytes());
+    FAIL("a Relu with an available memory proportion was imported");
+  } catch (const ipu::error& e) {
+    CHECK(std::string(e.what()).find("__available_memory_proportion is set on a Relu") != std::string::npos);
+    CHECK(std::string(e.what()).find("'relu'") != std::string::npos);
+  }
+}
+
 }  // namespace test_import
