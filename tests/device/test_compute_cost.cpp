@@ -14,7 +14,8 @@ constexpr auto mk2_1 = ipu::ipu_model<ipu::mk2, 1>::description();
 constexpr auto mk2 = mk2_1.arch;
 
 // Hand-derived AMP geometry from the memory ports (see compute_cost.hpp):
-//   po = 8 / partial bytes, pi = (16 - 8) / input bytes, nb = MACs / pi, c = ceil(nb / po), kb = pi c.
+//   po = 8 / partial bytes, pi = (16 - 8) / input bytes, nb = MACs / pi, c = ceil(nb / po), kb = pi c,
+//   w = kb nb input bytes / 8 (PopLibs' default 64-bit weight loads).
 struct geometry_case {
   ipu::architecture_description arch;
   precision p;
@@ -25,12 +26,12 @@ struct geometry_case {
 TEST_CASE("AMP geometry derived from the memory ports sustains the datasheet MAC rate") {
   const auto mk1 = ipu::describe_architecture<ipu::mk1>();
   const geometry_case cases[] = {
-      {mk2, precision::fp16_16, {4, 4, 16, 16, 4, 32}},  // w = 16 x 16 x 2 / 16
-      {mk2, precision::fp16_32, {4, 2, 16, 8, 4, 16}},
-      {mk2, precision::fp32, {2, 2, 8, 8, 4, 16}},       // w = 8 x 8 x 4 / 16
-      {mk1, precision::fp32, {2, 2, 4, 4, 2, 4}},
-      {mk1, precision::fp16_32, {4, 2, 16, 8, 4, 16}},
-      {mk1, precision::fp16_16, {4, 4, 8, 8, 2, 8}},
+      {mk2, precision::fp16_16, {4, 4, 16, 16, 4, 64}},  // w = 16 x 16 x 2 / 8
+      {mk2, precision::fp16_32, {4, 2, 16, 8, 4, 32}},
+      {mk2, precision::fp32, {2, 2, 8, 8, 4, 32}},       // w = 8 x 8 x 4 / 8
+      {mk1, precision::fp32, {2, 2, 4, 4, 2, 8}},
+      {mk1, precision::fp16_32, {4, 2, 16, 8, 4, 32}},
+      {mk1, precision::fp16_16, {4, 4, 8, 8, 2, 16}},
   };
   for (const auto& c : cases) {
     CAPTURE(c.arch.name);
@@ -38,7 +39,13 @@ TEST_CASE("AMP geometry derived from the memory ports sustains the datasheet MAC
     const auto g = ipu::amp_geometry_for(c.arch, c.p);
     CHECK(g == c.expected);
     CHECK(g.macs_per_cycle() == c.arch.macs_per_cycle(c.p));
+    // 128-bit loads (use128BitConvUnitLoad) take the whole 16-byte read port: half the cycles.
+    auto fast = c.expected;
+    fast.weight_load_cycles /= 2;
+    CHECK(ipu::amp_geometry_for(c.arch, c.p, true) == fast);
   }
+  static_assert(ipu::conv_unit_load_bytes_per_cycle(mk2, false) == 8);
+  static_assert(ipu::conv_unit_load_bytes_per_cycle(mk2, true) == 16);
   static_assert(ipu::amp_geometry_for(ipu::describe_architecture<ipu::bow>(), precision::fp16_16).macs_per_cycle() == 64);
 }
 
@@ -46,16 +53,19 @@ TEST_CASE("AMP tile cycles: one vertex, its loops and PopLibs' fixed costs") {
   // 10 rows, 20 in, 20 out on Mk2 FP16.16: 2 x 2 blocks of 16 x 16, the 1x1 vertex (half inputs,
   // 16 units: the common path, 7 cycles retained). Workers take 2, 2, 1, 2, 2, 1 rows: zeroing
   // 40 + 1 - 7 = 34 and 31 + 1 - 7 = 25 cycles, max(6 x 34, 6 x 25 + 14) = 204; later blocks 35 and
-  // 26, 210. First input block 11 + 2 x (18 + 7 + 32 + 204), later 15 + 2 x (19 + 6 + 32 + 210),
-  // retention 6 x (7 + 3 x 1), group 12 + 1, vertex 50 (vertex_cost.hpp).
-  constexpr std::uint64_t first = 11 + 2 * (18 + 7 + 32 + 204), later = 15 + 2 * (19 + 6 + 32 + 210);
+  // 26, 210. Weights: 16 x 16 halves over 64-bit loads, 64 cycles. First input block
+  // 11 + 2 x (18 + 7 + 64 + 204), later 15 + 2 x (19 + 6 + 64 + 210), retention 6 x (7 + 3 x 1),
+  // group 12 + 1, vertex 50 (vertex_cost.hpp).
+  constexpr std::uint64_t first = 11 + 2 * (18 + 7 + 64 + 204), later = 15 + 2 * (19 + 6 + 64 + 210);
   static_assert(ipu::amp_tile_cycles(mk2, precision::fp16_16, amp_problem{1, 10, 20, 20, 1, 10}) ==
                 50 + 6 * (7 + 3) + 13 + later + first);
-  CHECK(ipu::amp_tile_cycles(mk2, precision::fp16_16, amp_problem{1, 10, 20, 20, 1, 10}) == 1205);
+  CHECK(ipu::amp_tile_cycles(mk2, precision::fp16_16, amp_problem{1, 10, 20, 20, 1, 10}) == 1333);
+  // 128-bit loads: 32 cycles per block load, 4 loads fewer 32 cycles.
+  CHECK(ipu::amp_tile_cycles(mk2, precision::fp16_16, amp_problem{1, 10, 20, 20, 1, 10}, true) == 1333 - 4 * 32);
   // FP32 inputs take the float path, which zeroes in the worker (2 + 4 per row): 6 rows, one per
   // worker, 47 + 6 = 53 cycles each, all equal, so the 14-cycle tag decides: 6 x 53 + 14.
   const auto six = ipu::amp_tile_cycles(mk2, precision::fp32, amp_problem{1, 6, 8, 8, 1, 6});
-  CHECK(six == 50 + 13 + 11 + 18 + 7 + 16 + (6 * 53 + 14));
+  CHECK(six == 50 + 13 + 11 + 18 + 7 + 32 + (6 * 53 + 14));
   // 7 rows: the 2-row workers (46 + 10 = 56) are slowest; 12 rows: all take 56, + the tag.
   CHECK(ipu::amp_tile_cycles(mk2, precision::fp32, amp_problem{1, 7, 8, 8, 1, 7}) == six - (6 * 53 + 14) + 6 * 56);
   CHECK(ipu::amp_tile_cycles(mk2, precision::fp32, amp_problem{1, 12, 8, 8, 1, 12}) ==
@@ -66,7 +76,7 @@ TEST_CASE("AMP tile cycles: one vertex, its loops and PopLibs' fixed costs") {
   const auto path = ipu::amp_code_path_for(precision::fp16_16, 16);
   CHECK(ipu::amp_tile_cycles(mk2, precision::fp16_16, k9) ==
         ipu::amp_zero_vertex_cycles(mk2, 2, 2, 10, 16) +
-            ipu::amp_nx1_vertex_cycles(mk2, path, 2, 2, 2, {1, 9}, 10, 0, 4, 32));
+            ipu::amp_nx1_vertex_cycles(mk2, path, 2, 2, 2, {1, 9}, 10, 0, 4, 64));
 }
 
 TEST_CASE("AMP fill: 3 input channels waste most of a 16-channel block") {
@@ -77,7 +87,7 @@ TEST_CASE("AMP fill: 3 input channels waste most of a 16-channel block") {
   CHECK(c3 == c16);  // same passes: the AMP's 16 inputs are mostly zero padding
   // nx1 over 49 positions, 4 output blocks; each worker one item of 100 rows:
   // 3 + 34 - 12 + 400 - 9 = 416, + 17 + 1 = 434; per position max(6 x 434, 6 x 434 + 9).
-  constexpr std::uint64_t inner = 14 + 49 * (12 + 32 + 18) + 49 * (6 * 434 + 9);
+  constexpr std::uint64_t inner = 14 + 49 * (12 + 64 + 18) + 49 * (6 * 434 + 9);
   constexpr std::uint64_t nx1 = 109 + 6 * 9 + 6 * 10 + (4 * 17 + 3 * 6 + 1) + 1 + 16 + (14 + 4 * (14 + inner));
   constexpr std::uint64_t zero = 6 * 4 * (800 + 5);  // 600 x 16 / 6 = 1600 per worker, 2 a cycle
   CHECK(c3 == zero + nx1);
@@ -115,10 +125,14 @@ TEST_CASE("one tile, no split: nothing to exchange, one sync") {
   CHECK(plan.tiles_used == 1);
   CHECK(plan.operand_bytes_per_tile == 0);  // it holds both operands already
   // 16 rows: workers take 3, 3, 2, 3, 3, 2; PopLibs' 2-row case (34) is slower than 3 rows (30).
-  CHECK(plan.compute == ipu::superstep{50 + 6 * 7 + 13 + 11 + 18 + 7 + 32 + 6 * 34, 40, 0});
+  CHECK(plan.compute == ipu::superstep{50 + 6 * 7 + 13 + 11 + 18 + 7 + 64 + 6 * 34, 40, 0});
   CHECK(plan.reduction == ipu::superstep{});
   CHECK(plan.reduction_stages == 0);
-  CHECK(plan.total_cycles() == 377 + 40);
+  CHECK(plan.total_cycles() == 409 + 40);
+  // use_128bit_conv_unit_load reaches the vertex: 32 weight-load cycles instead of 64.
+  ipu::amp_plan_options fast;
+  fast.use_128bit_conv_unit_load = true;
+  CHECK(ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, {}, fast).total_cycles() == 377 + 40);
   CHECK(plan.temporary_bytes_per_tile == 1024);
   CHECK(plan.ideal_cycles == 1);
 }
@@ -128,7 +142,7 @@ TEST_CASE("splitting input channels adds a partial-sum exchange and reduction") 
   const auto plan = ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, amp_partition{1, 1, 1, 2});
   CHECK(plan.tiles_used == 2);
   CHECK(plan.tile_work == amp_problem{1, 16, 8, 16, 1, 16});
-  CHECK(plan.compute.compute_cycles == 377);  // one input block either way
+  CHECK(plan.compute.compute_cycles == 409);  // one input block either way
   // 256 partials per tile, each tile reduces 128 of them, receiving 1 x 128 x 2 bytes.
   CHECK(plan.reduction_bytes_per_tile == 256);
   CHECK(plan.reduction.exchange_cycles == 64 + 6);
@@ -137,7 +151,7 @@ TEST_CASE("splitting input channels adds a partial-sum exchange and reduction") 
   CHECK(plan.reduction_stages == 1);
   CHECK(plan.reduction.compute_cycles == 6 * (20 + 3 * (2 * 1 + 9)) + 33);
   CHECK(plan.reduction.sync_cycles == 40);
-  CHECK(plan.total_cycles() == 377 + 40 + 351 + 40 + 70);
+  CHECK(plan.total_cycles() == 409 + 40 + 351 + 40 + 70);
   CHECK(plan.temporary_bytes_per_tile == 512 + 512 + 256);
 }
 

@@ -12,8 +12,12 @@
 //   output channels     nb = macs_per_cycle / pi          (each input feeds nb accumulators)
 //   cycles per row      c  = ceil(nb / po)                 (the row's nb partials leave at po per cycle)
 //   input channels      kb = pi * c                        (inputs consumed while they do)
-//   weight block load   w  = ceil(kb * nb * input_bytes / read_bytes_per_cycle)
-// Mk2 FP16.16: po = 4, pi = 4, nb = 16, c = 4, kb = 16, w = 32, and kb * nb / c = 64 MACs per cycle.
+//   weight block load   w  = ceil(kb * nb * input_bytes / load bytes per cycle)
+// The weights go to the conv units with 64-bit loads (8 bytes a cycle) unless 128-bit loads (16,
+// the whole read port) are asked for: PopLibs' ConvOptions::use128BitConvUnitLoad, false by default,
+// which halves the target's coefficient-load bytes (ConvModel.cpp, addPartialCalcCycleEstimate).
+// Mk2 FP16.16: po = 4, pi = 4, nb = 16, c = 4, kb = 16, w = 64 (32 with 128-bit loads), and
+// kb * nb / c = 64 MACs per cycle.
 //
 // Tile cycles for a piece with g groups, r rows, k input channels, n output channels, p kernel
 // positions, on W worker threads (each issues every W-th cycle, so a tile reaches its peak only with
@@ -64,7 +68,16 @@ struct amp_geometry {
   friend constexpr bool operator==(const amp_geometry&, const amp_geometry&) = default;
 };
 
-constexpr amp_geometry amp_geometry_for(const architecture_description& a, precision p) {
+/// Bytes a cycle the supervisor loads into the conv units' weight registers: one ld64 (8 bytes) or
+/// one ld128 (16), never more than the read port.
+constexpr std::uint32_t conv_unit_load_bytes_per_cycle(const architecture_description& a,
+                                                       bool use_128bit_conv_unit_load) noexcept {
+  return std::max<std::uint32_t>(1, std::min<std::uint32_t>(a.local_read_bytes_per_cycle,
+                                                            use_128bit_conv_unit_load ? 16 : 8));
+}
+
+constexpr amp_geometry amp_geometry_for(const architecture_description& a, precision p,
+                                        bool use_128bit_conv_unit_load = false) {
   using ipu::ceil_div;
   ipu::require_ipu_figures(a, "amp_geometry_for");
   const std::uint32_t in_b = input_bytes(p), part_b = partials_bytes(p);
@@ -78,18 +91,20 @@ constexpr amp_geometry amp_geometry_for(const architecture_description& a, preci
   g.cycles_per_row = static_cast<std::uint32_t>(ceil_div(g.out_channels_per_block, g.partials_per_cycle));
   g.in_channels_per_block = g.inputs_per_cycle * g.cycles_per_row;
   g.weight_load_cycles = static_cast<std::uint32_t>(
-      ceil_div(std::uint64_t{g.in_channels_per_block} * g.out_channels_per_block * in_b, a.local_read_bytes_per_cycle));
+      ceil_div(std::uint64_t{g.in_channels_per_block} * g.out_channels_per_block * in_b,
+               conv_unit_load_bytes_per_cycle(a, use_128bit_conv_unit_load)));
   return g;
 }
 
 /// Cycles one tile spends on its piece `work` of a matmul / convolution: one AMP vertex, its inner
 /// loops as the file comment derives them and its fixed costs as PopLibs estimates them
 /// (vertex_cost.hpp): ConvPartial1x1Out for one kernel position, ConvPartialnx1 (and its zeroing
-/// vertex) for more.
-constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work) {
+/// vertex) for more. `use_128bit_conv_unit_load`: PopLibs' option of that name (weight loads).
+constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work,
+                                        bool use_128bit_conv_unit_load = false) {
   using ipu::ceil_div;
   if (work.empty()) return 0;
-  const auto g = amp_geometry_for(a, p);
+  const auto g = amp_geometry_for(a, p, use_128bit_conv_unit_load);
   const auto path = amp_code_path_for(p, g.out_channels_per_block);
   const std::uint64_t in_blocks = ceil_div(work.in_channels, g.in_channels_per_block);
   const std::uint64_t out_blocks = ceil_div(work.out_channels, g.out_channels_per_block);
@@ -146,6 +161,9 @@ constexpr vector_op_cost elementwise_cost(const architecture_description& a, dat
 struct amp_plan_options {
   std::uint32_t tiles = 0;  // tiles the op may use; 0: all tiles of one IPU
   double available_memory_proportion = default_available_memory_proportion;
+  /// PopLibs' use128BitConvUnitLoad: load the AMP's weights 128 bits a cycle instead of 64 (the
+  /// default, as in PopLibs).
+  bool use_128bit_conv_unit_load = false;
 };
 
 /// The cost of a matmul / convolution split over tiles: one superstep that exchanges the operands to
@@ -243,7 +261,8 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
   plan.operand_bytes_per_tile = received;
 
   const std::uint64_t sync = sync_cycles(d);
-  plan.compute = superstep{amp_tile_cycles(a, prec, w), sync, exchange_cycles(a, received)};
+  plan.compute =
+      superstep{amp_tile_cycles(a, prec, w, opts.use_128bit_conv_unit_load), sync, exchange_cycles(a, received)};
 
   std::uint64_t partial_temps = 0;
   if (parts.in_channels >= 2) {
