@@ -75,6 +75,19 @@ TEST_CASE("the nx1 vertex loops over kernel rows and columns, and needs its part
   CHECK(ipu::amp_zero_vertex_cycles(mk2, 1, 1, 100, 16) == 6 * (134 + 5));
 }
 
+TEST_CASE("nx1 weight heights: more load cycles per block, fewer kernel rows") {
+  static_assert(ipu::amp_nx1_weight_height_cycles(1) == 15);
+  static_assert(ipu::amp_nx1_weight_height_cycles(2) == 46);
+  static_assert(ipu::amp_nx1_weight_height_cycles(4) == 60);
+  CHECK(ipu::amp_nx1_weight_height_cycles(3) == 60);  // PopLibs' 20 per row otherwise
+  // The 3x3 case above at height 4 (one outer row of 3 positions) and 64-cycle loads: per position
+  // 12 + 64 + 60 + 3 = 139, workers 285 as before.
+  constexpr std::uint64_t inner = 1 * (14 + 3 * 139) + 3 * 285;
+  static_assert(ipu::amp_nx1_vertex_cycles(mk2, half16, 1, 1, 1, {1, 3}, 12, 0, 4, 64, 4) ==
+                (109 + 54 + 60) + 19 + (16 + 14 + 14 + inner));
+  CHECK(ipu::amp_nx1_vertex_cycles(mk2, half16, 1, 1, 1, {1, 3}, 12, 0, 4, 64, 4) == 1572);
+}
+
 TEST_CASE("reduce vertices: multi-input, single-input and the tail") {
   // Multi-input, F32 -> F32, 100 outputs of 3: 25 loops of 4, 5 per worker (remainder rounds up),
   // 4 / 2 + 1 = 3 cycles per partial, 7 per loop, 32 per worker.

@@ -158,15 +158,28 @@ struct kernel_loops {
   std::uint64_t width = 1;
 };
 
-/// Cycles of one ConvPartialnx1 vertex and its zeroing vertex (PopLibs
-/// getConvPartialnx1SupervisorCycleEstimate + estimateZeroSupervisorCycles, 16- and 32-bit inputs,
-/// weight height 1): `in_blocks` counts input-channel blocks only; every kernel position reloads the
+/// Supervisor cycles to finish loading a weight block beyond the load itself, by weight height h
+/// (the kernel rows one block holds): 15, 46, 60 for heights 1, 2, 4 (PopLibs
+/// getConvPartialnx1SupervisorInnerLoopCycleEstimateHalfFloat), 20 h otherwise.
+constexpr std::uint64_t amp_nx1_weight_height_cycles(std::uint64_t weight_height) noexcept {
+  switch (weight_height) {
+    case 1: return 15;
+    case 2: return 46;
+    case 4: return 60;
+    default: return ipu::mul_sat(20, weight_height);
+  }
+}
+
+/// Cycles of one ConvPartialnx1 vertex (PopLibs getConvPartialnx1SupervisorCycleEstimate, 16- and
+/// 32-bit inputs): `in_blocks` counts input-channel blocks only; every kernel position reloads the
 /// block's weights and reruns the workers. Rows are split evenly over the W workers, each paying per
-/// field row of `row_width` it touches (the tile's rows start at a field row).
+/// field row of `row_width` it touches (the tile's rows start at a field row). `weight_height`: the
+/// kernel rows one weight block holds; `kernel.rows` already counts the outer positions that remain.
 constexpr std::uint64_t amp_nx1_vertex_cycles(const architecture_description& a, const amp_code_path& k,
                                               std::uint64_t groups, std::uint64_t in_blocks, std::uint64_t out_blocks,
                                               kernel_loops kernel, std::uint64_t rows, std::uint64_t row_width,
-                                              std::uint64_t c, std::uint64_t weight_load) {
+                                              std::uint64_t c, std::uint64_t weight_load,
+                                              std::uint64_t weight_height = 1) {
   using ipu::mul_sat;
   if (groups == 0 || in_blocks == 0 || out_blocks == 0 || rows == 0 || kernel.rows == 0 || kernel.width == 0)
     return 0;
@@ -179,8 +192,8 @@ constexpr std::uint64_t amp_nx1_vertex_cycles(const architecture_description& a,
   }
   const std::uint64_t positions = mul_sat(kernel.rows, kernel.width);
   const std::uint64_t workers = mul_sat(positions, supervisor_worker_cycles(w, slowest, fastest, amp_nx1_worker_tag));
-  // Per kernel position: the weight load, 15 more load cycles at weight height 1, and 3 to start.
-  const std::uint64_t position = 17 - 5 + weight_load + 15 + 3;
+  // Per kernel position: the weight load, the height's further load cycles, and 3 to start.
+  const std::uint64_t position = 17 - 5 + weight_load + amp_nx1_weight_height_cycles(weight_height) + 3;
   const std::uint64_t inner = mul_sat(kernel.rows, 14 + mul_sat(kernel.width, position)) + workers;
   const std::uint64_t zero_partials_retention = k.float_partials ? 9 : 10;
   const std::uint64_t fixed = 109 + w * 9 + w * zero_partials_retention;
