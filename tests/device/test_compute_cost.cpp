@@ -107,7 +107,7 @@ TEST_CASE("nx1 weight heights: 3 input channels of a 3x3 kernel fold 4 kernel ro
   const amp_problem p{1, 12, 3, 16, 9, 12, 3, 0, 3};
   constexpr std::uint64_t fixed = 126 + 223 + 19 + 44;
   const auto v = ipu::choose_amp_vertex(mk2, precision::fp16_16, p);
-  CHECK(v == ipu::amp_vertex_choice{ipu::amp_vertex::conv_nx1, 4, fixed + 1286});
+  CHECK(v == ipu::amp_vertex_choice{ipu::amp_vertex::conv_nx1, 4, {}, fixed + 1286});
   CHECK(v.cycles == 1698);
   CHECK(ipu::amp_tile_cycles(mk2, precision::fp16_16, p) == 1698);
   // 128-bit loads halve heights 1 and 2's loads (3165, 2296) but not height 4's (it shuffles its weights).
@@ -115,7 +115,7 @@ TEST_CASE("nx1 weight heights: 3 input channels of a 3x3 kernel fold 4 kernel ro
   // 16 input channels fill a height-1 block; height 4 would need 4 input blocks: h = 1 wins.
   amp_problem full = p;
   full.in_channels = 16;
-  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, full) == ipu::amp_vertex_choice{ipu::amp_vertex::conv_nx1, 1, fixed + 3453});
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, full) == ipu::amp_vertex_choice{ipu::amp_vertex::conv_nx1, 1, {}, fixed + 3453});
   // A 1-D kernel (kernel_height 1) and a piece without its kernel's shape have nothing to fold.
   amp_problem flat = p;
   flat.kernel_height = 1;
@@ -133,6 +133,44 @@ TEST_CASE("nx1 weight heights: 3 input channels of a 3x3 kernel fold 4 kernel ro
   CHECK(plan.vertex.vertex == ipu::amp_vertex::conv_nx1);
   CHECK(plan.vertex.weight_height == 4);
   CHECK(plan.compute.compute_cycles == ipu::amp_tile_cycles(mk2, precision::fp16_16, plan.tile_work));
+}
+
+TEST_CASE("SLIC: groups of at most 4 channels take the SLIC vertex when it is cheaper") {
+  // 12 rows, 4 -> 4 channels, 3x3 kernel at stride 1. Mk2 FP16.16: SLIC with 1 group of 4 channels
+  // on 4 chains, 1029 cycles (vertex_cost tests), beats 2 chains (1373) and nx1 at height 4 (1698).
+  const amp_problem p{1, 12, 4, 4, 9, 12, 3, 0, 3, 1};
+  const ipu::amp_vertex_choice slic16{ipu::amp_vertex::slic, 1, {1, 4, 4}, 1029};
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, p) == slic16);
+  // FP16.32: 8 float-partial units, 2 chains, 1365; nx1 at height 4: zeroing 6 x (8 + 5), fixed
+  // 109 + 6 x 9 + 6 x 9, loops 19 + 44, per position 12 + 32 + 60 + 3 and max(6 x 45, + 9).
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_32, p) ==
+        ipu::amp_vertex_choice{ipu::amp_vertex::slic, 1, {1, 4, 2}, 1365});
+  CHECK(1365 < 78 + 217 + 19 + 44 + (14 + 3 * 107 + 3 * 279));
+  // Not for FP32 inputs, 5 channels, stride 3, a matmul (no kernel: fully connected), or Mk1.
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp32, p).vertex == ipu::amp_vertex::conv_nx1);
+  amp_problem five = p;
+  five.in_channels = 5;
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, five).vertex == ipu::amp_vertex::conv_nx1);
+  amp_problem strided = p;
+  strided.stride_width = 3;
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, strided).vertex == ipu::amp_vertex::conv_nx1);
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, amp_problem{1, 12, 4, 4, 1, 12}).vertex ==
+        ipu::amp_vertex::conv_1x1);
+  CHECK(ipu::choose_amp_vertex(ipu::describe_architecture<ipu::mk1>(), precision::fp16_32, p).vertex ==
+        ipu::amp_vertex::conv_nx1);
+  // A plan on one tile records the vertex and adds its output buffer to the temporaries: operands
+  // 12 x 4 x 2 + 9 x 4 x 4 x 2 bytes, partials 12 x 4 x 2 / 1 group block + 200.
+  const auto one = ipu::evaluate_amp_partition(mk2_1, p, precision::fp16_16, {});
+  CHECK(one.vertex == slic16);
+  CHECK(one.compute.compute_cycles == 1029);
+  CHECK(one.temporary_bytes_per_tile == 96 + 288 + 96 + 200);
+  // The ResNeXt layer of `ipu model` (32 groups of 4 channels) is planned on SLIC.
+  const ipu::conv_shape resnext{1, 128, 128, 32, {56, 56}, {3, 3}, {}, {1, 1}, {1, 1}, {}};
+  for (auto prec : {precision::fp16_16, precision::fp16_32}) {
+    const auto plan = ipu::plan_conv(mk2_1, resnext, prec);
+    CHECK(plan.vertex.vertex == ipu::amp_vertex::slic);
+    CHECK(plan.compute.compute_cycles == ipu::amp_tile_cycles(mk2, prec, plan.tile_work));
+  }
 }
 
 TEST_CASE("vector ops: one 64-bit result per cycle, limited by reads and instructions") {

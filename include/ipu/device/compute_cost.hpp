@@ -102,12 +102,14 @@ constexpr amp_geometry amp_geometry_for(const architecture_description& a, preci
 enum class amp_vertex : std::uint8_t {
   conv_1x1,  // ConvPartial1x1Out: one kernel position
   conv_nx1,  // ConvPartialnx1 after a zeroing vertex: more kernel positions
+  slic,      // ConvPartial1xNSLIC: groups of few channels, 1x4 kernel windows
 };
 
 /// The vertex a tile's piece runs on, its configuration and its cycles.
 struct amp_vertex_choice {
   amp_vertex vertex = amp_vertex::conv_1x1;
   std::uint32_t weight_height = 1;  // nx1: kernel rows one weight block holds, kb / h input channels each
+  slic_config slic{};               // slic: its grouping and conv-unit chains
   std::uint64_t cycles = 0;
   friend constexpr bool operator==(const amp_vertex_choice&, const amp_vertex_choice&) = default;
 };
@@ -119,7 +121,11 @@ struct amp_vertex_choice {
 /// dimension has more than one row, at a height h dividing c (input-channel groups of kb / h, still
 /// whole per-cycle loads), which folds h kernel rows into one weight block: ceil(rows / h) outer
 /// positions and ceil(k / (kb / h)) input blocks. `use_128bit_conv_unit_load`: PopLibs' option of
-/// that name (weight loads; a height of 4 always loads 64 bits).
+/// that name (weight loads; a height of 4 always loads 64 bits). Convolutions with half inputs
+/// (kernel_width > 0: PopLibs disables SLIC for fully connected layers) whose groups have at most 4
+/// input and output channels on the tile, at innermost stride 1 or 2, may also take the SLIC vertex
+/// on IPU2 and later when the conv units form chains of 4 (c = 4): PopLibs' groupings of 1 x 4, 2 x 2, 4 x 1 channels
+/// (and 8 x 1, 16 x 1 with 16 half-partial units), on 2 chains, or 4 with 16 half-partial units.
 constexpr amp_vertex_choice choose_amp_vertex(const architecture_description& a, precision p, const amp_problem& work,
                                               bool use_128bit_conv_unit_load = false) {
   using ipu::ceil_div;
@@ -130,7 +136,7 @@ constexpr amp_vertex_choice choose_amp_vertex(const architecture_description& a,
   const std::uint64_t kb = g.in_channels_per_block, c = g.cycles_per_row;
   const std::uint64_t out_blocks = ceil_div(work.out_channels, g.out_channels_per_block);
   if (work.kernel_positions == 1)
-    return {amp_vertex::conv_1x1, 1,
+    return {amp_vertex::conv_1x1, 1, {},
             amp_1x1_vertex_cycles(a, path, work.groups, ceil_div(work.in_channels, kb), out_blocks, work.rows, c,
                                   g.weight_load_cycles)};
   const std::uint64_t width =
@@ -139,10 +145,29 @@ constexpr amp_vertex_choice choose_amp_vertex(const architecture_description& a,
   const std::uint64_t outer = work.kernel_positions / width;
   const std::uint64_t zero =
       amp_zero_vertex_cycles(a, work.groups, out_blocks, work.rows, g.out_channels_per_block);
-  amp_vertex_choice best{amp_vertex::conv_nx1, 1,
+  amp_vertex_choice best{amp_vertex::conv_nx1, 1, {},
                          zero + amp_nx1_vertex_cycles(a, path, work.groups, ceil_div(work.in_channels, kb), out_blocks,
                                                       kernel_loops{outer, width}, work.rows, work.row_width, c,
                                                       g.weight_load_cycles)};
+  // PopLibs' SLIC codelets are built for IPU2 on (__IPU_ARCH_VERSION__ >= 2).
+  if (a.ipu_version != "ipu1" && input_bytes(p) == 2 && c == 4 && work.kernel_width != 0 &&
+      work.stride_width <= 2) {
+    const bool float_partials = partials_bytes(p) == 4;
+    const bool sixteen = !float_partials && g.out_channels_per_block == 16;
+    const std::uint64_t sub_kernels = mul_sat(ceil_div(width, slic_window_width), outer);
+    const slic_config groupings[] = {{1, 4}, {2, 2}, {4, 1}, {8, 1}, {16, 1}};
+    for (std::uint32_t chains : {4u, 2u}) {
+      if (chains == 4 && !sixteen) continue;
+      for (auto s : groupings) {
+        if (s.conv_groups > 4 && !sixteen) continue;
+        if (work.in_channels > s.channels || work.out_channels > s.channels) continue;
+        s.chains = chains;
+        const std::uint64_t cycles = slic_vertex_cycles(a, s, float_partials, work.groups, sub_kernels, work.rows,
+                                                        work.row_width, std::max<std::uint64_t>(work.stride_width, 1));
+        if (cycles < best.cycles) best = {amp_vertex::slic, 1, s, cycles};
+      }
+    }
+  }
   const std::uint64_t height = work.kernel_height == 0 ? outer : work.kernel_height;
   if (height < 2 || outer % height != 0) return best;
   const std::uint64_t block_bytes = mul_sat(mul_sat(kb, g.out_channels_per_block), input_bytes(p));
@@ -155,7 +180,7 @@ constexpr amp_vertex_choice choose_amp_vertex(const architecture_description& a,
     const std::uint64_t cycles =
         zero + amp_nx1_vertex_cycles(a, path, work.groups, ceil_div(work.in_channels, kb / h), out_blocks, loops,
                                      work.rows, work.row_width, c, ceil_div(block_bytes, load), h);
-    if (cycles < best.cycles) best = {amp_vertex::conv_nx1, h, cycles};
+    if (cycles < best.cycles) best = {amp_vertex::conv_nx1, h, {}, cycles};
   }
   return best;
 }
@@ -335,6 +360,12 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
       ++plan.reduction_stages;
     }
     partial_temps = mul_sat(partials, part_b) + largest;
+  }
+  if (plan.vertex.vertex == amp_vertex::slic) {
+    // The SLIC vertex's extra output buffer: its partials over the group blocks, + 200 bytes
+    // (PopLibs ConvModel.cpp, addConvTempMemoryEstimate).
+    const std::uint64_t partials = mul_sat(mul_sat(mul_sat(w.groups, w.rows), w.out_channels), part_b);
+    partial_temps += ceil_div(partials, ceil_div(w.groups, plan.vertex.slic.conv_groups)) + 200;
   }
   plan.temporary_bytes_per_tile = needed + partial_temps;
   return plan;

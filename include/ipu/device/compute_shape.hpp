@@ -94,6 +94,7 @@ struct amp_problem {
   std::uint64_t row_width = 0;         // rows (output pixels) per field row: innermost output size (0: one run)
   std::uint64_t kernel_height = 0;     // outermost kernel size, which an nx1 weight height > 1 folds
                                        // (0: kernel_positions / kernel_width; 1: nothing to fold)
+  std::uint64_t stride_width = 1;      // innermost output stride (the SLIC vertex takes 1 or 2)
 
   [[nodiscard]] constexpr std::uint64_t macs() const noexcept {
     using ipu::mul_sat;
@@ -130,7 +131,8 @@ constexpr amp_problem to_amp_problem(const conv_shape& s) {
                      s.input.empty() ? 0 : s.output().back(),
                      // PopLibs plans a 1-D convolution as 2-D with a leading kernel size of 1
                      // (ConvPlan.cpp, addExtraDims): no kernel rows to fold.
-                     s.kernel.size() >= 2 ? s.kernel.front() : 1};
+                     s.kernel.size() >= 2 ? s.kernel.front() : 1,
+                     s.strides.empty() ? 1 : s.strides.back()};
 }
 
 }  // namespace ipu
