@@ -41,11 +41,14 @@ TEST_CASE("conv MACs: batch x out pixels x out channels x in channels / groups x
 
 TEST_CASE("a convolution maps onto the AMP as rows of output pixels, contracting input channels") {
   const auto p = ipu::to_amp_problem(resnet_conv1(2));
-  // The last two: the kernel's innermost size and the output's (a field row), for the nx1 vertex.
-  CHECK(p == amp_problem{1, 2 * 112 * 112, 3, 64, 49, 2 * 224 * 224, 7, 112});
+  // The last four: the kernel's innermost size and the output's (a field row), for the nx1 vertex,
+  // the kernel's outermost size, for its weight heights, and the innermost stride, for SLIC.
+  CHECK(p == amp_problem{1, 2 * 112 * 112, 3, 64, 49, 2 * 224 * 224, 7, 112, 7, 2});
   CHECK(p.macs() == resnet_conv1(2).macs());
   const auto g = ipu::to_amp_problem(conv_shape{1, 64, 128, 4, {8, 8}, {1, 1}, {}, {}, {}, {}});
-  CHECK(g == amp_problem{4, 64, 16, 32, 1, 64, 1, 8});
+  CHECK(g == amp_problem{4, 64, 16, 32, 1, 64, 1, 8, 1, 1});
+  // A 1-D kernel has no outer dimension to fold.
+  CHECK(ipu::to_amp_problem(conv_shape{1, 8, 8, 1, {20}, {5}, {}, {}, {}, {}}).kernel_height == 1);
 }
 
 TEST_CASE("inconsistent convolutions are shape errors") {

@@ -75,6 +75,58 @@ TEST_CASE("the nx1 vertex loops over kernel rows and columns, and needs its part
   CHECK(ipu::amp_zero_vertex_cycles(mk2, 1, 1, 100, 16) == 6 * (134 + 5));
 }
 
+TEST_CASE("nx1 weight heights: more load cycles per block, fewer kernel rows") {
+  static_assert(ipu::amp_nx1_weight_height_cycles(1) == 15);
+  static_assert(ipu::amp_nx1_weight_height_cycles(2) == 46);
+  static_assert(ipu::amp_nx1_weight_height_cycles(4) == 60);
+  CHECK(ipu::amp_nx1_weight_height_cycles(3) == 60);  // PopLibs' 20 per row otherwise
+  // The 3x3 case above at height 4 (one outer row of 3 positions) and 64-cycle loads: per position
+  // 12 + 64 + 60 + 3 = 139, workers 285 as before.
+  constexpr std::uint64_t inner = 1 * (14 + 3 * 139) + 3 * 285;
+  static_assert(ipu::amp_nx1_vertex_cycles(mk2, half16, 1, 1, 1, {1, 3}, 12, 0, 4, 64, 4) ==
+                (109 + 54 + 60) + 19 + (16 + 14 + 14 + inner));
+  CHECK(ipu::amp_nx1_vertex_cycles(mk2, half16, 1, 1, 1, {1, 3}, 12, 0, 4, 64, 4) == 1572);
+}
+
+TEST_CASE("SLIC: items, workers, weight loads and the vertex") {
+  constexpr ipu::slic_config one4{1, 4, 4}, one4x2{1, 4, 2}, eight1{8, 1, 4};
+  // 2 elements at stride 1 on 4 chains, half partials: zeroing 10 + 1 + (13 + 2), later 10 + (17 + 2).
+  static_assert(ipu::slic_item_cycles(one4, false, 2, true, 1) == 26);
+  CHECK(ipu::slic_item_cycles(one4, false, 2, false, 1) == 29);
+  // 2 chains with half partials (PopLibs' half8Conv): 9 a row, two passes over the inputs.
+  CHECK(ipu::slic_item_cycles(one4x2, false, 2, true, 1) == 9 + 1 + 2 * 15);
+  CHECK(ipu::slic_item_cycles(one4x2, false, 2, false, 1) == 9 + 2 * 19);
+  // Float partials: 3 more an item, one fewer a pass.
+  CHECK(ipu::slic_item_cycles(one4x2, true, 2, true, 1) == 10 + 1 + 3 + 2 * 14);
+  // From 5 elements a loop: 15 + (n - 5); stride 2: 10 + (3 or 5) below 3, else 15 + 2 (n - 3).
+  CHECK(ipu::slic_item_cycles(one4, false, 20, false, 1) == 10 + 30);
+  CHECK(ipu::slic_item_cycles(one4, false, 20, false, 2) == 10 + 15 + 34);
+  CHECK(ipu::slic_item_cycles(one4, false, 1, false, 2) == 10 + 13);
+  // Workers: a preamble of 17 (4 more above 4 groups a block), then one item per field row touched:
+  // elements 5..24 of rows of 10 are runs of 5, 10, 5.
+  CHECK(ipu::slic_worker_cycles(one4, false, 0, 2, 0, true, 1) == 17 + 26);
+  CHECK(ipu::slic_worker_cycles(eight1, false, 0, 0, 0, true, 1) == 21);
+  CHECK(ipu::slic_worker_cycles(one4, false, 5, 25, 10, false, 1) == 17 + 2 * (10 + 15) + (10 + 20));
+  // Weight loads: 4 channels directly, 18 + 16; smaller groups rearranged by the workers.
+  static_assert(ipu::slic_weight_load_cycles(mk2, one4) == 34);
+  CHECK(ipu::slic_weight_load_cycles(mk2, {2, 2, 4}) == 9 + 6 + 6 * 12 + 6 + 16);
+  CHECK(ipu::slic_weight_load_cycles(mk2, eight1) == 9 + 6 + 6 * 11 + 6 + 16);
+  // The vertex, 1 group, 3 sub-kernels (a 3x3 kernel), 12 elements (2 per worker): workers
+  // 6 x (17 + 26) = 258 zeroing, 6 x (17 + 29) = 276 later; sub-kernel body 34 + 3 + 2 + 1 + 6 + 1 +
+  // 6 + 1 = 54, 3 x 54 + 13; group block 15 + 1; preamble 28.
+  static_assert(ipu::slic_vertex_cycles(mk2, one4, false, 1, 3, 12, 0, 1) == 28 + 16 + 175 + 258 + 2 * 276);
+  CHECK(ipu::slic_vertex_cycles(mk2, one4, false, 1, 3, 12, 0, 1) == 1029);
+  // half8: workers 6 x (19 + 40) + the merge 2 + 2 x 12 = 380, later 6 x (19 + 47) = 396; body 50.
+  CHECK(ipu::slic_vertex_cycles(mk2, one4x2, false, 1, 3, 12, 0, 1) == 25 + 13 + (150 + 13) + 380 + 2 * 396);
+  // Float partials on 2 chains: 6 x (17 + 42), 6 x (17 + 49).
+  CHECK(ipu::slic_vertex_cycles(mk2, one4x2, true, 1, 3, 12, 0, 1) == 28 + 16 + 175 + 354 + 2 * 396);
+  // 16 groups in blocks of 8: 2 blocks, 2 strides of 4 groups each: stride body 103 + 21, sub-kernel
+  // body 2 x 124 + 7 + 15 = 270, group body 15 + 8; later worker runs 6 x (21 + 29) per stride.
+  CHECK(ipu::slic_vertex_cycles(mk2, eight1, false, 16, 3, 12, 0, 1) ==
+        28 + (2 * 23 + 7) + (3 * 270 + 13) + 2 * 6 * (21 + 26) + 2 * 2 * (2 * 6 * (21 + 29)));
+  CHECK(ipu::slic_vertex_cycles(mk2, one4, false, 0, 3, 12, 0, 1) == 0);
+}
+
 TEST_CASE("reduce vertices: multi-input, single-input and the tail") {
   // Multi-input, F32 -> F32, 100 outputs of 3: 25 loops of 4, 5 per worker (remainder rounds up),
   // 4 / 2 + 1 = 3 cycles per partial, 7 per loop, 32 per worker.

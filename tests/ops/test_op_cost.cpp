@@ -115,6 +115,27 @@ TEST_CASE("Conv: the shape comes from the attributes (strides, pads, groups), bi
   CHECK(c.macs == s.macs());
 }
 
+TEST_CASE("a grouped Conv of 4 channels a group costs plan_conv's plan, on the SLIC vertex") {
+  ipu::builder b("grouped");
+  auto x = b.add_input_tensor({data_type::F16, {1, 128, 56, 56}}, "x");
+  auto w = b.add_input_tensor({data_type::F16, {128, 4, 3, 3}}, "w");
+  auto y = b.op("Conv", {x, w}, {{"group", std::int64_t{32}}, {"pads", std::vector<std::int64_t>{1, 1, 1, 1}}}).front();
+  b.add_output(y);
+  const auto g = std::move(b).build();
+  ipu::conv_shape s;
+  s.batch = 1;
+  s.in_channels = 128;
+  s.out_channels = 128;
+  s.groups = 32;
+  s.input = {56, 56};
+  s.kernel = {3, 3};
+  s.pads_begin = {1, 1};
+  s.pads_end = {1, 1};
+  const auto plan = ipu::plan_conv(mk2, s, ipu::precision::fp16_32);  // F16 with F32 partials
+  CHECK(plan.vertex.vertex == ipu::amp_vertex::slic);
+  CHECK(ipu::estimate_op_cost(g, 0, mk2).cycles() == amp_cost(plan).cycles());
+}
+
 TEST_CASE("ConvTranspose costs the forward convolution it transposes (Y's channels in, X's out)") {
   // X [1, 4, 3, 3], W [4, 3, 3, 3], group 2, stride 2, pads 1: Y = (3 - 1) * 2 + 3 - 2 = 5 with
   // 3 * 2 = 6 channels. MACs: N * C_in * |X| * C_out / group * |k| = 1 * 4 * 9 * 3 * 9 = 972, those of

@@ -12,8 +12,12 @@
 //   output channels     nb = macs_per_cycle / pi          (each input feeds nb accumulators)
 //   cycles per row      c  = ceil(nb / po)                 (the row's nb partials leave at po per cycle)
 //   input channels      kb = pi * c                        (inputs consumed while they do)
-//   weight block load   w  = ceil(kb * nb * input_bytes / read_bytes_per_cycle)
-// Mk2 FP16.16: po = 4, pi = 4, nb = 16, c = 4, kb = 16, w = 32, and kb * nb / c = 64 MACs per cycle.
+//   weight block load   w  = ceil(kb * nb * input_bytes / load bytes per cycle)
+// The weights go to the conv units with 64-bit loads (8 bytes a cycle) unless 128-bit loads (16,
+// the whole read port) are asked for: PopLibs' ConvOptions::use128BitConvUnitLoad, false by default,
+// which halves the target's coefficient-load bytes (ConvModel.cpp, addPartialCalcCycleEstimate).
+// Mk2 FP16.16: po = 4, pi = 4, nb = 16, c = 4, kb = 16, w = 64 (32 with 128-bit loads), and
+// kb * nb / c = 64 MACs per cycle.
 //
 // Tile cycles for a piece with g groups, r rows, k input channels, n output channels, p kernel
 // positions, on W worker threads (each issues every W-th cycle, so a tile reaches its peak only with
@@ -21,7 +25,9 @@
 // N = ceil(n / nb) output blocks, each loading w weight cycles and streaming about W * ceil(r / W) * c
 // cycles, plus PopLibs' supervisor and per-worker fixed costs. One kernel position: PopLibs'
 // ConvPartial1x1Out. More: ConvPartialnx1, which repeats the weight load and the worker run per kernel
-// position, pays per field row each worker touches, and needs a vertex zeroing the partials first.
+// position, pays per field row each worker touches, and needs a vertex zeroing the partials first;
+// with a weight height h > 1 a block holds kb / h input channels of h kernel rows, so a kernel with
+// few input channels (a first layer's 3) needs 1/h of the outer positions. The cheapest vertex wins.
 // When input channels are split over s tiles, the partials are reduced in 1 to 3 stages (PopLibs'
 // multi-stage reduce), each an exchange of (depth - 1) partials per output and a reduce vertex.
 //
@@ -64,7 +70,16 @@ struct amp_geometry {
   friend constexpr bool operator==(const amp_geometry&, const amp_geometry&) = default;
 };
 
-constexpr amp_geometry amp_geometry_for(const architecture_description& a, precision p) {
+/// Bytes a cycle the supervisor loads into the conv units' weight registers: one ld64 (8 bytes) or
+/// one ld128 (16), never more than the read port.
+constexpr std::uint32_t conv_unit_load_bytes_per_cycle(const architecture_description& a,
+                                                       bool use_128bit_conv_unit_load) noexcept {
+  return std::max<std::uint32_t>(1, std::min<std::uint32_t>(a.local_read_bytes_per_cycle,
+                                                            use_128bit_conv_unit_load ? 16 : 8));
+}
+
+constexpr amp_geometry amp_geometry_for(const architecture_description& a, precision p,
+                                        bool use_128bit_conv_unit_load = false) {
   using ipu::ceil_div;
   ipu::require_ipu_figures(a, "amp_geometry_for");
   const std::uint32_t in_b = input_bytes(p), part_b = partials_bytes(p);
@@ -78,31 +93,103 @@ constexpr amp_geometry amp_geometry_for(const architecture_description& a, preci
   g.cycles_per_row = static_cast<std::uint32_t>(ceil_div(g.out_channels_per_block, g.partials_per_cycle));
   g.in_channels_per_block = g.inputs_per_cycle * g.cycles_per_row;
   g.weight_load_cycles = static_cast<std::uint32_t>(
-      ceil_div(std::uint64_t{g.in_channels_per_block} * g.out_channels_per_block * in_b, a.local_read_bytes_per_cycle));
+      ceil_div(std::uint64_t{g.in_channels_per_block} * g.out_channels_per_block * in_b,
+               conv_unit_load_bytes_per_cycle(a, use_128bit_conv_unit_load)));
   return g;
 }
 
-/// Cycles one tile spends on its piece `work` of a matmul / convolution: one AMP vertex, its inner
-/// loops as the file comment derives them and its fixed costs as PopLibs estimates them
-/// (vertex_cost.hpp): ConvPartial1x1Out for one kernel position, ConvPartialnx1 (and its zeroing
-/// vertex) for more.
-constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work) {
+/// The AMP vertices the planner chooses between (PopLibs' ConvVertexType candidates).
+enum class amp_vertex : std::uint8_t {
+  conv_1x1,  // ConvPartial1x1Out: one kernel position
+  conv_nx1,  // ConvPartialnx1 after a zeroing vertex: more kernel positions
+  slic,      // ConvPartial1xNSLIC: groups of few channels, 1x4 kernel windows
+};
+
+/// The vertex a tile's piece runs on, its configuration and its cycles.
+struct amp_vertex_choice {
+  amp_vertex vertex = amp_vertex::conv_1x1;
+  std::uint32_t weight_height = 1;  // nx1: kernel rows one weight block holds, kb / h input channels each
+  slic_config slic{};               // slic: its grouping and conv-unit chains
+  std::uint64_t cycles = 0;
+  friend constexpr bool operator==(const amp_vertex_choice&, const amp_vertex_choice&) = default;
+};
+
+/// The cheapest vertex for one tile's piece `work` (PopLibs' planner costs every candidate vertex
+/// type and keeps the cheapest plan): its inner loops as the file comment derives them and its
+/// fixed costs as PopLibs estimates them (vertex_cost.hpp). One kernel position: ConvPartial1x1Out.
+/// More: ConvPartialnx1 and its zeroing vertex, at weight height 1 or, when the kernel's outermost
+/// dimension has more than one row, at a height h dividing c (input-channel groups of kb / h, still
+/// whole per-cycle loads), which folds h kernel rows into one weight block: ceil(rows / h) outer
+/// positions and ceil(k / (kb / h)) input blocks. `use_128bit_conv_unit_load`: PopLibs' option of
+/// that name (weight loads; a height of 4 always loads 64 bits). Convolutions with half inputs
+/// (kernel_width > 0: PopLibs disables SLIC for fully connected layers) whose groups have at most 4
+/// input and output channels on the tile, at innermost stride 1 or 2, may also take the SLIC vertex
+/// on IPU2 and later when the conv units form chains of 4 (c = 4): PopLibs' groupings of 1 x 4, 2 x 2, 4 x 1 channels
+/// (and 8 x 1, 16 x 1 with 16 half-partial units), on 2 chains, or 4 with 16 half-partial units.
+constexpr amp_vertex_choice choose_amp_vertex(const architecture_description& a, precision p, const amp_problem& work,
+                                              bool use_128bit_conv_unit_load = false) {
   using ipu::ceil_div;
-  if (work.empty()) return 0;
-  const auto g = amp_geometry_for(a, p);
+  using ipu::mul_sat;
+  if (work.empty()) return {};
+  const auto g = amp_geometry_for(a, p, use_128bit_conv_unit_load);
   const auto path = amp_code_path_for(p, g.out_channels_per_block);
-  const std::uint64_t in_blocks = ceil_div(work.in_channels, g.in_channels_per_block);
+  const std::uint64_t kb = g.in_channels_per_block, c = g.cycles_per_row;
   const std::uint64_t out_blocks = ceil_div(work.out_channels, g.out_channels_per_block);
   if (work.kernel_positions == 1)
-    return amp_1x1_vertex_cycles(a, path, work.groups, in_blocks, out_blocks, work.rows, g.cycles_per_row,
-                                 g.weight_load_cycles);
+    return {amp_vertex::conv_1x1, 1, {},
+            amp_1x1_vertex_cycles(a, path, work.groups, ceil_div(work.in_channels, kb), out_blocks, work.rows, c,
+                                  g.weight_load_cycles)};
   const std::uint64_t width =
       work.kernel_width == 0 || work.kernel_positions % work.kernel_width != 0 ? work.kernel_positions
                                                                                 : work.kernel_width;
-  return amp_zero_vertex_cycles(a, work.groups, out_blocks, work.rows, g.out_channels_per_block) +
-         amp_nx1_vertex_cycles(a, path, work.groups, in_blocks, out_blocks,
-                               kernel_loops{work.kernel_positions / width, width}, work.rows, work.row_width,
-                               g.cycles_per_row, g.weight_load_cycles);
+  const std::uint64_t outer = work.kernel_positions / width;
+  const std::uint64_t zero =
+      amp_zero_vertex_cycles(a, work.groups, out_blocks, work.rows, g.out_channels_per_block);
+  amp_vertex_choice best{amp_vertex::conv_nx1, 1, {},
+                         zero + amp_nx1_vertex_cycles(a, path, work.groups, ceil_div(work.in_channels, kb), out_blocks,
+                                                      kernel_loops{outer, width}, work.rows, work.row_width, c,
+                                                      g.weight_load_cycles)};
+  // PopLibs' SLIC codelets are built for IPU2 on (__IPU_ARCH_VERSION__ >= 2).
+  if (a.ipu_version != "ipu1" && input_bytes(p) == 2 && c == 4 && work.kernel_width != 0 &&
+      work.stride_width <= 2) {
+    const bool float_partials = partials_bytes(p) == 4;
+    const bool sixteen = !float_partials && g.out_channels_per_block == 16;
+    const std::uint64_t sub_kernels = mul_sat(ceil_div(width, slic_window_width), outer);
+    const slic_config groupings[] = {{1, 4}, {2, 2}, {4, 1}, {8, 1}, {16, 1}};
+    for (std::uint32_t chains : {4u, 2u}) {
+      if (chains == 4 && !sixteen) continue;
+      for (auto s : groupings) {
+        if (s.conv_groups > 4 && !sixteen) continue;
+        if (work.in_channels > s.channels || work.out_channels > s.channels) continue;
+        s.chains = chains;
+        const std::uint64_t cycles = slic_vertex_cycles(a, s, float_partials, work.groups, sub_kernels, work.rows,
+                                                        work.row_width, std::max<std::uint64_t>(work.stride_width, 1));
+        if (cycles < best.cycles) best = {amp_vertex::slic, 1, s, cycles};
+      }
+    }
+  }
+  const std::uint64_t height = work.kernel_height == 0 ? outer : work.kernel_height;
+  if (height < 2 || outer % height != 0) return best;
+  const std::uint64_t block_bytes = mul_sat(mul_sat(kb, g.out_channels_per_block), input_bytes(p));
+  for (std::uint32_t h = 2; h <= c; ++h) {
+    if (c % h != 0) continue;
+    // PopLibs: height 4 shuffles its weights and cannot use 128-bit loads.
+    const std::uint64_t load = h == 4 ? std::min<std::uint32_t>(conv_unit_load_bytes_per_cycle(a, use_128bit_conv_unit_load), 8)
+                                      : conv_unit_load_bytes_per_cycle(a, use_128bit_conv_unit_load);
+    const kernel_loops loops{mul_sat(ceil_div(height, h), outer / height), width};
+    const std::uint64_t cycles =
+        zero + amp_nx1_vertex_cycles(a, path, work.groups, ceil_div(work.in_channels, kb / h), out_blocks, loops,
+                                     work.rows, work.row_width, c, ceil_div(block_bytes, load), h);
+    if (cycles < best.cycles) best = {amp_vertex::conv_nx1, h, {}, cycles};
+  }
+  return best;
+}
+
+/// Cycles one tile spends on its piece `work` of a matmul / convolution: the cheapest vertex's
+/// (choose_amp_vertex).
+constexpr std::uint64_t amp_tile_cycles(const architecture_description& a, precision p, const amp_problem& work,
+                                        bool use_128bit_conv_unit_load = false) {
+  return choose_amp_vertex(a, p, work, use_128bit_conv_unit_load).cycles;
 }
 
 /// Elements of `t` in one vector result: the write port's bytes per cycle / element size.
@@ -146,6 +233,9 @@ constexpr vector_op_cost elementwise_cost(const architecture_description& a, dat
 struct amp_plan_options {
   std::uint32_t tiles = 0;  // tiles the op may use; 0: all tiles of one IPU
   double available_memory_proportion = default_available_memory_proportion;
+  /// PopLibs' use128BitConvUnitLoad: load the AMP's weights 128 bits a cycle instead of 64 (the
+  /// default, as in PopLibs).
+  bool use_128bit_conv_unit_load = false;
 };
 
 /// The cost of a matmul / convolution split over tiles: one superstep that exchanges the operands to
@@ -157,6 +247,7 @@ struct amp_plan {
   amp_partition parts;
   std::uint32_t tiles_used = 0;
   amp_problem tile_work;                       // the largest piece
+  amp_vertex_choice vertex;                    // the vertex computing it
   std::uint64_t operand_bytes_per_tile = 0;    // received in the first exchange (after supertile sharing)
   std::uint64_t reduction_bytes_per_tile = 0;  // partials received in the reduction's exchanges
   superstep compute;                           // per serial pass
@@ -243,7 +334,8 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
   plan.operand_bytes_per_tile = received;
 
   const std::uint64_t sync = sync_cycles(d);
-  plan.compute = superstep{amp_tile_cycles(a, prec, w), sync, exchange_cycles(a, received)};
+  plan.vertex = choose_amp_vertex(a, prec, w, opts.use_128bit_conv_unit_load);
+  plan.compute = superstep{plan.vertex.cycles, sync, exchange_cycles(a, received)};
 
   std::uint64_t partial_temps = 0;
   if (parts.in_channels >= 2) {
@@ -268,6 +360,12 @@ constexpr amp_plan evaluate_amp_partition(const device_description& d, const amp
       ++plan.reduction_stages;
     }
     partial_temps = mul_sat(partials, part_b) + largest;
+  }
+  if (plan.vertex.vertex == amp_vertex::slic) {
+    // The SLIC vertex's extra output buffer: its partials over the group blocks, + 200 bytes
+    // (PopLibs ConvModel.cpp, addConvTempMemoryEstimate).
+    const std::uint64_t partials = mul_sat(mul_sat(mul_sat(w.groups, w.rows), w.out_channels), part_b);
+    partial_temps += ceil_div(partials, ceil_div(w.groups, plan.vertex.slic.conv_groups)) + 200;
   }
   plan.temporary_bytes_per_tile = needed + partial_temps;
   return plan;

@@ -92,6 +92,9 @@ struct amp_problem {
   std::uint64_t input_rows = 0;        // rows of the input operand per group: m, or batch x input pixels
   std::uint64_t kernel_width = 0;      // innermost kernel size (0: all positions in one kernel row)
   std::uint64_t row_width = 0;         // rows (output pixels) per field row: innermost output size (0: one run)
+  std::uint64_t kernel_height = 0;     // outermost kernel size, which an nx1 weight height > 1 folds
+                                       // (0: kernel_positions / kernel_width; 1: nothing to fold)
+  std::uint64_t stride_width = 1;      // innermost output stride (the SLIC vertex takes 1 or 2)
 
   [[nodiscard]] constexpr std::uint64_t macs() const noexcept {
     using ipu::mul_sat;
@@ -125,7 +128,11 @@ constexpr amp_problem to_amp_problem(const conv_shape& s) {
                      kernel,
                      mul_sat(s.batch, in_pixels),
                      s.kernel.empty() ? 1 : s.kernel.back(),
-                     s.input.empty() ? 0 : s.output().back()};
+                     s.input.empty() ? 0 : s.output().back(),
+                     // PopLibs plans a 1-D convolution as 2-D with a leading kernel size of 1
+                     // (ConvPlan.cpp, addExtraDims): no kernel rows to fold.
+                     s.kernel.size() >= 2 ? s.kernel.front() : 1,
+                     s.strides.empty() ? 1 : s.strides.back()};
 }
 
 }  // namespace ipu

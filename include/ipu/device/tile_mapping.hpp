@@ -169,7 +169,8 @@ constexpr amp_problem tile_share(const amp_problem& whole, const amp_partition& 
   return amp_problem{ceil_div(p.groups, parts.groups),         ceil_div(p.rows, parts.rows),
                      ceil_div(p.in_channels, parts.in_channels), ceil_div(p.out_channels, parts.out_channels),
                      p.kernel_positions,                         ceil_div(p.input_rows, parts.rows),
-                     p.kernel_width,                             p.row_width};
+                     p.kernel_width,                             p.row_width,
+                     p.kernel_height,                            p.stride_width};
 }
 
 /// Coordinates of one piece of a partitioned amp_problem.

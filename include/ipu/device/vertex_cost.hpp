@@ -158,15 +158,28 @@ struct kernel_loops {
   std::uint64_t width = 1;
 };
 
-/// Cycles of one ConvPartialnx1 vertex and its zeroing vertex (PopLibs
-/// getConvPartialnx1SupervisorCycleEstimate + estimateZeroSupervisorCycles, 16- and 32-bit inputs,
-/// weight height 1): `in_blocks` counts input-channel blocks only; every kernel position reloads the
+/// Supervisor cycles to finish loading a weight block beyond the load itself, by weight height h
+/// (the kernel rows one block holds): 15, 46, 60 for heights 1, 2, 4 (PopLibs
+/// getConvPartialnx1SupervisorInnerLoopCycleEstimateHalfFloat), 20 h otherwise.
+constexpr std::uint64_t amp_nx1_weight_height_cycles(std::uint64_t weight_height) noexcept {
+  switch (weight_height) {
+    case 1: return 15;
+    case 2: return 46;
+    case 4: return 60;
+    default: return ipu::mul_sat(20, weight_height);
+  }
+}
+
+/// Cycles of one ConvPartialnx1 vertex (PopLibs getConvPartialnx1SupervisorCycleEstimate, 16- and
+/// 32-bit inputs): `in_blocks` counts input-channel blocks only; every kernel position reloads the
 /// block's weights and reruns the workers. Rows are split evenly over the W workers, each paying per
-/// field row of `row_width` it touches (the tile's rows start at a field row).
+/// field row of `row_width` it touches (the tile's rows start at a field row). `weight_height`: the
+/// kernel rows one weight block holds; `kernel.rows` already counts the outer positions that remain.
 constexpr std::uint64_t amp_nx1_vertex_cycles(const architecture_description& a, const amp_code_path& k,
                                               std::uint64_t groups, std::uint64_t in_blocks, std::uint64_t out_blocks,
                                               kernel_loops kernel, std::uint64_t rows, std::uint64_t row_width,
-                                              std::uint64_t c, std::uint64_t weight_load) {
+                                              std::uint64_t c, std::uint64_t weight_load,
+                                              std::uint64_t weight_height = 1) {
   using ipu::mul_sat;
   if (groups == 0 || in_blocks == 0 || out_blocks == 0 || rows == 0 || kernel.rows == 0 || kernel.width == 0)
     return 0;
@@ -179,8 +192,8 @@ constexpr std::uint64_t amp_nx1_vertex_cycles(const architecture_description& a,
   }
   const std::uint64_t positions = mul_sat(kernel.rows, kernel.width);
   const std::uint64_t workers = mul_sat(positions, supervisor_worker_cycles(w, slowest, fastest, amp_nx1_worker_tag));
-  // Per kernel position: the weight load, 15 more load cycles at weight height 1, and 3 to start.
-  const std::uint64_t position = 17 - 5 + weight_load + 15 + 3;
+  // Per kernel position: the weight load, the height's further load cycles, and 3 to start.
+  const std::uint64_t position = 17 - 5 + weight_load + amp_nx1_weight_height_cycles(weight_height) + 3;
   const std::uint64_t inner = mul_sat(kernel.rows, 14 + mul_sat(kernel.width, position)) + workers;
   const std::uint64_t zero_partials_retention = k.float_partials ? 9 : 10;
   const std::uint64_t fixed = 109 + w * 9 + w * zero_partials_retention;
@@ -188,6 +201,130 @@ constexpr std::uint64_t amp_nx1_vertex_cycles(const architecture_description& a,
                                   (groups - 1) * 6 + 1;
   const std::uint64_t loops = mul_sat(groups, 16 + mul_sat(in_blocks, 14 + mul_sat(out_blocks, 14 + inner)));
   return fixed + zero_loop + loops;
+}
+
+/// A SLIC vertex configuration (PopLibs getConvVertexSLICCandidates, half inputs): `conv_groups`
+/// groups of `channels` input and output channels each per pass, on `chains` chains of conv units
+/// (4: all 16 units, one pass over the inputs; 2: 8 units, two passes), over 1x4 kernel windows.
+struct slic_config {
+  std::uint32_t conv_groups = 1;
+  std::uint32_t channels = 4;
+  std::uint32_t chains = 4;
+  friend constexpr bool operator==(const slic_config&, const slic_config&) = default;
+};
+
+inline constexpr std::uint64_t slic_window_width = 4;
+
+/// PopLibs' "half8Conv" SLIC code: 2 chains with half partials, which merges two output halves.
+constexpr bool slic_half8(const slic_config& s, bool float_partials) noexcept {
+  return s.chains == 2 && !float_partials;
+}
+
+/// Cycles of one SLIC work-list item: a run of `n` >= 1 output elements of one field row, at output
+/// stride 1 or 2, `zeroing` on the first sub-kernel (PopLibs
+/// getConvPartialSlicSupervisorInnerLoopCycleEstimateHalfFloat).
+constexpr std::uint64_t slic_item_cycles(const slic_config& s, bool float_partials, std::uint64_t n, bool zeroing,
+                                         std::uint64_t stride) noexcept {
+  using ipu::mul_sat;
+  const bool half8 = slic_half8(s, float_partials);
+  const std::uint64_t threshold = half8 ? 6 : 5;  // below it, no loop
+  std::uint64_t row = 0;
+  if (stride == 1) {
+    if (n < threshold) {
+      // PopLibs sums 7 + 1 + (n - 1) + 2 + (4 - n) + 2 + (3 - (4 - n)) + 3 without zeroing: 17 + n.
+      row = zeroing ? 13 + (n > 1 ? n : 0) : n == 1 ? 13 : 17 + n;
+    } else {
+      row = 15 + (n - 5) + (!zeroing && half8 ? 3 : 0);
+    }
+  } else {
+    row = n < 3 ? 10 + (n == 1 ? 3 : 5) : 15 + mul_sat(2, n - 3);
+  }
+  if (float_partials) row -= 1;  // a dummy dual load moves the pointers
+  return (half8 ? 9 : 10) + (zeroing ? 1 : 0) + (float_partials ? 3 : 0) + mul_sat(row, s.chains == 4 ? 1 : 2);
+}
+
+/// Cycles of one SLIC worker over output elements [begin, end) of a field of `row_width`-element
+/// rows (0: one row): its preamble, then one item per row the range touches.
+constexpr std::uint64_t slic_worker_cycles(const slic_config& s, bool float_partials, std::uint64_t begin,
+                                           std::uint64_t end, std::uint64_t row_width, bool zeroing,
+                                           std::uint64_t stride) noexcept {
+  using ipu::mul_sat;
+  const bool half8 = slic_half8(s, float_partials);
+  // Worker id, output pointers, input pointer, work list (load, unpack, base, / 3), flags.
+  std::uint64_t cycles = 2 + (half8 ? 2 : 3) + 1 + 2 + 4 + 2 + 2 + 1 + (half8 ? 1 : 0);
+  if (s.conv_groups > 4) cycles += 4;  // the group index and 3 pointers
+  cycles += half8 ? 2 : 0;              // the decision to merge the outputs
+  auto item = [&](std::uint64_t n) { return slic_item_cycles(s, float_partials, n, zeroing, stride); };
+  if (begin >= end) return cycles;
+  if (row_width == 0) return cycles + item(end - begin);
+  const std::uint64_t first_row = begin / row_width, last_row = (end - 1) / row_width;
+  if (first_row == last_row) return cycles + item(end - begin);
+  cycles += item((first_row + 1) * row_width - begin) + item(end - last_row * row_width);
+  return cycles + mul_sat(last_row - first_row - 1, item(row_width));
+}
+
+/// One run of the SLIC workers over `rows` output elements split evenly: W x the slowest, and on
+/// the zeroing pass of the half8 code, the copy merging its two outputs (2 + 2 per element).
+constexpr std::uint64_t slic_workers_cycles(const architecture_description& a, const slic_config& s,
+                                            bool float_partials, std::uint64_t rows, std::uint64_t row_width,
+                                            bool zeroing, std::uint64_t stride) {
+  using ipu::mul_sat;
+  const std::uint64_t w = a.worker_threads_per_tile == 0 ? 1 : a.worker_threads_per_tile;
+  std::uint64_t slowest = 0;
+  for (std::uint64_t i = 0; i < w; ++i)
+    slowest = std::max(slowest, slic_worker_cycles(s, float_partials, i * rows / w, (i + 1) * rows / w, row_width,
+                                                   zeroing, stride));
+  const std::uint64_t merge = zeroing && slic_half8(s, float_partials) ? 2 + mul_sat(2, rows) : 0;
+  return mul_sat(w, slowest) + merge;
+}
+
+/// Cycles to load one SLIC weight block (PopLibs getConvPartialSlicSupervisorWeightLoadCycleEstimate,
+/// half inputs): 4 channels of one group load directly; smaller channel groups are first rearranged
+/// by the workers; then 16 ld64putcs.
+constexpr std::uint64_t slic_weight_load_cycles(const architecture_description& a, const slic_config& s) noexcept {
+  const std::uint64_t w = a.worker_threads_per_tile == 0 ? 1 : a.worker_threads_per_tile;
+  std::uint64_t cycles = 0;
+  if (s.channels == 4) {
+    cycles = 6 + 6 + 6;  // brnzdec, put CCCSLOAD, bri
+  } else {
+    const std::uint64_t per_worker = (s.conv_groups == 2 ? 12 : 10) + (s.conv_groups > 4 ? 1 : 0);
+    cycles = 9 + 6 + per_worker * w + 6;  // pointers, runall, the workers' rearrangement, sync
+  }
+  return cycles + 16;
+}
+
+/// Cycles of one ConvPartial1xNSLIC vertex (PopLibs getConvPartialSlicSupervisorOuterLoopCycleEstimate
+/// HalfFloat, half inputs): `groups` conv groups in ceil(groups / conv_groups) group blocks,
+/// `sub_kernels` 1x4 kernel windows, `rows` output elements per group (field rows of `row_width`)
+/// at innermost output stride `stride` (1 or 2). The first sub-kernel zeroes the partials itself, so
+/// no zeroing vertex runs. As PopLibs estimates, the sub-kernel loop's supervisor cycles are counted
+/// once, not per group block.
+constexpr std::uint64_t slic_vertex_cycles(const architecture_description& a, const slic_config& s,
+                                           bool float_partials, std::uint64_t groups, std::uint64_t sub_kernels,
+                                           std::uint64_t rows, std::uint64_t row_width, std::uint64_t stride) {
+  using ipu::ceil_div;
+  using ipu::mul_sat;
+  if (groups == 0 || sub_kernels == 0 || rows == 0 || s.conv_groups == 0) return 0;
+  const bool half8 = slic_half8(s, float_partials);
+  auto brnzdec = [](std::uint64_t n) { return mul_sat(6, n - 1) + 1; };  // a 6-cycle stall but the last
+  const std::uint64_t group_blocks = ceil_div(groups, s.conv_groups);
+  const std::uint64_t load = slic_weight_load_cycles(a, s);
+  const std::uint64_t zeroing = slic_workers_cycles(a, s, float_partials, rows, row_width, true, stride);
+  std::uint64_t later = slic_workers_cycles(a, s, float_partials, rows, row_width, false, stride);
+  std::uint64_t group_body = half8 ? 12 : 15, sub_kernel_body = 0;
+  if (s.conv_groups <= 4) {
+    // Output pointer swap, work list pointer, zeroing flag, runall, sync, next weights.
+    sub_kernel_body = load + (half8 ? 0 : 3) + 2 + (half8 ? 0 : 1) + 6 + 1 + 6 + 1;
+  } else {
+    const std::uint64_t strides = s.conv_groups / 4;
+    const std::uint64_t stride_body = load + 6 + 1 + 6 + 2 + 6;  // runall, sync, weights pointer
+    sub_kernel_body = mul_sat(stride_body, strides) + brnzdec(strides) + 2 + 2 + 6 + 3 + 2;
+    group_body += 2 + 6;  // the group counter on the stack
+    later = mul_sat(later, strides);
+  }
+  return (half8 ? 25 : 28) + mul_sat(group_body, group_blocks) + brnzdec(group_blocks) +
+         mul_sat(sub_kernel_body, sub_kernels) + brnzdec(sub_kernels) + mul_sat(group_blocks, zeroing) +
+         mul_sat(mul_sat(group_blocks, sub_kernels - 1), later);
 }
 
 /// PopLibs' reduce-vertex estimate (getReduceCycleEstimate) for `outputs` elements of `depth`
