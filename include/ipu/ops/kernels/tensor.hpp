@@ -1,6 +1,6 @@
 #pragma once
 // Data-movement, indexing, reduction, vision, recurrent, loss, control-flow, optimizer,
-// quantization and signal kernels.
+// quantization, text and signal kernels.
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
@@ -14,6 +14,7 @@
 #include "ipu/ops/kernels/shape_ops.hpp"
 #include "ipu/ops/kernels/signal.hpp"
 #include "ipu/ops/kernels/slice_ops.hpp"
+#include "ipu/ops/kernels/text.hpp"
 #include "ipu/ops/kernels/topk.hpp"
 #include "ipu/ops/kernels/training.hpp"
 #include "ipu/ops/kernels/vision.hpp"
@@ -39,6 +40,7 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_training(registry);
   register_quantization(registry);
   register_graphcore(registry);
+  register_text(registry);
   detail::signal_ops::register_signal(registry);
 }
 
