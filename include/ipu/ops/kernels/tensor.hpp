@@ -1,6 +1,6 @@
 #pragma once
 // Data-movement, indexing, reduction, vision, recurrent, loss, control-flow, optimizer,
-// quantization, text and signal kernels.
+// quantization, text, random and signal kernels.
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
@@ -8,6 +8,7 @@
 #include "ipu/ops/kernels/indexing.hpp"
 #include "ipu/ops/kernels/loss.hpp"
 #include "ipu/ops/kernels/quantization.hpp"
+#include "ipu/ops/kernels/random.hpp"
 #include "ipu/ops/kernels/recurrent.hpp"
 #include "ipu/ops/kernels/reduce.hpp"
 #include "ipu/ops/kernels/resize.hpp"
@@ -41,6 +42,7 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_quantization(registry);
   register_graphcore(registry);
   register_text(registry);
+  register_random(registry);
   detail::signal_ops::register_signal(registry);
 }
 
