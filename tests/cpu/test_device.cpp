@@ -3,10 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <thread>
 #include <memory>
+#include <utility>
+#include <vector>
 
 #include "test_kernels.hpp"
 
@@ -285,6 +288,25 @@ TEST_SUITE("concurrent") {
     for (auto& t : callers) t.join();
     CHECK(mismatches.load() == 0);
   }
+}
+
+TEST_CASE("cpu device: random ops draw from the device's seed, afresh each run, alike for alike seeds") {
+  ipu::graph g("noise");
+  g.mark_output(op(g, "RandomNormal", {}, "r", f32({64}), {{"shape", std::vector<std::int64_t>{64}}}));
+  auto runs = [&](std::uint64_t seed) {
+    ipu::cpu::device dev(g, {.threads = 2, .random_seed = seed});  // the default registry
+    CHECK(dev.random_seed() == seed);
+    const auto first = values(dev.run(std::vector<ipu::host_tensor>{})[0]);
+    const auto second = values(dev.run(std::vector<ipu::host_tensor>{})[0]);
+    CHECK(first != second);  // a fresh draw each run
+    dev.reseed(seed);        // starts over
+    CHECK(values(dev.run(std::vector<ipu::host_tensor>{})[0]) == first);
+    return std::pair{first, second};
+  };
+  const auto a = runs(11), b = runs(11), c = runs(12);
+  CHECK(a == b);
+  CHECK(a.first != c.first);
+  CHECK(ipu::cpu::device_options{}.random_seed == ipu::random_source::default_seed);
 }
 
 }  // namespace test_device

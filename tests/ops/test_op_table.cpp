@@ -113,7 +113,7 @@ TEST_CASE("one notion of view and element-wise: flagged ops have shape rules and
   const auto& registry = ipu::default_op_registry();
   std::size_t views = 0;
   for (const auto& row : ipu::op_table()) {
-    if (row.flags == ipu::op_flags{}) continue;
+    if (!row.flags.view && !row.flags.elementwise && !row.flags.in_place) continue;
     CAPTURE(key(row.domain, row.type));
     CHECK(row.shape);
     CHECK(row.flags.view != row.flags.elementwise);  // a view computes nothing
@@ -129,6 +129,22 @@ TEST_CASE("one notion of view and element-wise: flagged ops have shape rules and
   CHECK(ipu::flags_of("", "Add").elementwise);
   CHECK(ipu::flags_of("com.example", "Add") == ipu::op_flags{});
   CHECK(ipu::flags_of("", "MatMul") == ipu::op_flags{});
+}
+
+TEST_CASE("the random ops, and only they, are flagged random: drawn afresh, never views or element-wise") {
+  std::set<std::string> random;
+  for (const auto& row : ipu::op_table()) {
+    if (!row.flags.random) continue;
+    CAPTURE(key(row.domain, row.type));
+    random.insert(key(row.domain, row.type));
+    CHECK(row.shape);
+    CHECK_FALSE(row.flags.view);
+    CHECK_FALSE(row.flags.elementwise);
+    CHECK_FALSE(row.flags.in_place);
+  }
+  CHECK(random == std::set<std::string>{key("", "Bernoulli"), key("", "Multinomial"), key("", "RandomNormal"),
+                                        key("", "RandomNormalLike"), key("", "RandomUniform"),
+                                        key("", "RandomUniformLike")});
 }
 
 TEST_CASE("Dropout is a view in inference only, for the IPU's memory plan and its cost alike") {

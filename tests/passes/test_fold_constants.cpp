@@ -110,4 +110,20 @@ TEST_CASE("max_bytes bounds a folded output") {
   CHECK(count(ipu::passes::fold_constants(g, {.max_bytes = 1024}), "Neg") == 0);
 }
 
+TEST_CASE("random ops are not folded, however constant their inputs: each run draws afresh") {
+  ipu::builder b("noise", 17);
+  const auto x = b.add_input_tensor({data_type::F32, {256}}, "x");
+  const auto c = b.add_constant(ipu::make_constant<float>({256}, std::vector<float>(256, 0.5f)));
+  const auto noise = b.op("RandomUniformLike", {c}, {{"low", -1.0f}, {"high", 1.0f}})[0];
+  const auto coin = b.op("Bernoulli", {c})[0];
+  b.add_output(b.op("Add", {b.op("Add", {x, noise})[0], coin})[0]);
+  const auto before = std::move(b).build();
+  const auto after = ipu::passes::fold_constants(before);
+  CHECK(count(after, "RandomUniformLike") == 1);
+  CHECK(count(after, "Bernoulli") == 1);
+  ipu::cpu::device dev(after);
+  const auto first = values(dev.run({sample({256})})[0]);
+  CHECK(values(dev.run({sample({256})})[0]) != first);
+}
+
 }  // namespace test_fold_constants

@@ -44,6 +44,10 @@ struct device_options {
   const op_registry* registry = nullptr;   // nullptr: ipu::default_op_registry()
   plan_options plan{};
   op_observer on_op{};
+  /// The seed of the random ops without a `seed` attribute (RandomNormal, Bernoulli...). Each run
+  /// draws afresh, and devices with the same seed draw the same values run for run
+  /// (ops/kernels/random.hpp); reseed() starts over.
+  std::uint64_t random_seed = random_source::default_seed;
 };
 
 /// Inputs given by graph input name.
@@ -56,7 +60,8 @@ class device final : public subgraph_runner {
         options_(options),
         registry_(options.registry ? options.registry : &default_op_registry()),
         pool_(thread_pool_options{options.threads}),
-        parallel_for_(pool_.as_parallel_for()) {
+        parallel_for_(pool_.as_parallel_for()),
+        random_(options.random_seed) {
     main_ = compile(model_, false);
   }
   device(const device&) = delete;
@@ -65,6 +70,12 @@ class device final : public subgraph_runner {
   [[nodiscard]] const graph& model() const noexcept { return model_; }
   [[nodiscard]] const execution_plan& plan() const noexcept { return main_->plan; }
   [[nodiscard]] std::size_t threads() const noexcept { return pool_.size(); }
+  [[nodiscard]] std::uint64_t random_seed() const { return random_.seed(); }
+  /// Random ops start over from `seed`: the next run draws what a new device's first run would.
+  void reseed(std::uint64_t seed) {
+    std::lock_guard lock(run_mutex_);
+    random_.reseed(seed);
+  }
 
   /// Runs with inputs given in the order of the graph's inputs.
   std::vector<host_tensor> run(std::span<const const_tensor_view> inputs) {
@@ -292,6 +303,7 @@ class device final : public subgraph_runner {
         continue;
       }
       kernel_context ctx{op, in_views, out_views, parallel_for_, this};
+      ctx.random = &random_;
       try {
         step.kernel(ctx);
       } catch (const error&) {
@@ -348,6 +360,7 @@ class device final : public subgraph_runner {
   compiled* main_ = nullptr;
   thread_pool pool_;
   parallel_for_fn parallel_for_;
+  random_source random_;
   std::mutex run_mutex_;
   const frame* current_ = nullptr;
   std::vector<host_tensor> spare_;  // see recycle

@@ -5,6 +5,9 @@
 // row of the op table (ops/families/); flags_of and is_view (ops/op_table.hpp) read them for the
 // IPU memory plan, the CPU device's plan, the cost model and the ONNX constant folder.
 //
+// A random op (RandomNormal, Bernoulli...) draws afresh each time it runs (ops/kernels/random.hpp):
+// the constant folder must not run it once and keep the result, however constant its inputs.
+//
 // Dropout is a view only in inference: with training_mode absent or a constant false it is the
 // identity (ONNX), and without its mask output nothing needs computing. In training, or when the
 // mask is wanted, its kernel runs.
@@ -19,6 +22,7 @@ struct op_flags {
   bool view = false;         // output 0 is input 0's bytes (reshaped): nothing runs
   bool elementwise = false;  // out[i] from the inputs' [i] alone, after broadcasting
   bool in_place = false;     // output 0 may take the bytes of input 0 or 1 when that input dies at the op
+  bool random = false;       // outputs are random draws, not functions of the inputs: never folded or shared
   friend constexpr bool operator==(const op_flags&, const op_flags&) = default;
 };
 

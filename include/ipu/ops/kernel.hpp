@@ -5,9 +5,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -33,6 +36,44 @@ inline void serial_for(std::size_t n, const std::function<void(std::size_t, std:
   if (n) body(0, n);
 }
 
+/// What random ops (RandomNormal, RandomUniform, their -Like forms, Bernoulli, Multinomial) draw
+/// from: a seed, and how many times each op has drawn. An op's draw is a function of (its `seed`
+/// attribute, or else this seed; the op's identity; the op's call number), so each run of a device
+/// draws afresh, two devices with the same seed draw the same values run for run, and a different
+/// seed gives different values (ops/kernels/random.hpp). Safe to share between threads.
+class random_source {
+ public:
+  /// The seed of a source made without one, and of kernels run without a source (whose call
+  /// number is always 0): fixed, so results are reproducible unless another seed is asked for.
+  static constexpr std::uint64_t default_seed = 0;
+
+  explicit random_source(std::uint64_t seed = default_seed) noexcept : seed_(seed) {}
+  random_source(const random_source&) = delete;
+  random_source& operator=(const random_source&) = delete;
+
+  [[nodiscard]] std::uint64_t seed() const {
+    std::lock_guard lock(mutex_);
+    return seed_;
+  }
+  /// Starts over: the next draws are those of a new source with `seed`.
+  void reseed(std::uint64_t seed) {
+    std::lock_guard lock(mutex_);
+    seed_ = seed;
+    calls_.clear();
+  }
+  /// The seed, and the call number of this draw of `op` (0 on its first, then 1, 2, ...). Ops are
+  /// told apart by address: the graph they belong to must outlive the source's use of them.
+  [[nodiscard]] std::pair<std::uint64_t, std::uint64_t> draw(const op_node& op) {
+    std::lock_guard lock(mutex_);
+    return {seed_, calls_[&op]++};
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::uint64_t seed_;
+  std::unordered_map<const op_node*, std::uint64_t> calls_;
+};
+
 struct kernel_context {
   const op_node& op;
   std::span<const const_tensor_view> inputs;  // an omitted optional input is an empty view
@@ -42,6 +83,8 @@ struct kernel_context {
   /// The most iterations a Loop without scan outputs may run (its trip count M and its condition
   /// come from the model, so a hostile one could run for ever): past it the Loop is an error.
   std::int64_t max_loop_trips = std::int64_t{1} << 24;
+  /// Where random ops draw from; nullptr: random_source::default_seed, call number 0 on every call.
+  random_source* random = nullptr;
 
   [[nodiscard]] bool has_input(std::size_t i) const noexcept { return i < inputs.size() && !inputs[i].empty(); }
   [[nodiscard]] const_tensor_view input(std::size_t i) const {

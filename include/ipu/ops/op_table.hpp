@@ -26,6 +26,7 @@
 #include "ipu/ops/families/norm.hpp"
 #include "ipu/ops/families/pool.hpp"
 #include "ipu/ops/families/quantization.hpp"
+#include "ipu/ops/families/random.hpp"
 #include "ipu/ops/families/recurrent.hpp"
 #include "ipu/ops/families/reduce.hpp"
 #include "ipu/ops/families/resize.hpp"
@@ -33,6 +34,7 @@
 #include "ipu/ops/families/signal.hpp"
 #include "ipu/ops/families/slice_ops.hpp"
 #include "ipu/ops/families/softmax.hpp"
+#include "ipu/ops/families/text.hpp"
 #include "ipu/ops/families/topk.hpp"
 #include "ipu/ops/families/training.hpp"
 #include "ipu/ops/families/vision.hpp"
@@ -51,7 +53,7 @@ constexpr auto join(const op_def (&... family)[N]) {
   return all;
 }
 
-inline constexpr auto rows = join(op_families::activation, op_families::elementwise, op_families::softmax, op_families::gemm, op_families::linalg, op_families::conv, op_families::pool, op_families::norm, op_families::shape_ops, op_families::slice_ops, op_families::generators, op_families::indexing, op_families::reduce, op_families::topk, op_families::einsum, op_families::resize, op_families::vision, op_families::recurrent, op_families::loss, op_families::control_flow, op_families::training, op_families::quantization, op_families::graphcore, op_families::signal);
+inline constexpr auto rows = join(op_families::activation, op_families::elementwise, op_families::softmax, op_families::gemm, op_families::linalg, op_families::conv, op_families::pool, op_families::norm, op_families::shape_ops, op_families::slice_ops, op_families::generators, op_families::indexing, op_families::reduce, op_families::topk, op_families::einsum, op_families::resize, op_families::vision, op_families::recurrent, op_families::loss, op_families::control_flow, op_families::training, op_families::quantization, op_families::graphcore, op_families::signal, op_families::text, op_families::random);
 
 constexpr bool unique_rows() {
   for (std::size_t i = 0; i < rows.size(); ++i)

@@ -41,10 +41,9 @@ struct constant_folding_options {
 namespace detail {
 constexpr bool foldable_type(const op_node& op) {
   if (!(op.domain.empty() || op.domain == "ai.onnx")) return false;
-  for (std::string_view t : {"Constant", "If", "Loop", "Scan", "RandomNormal", "RandomUniform", "RandomNormalLike",
-                             "RandomUniformLike", "Bernoulli", "Multinomial"})
+  for (std::string_view t : {"Constant", "If", "Loop", "Scan"})
     if (op.type == t) return false;
-  return true;
+  return !flags_of(op.domain, op.type).random;  // a draw folded once would be the same every run
 }
 }  // namespace detail
 

@@ -1,6 +1,6 @@
 #pragma once
 // Data-movement, indexing, reduction, vision, recurrent, loss, control-flow, optimizer,
-// quantization and signal kernels.
+// quantization, text, random and signal kernels.
 #include "ipu/ops/kernels/control_flow.hpp"
 #include "ipu/ops/kernels/einsum.hpp"
 #include "ipu/ops/kernels/generators.hpp"
@@ -8,12 +8,14 @@
 #include "ipu/ops/kernels/indexing.hpp"
 #include "ipu/ops/kernels/loss.hpp"
 #include "ipu/ops/kernels/quantization.hpp"
+#include "ipu/ops/kernels/random.hpp"
 #include "ipu/ops/kernels/recurrent.hpp"
 #include "ipu/ops/kernels/reduce.hpp"
 #include "ipu/ops/kernels/resize.hpp"
 #include "ipu/ops/kernels/shape_ops.hpp"
 #include "ipu/ops/kernels/signal.hpp"
 #include "ipu/ops/kernels/slice_ops.hpp"
+#include "ipu/ops/kernels/text.hpp"
 #include "ipu/ops/kernels/topk.hpp"
 #include "ipu/ops/kernels/training.hpp"
 #include "ipu/ops/kernels/vision.hpp"
@@ -39,6 +41,8 @@ inline void register_tensor_kernels(op_registry& registry) {
   register_training(registry);
   register_quantization(registry);
   register_graphcore(registry);
+  register_text(registry);
+  register_random(registry);
   detail::signal_ops::register_signal(registry);
 }
 
