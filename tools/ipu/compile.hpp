@@ -1,6 +1,6 @@
 #pragma once
 // `ipu compile MODEL.onnx -o OUT.popef [--device mk2] [--ipus N] [--strategy S] [--batch N]
-//  [--batches-per-step N] [--precision fp16|fp32] [--input-shape NAME=D0,D1,...]... [--phases N]
+//  [--batches-per-step N] [--precision fp16|fp32|fp8_weight|fp8] [--input-shape NAME=D0,D1,...]... [--phases N]
 //  [--replicas N] [--name NAME] [--no-compress] [--cache-dir DIR] [--custom-op LIB.so]...
 //  [--passes LIST | --no-optimize]`
 //
@@ -10,7 +10,9 @@
 // Compiles an ONNX model for a device without attaching to it and writes a PopEF file (PopRT's
 // `--export_popef`). Like PopRT it fixes dynamic dimensions (--input-shape; --batch sets the leading
 // dimension of every other input, as for ipu plan: common_options.hpp) and converts precision
-// (--precision fp16 stores F16 weights; the model's inputs and outputs keep their types). The
+// (--precision fp16 stores F16 weights; fp8_weight also stores the Conv / MatMul / Gemm weights as
+// F8143 with a power-of-two scale each, fp8 also rounds those ops' activations through F8143:
+// ipu/compile/precision.hpp; the model's inputs and outputs keep their types). The
 // automatic planner places a model without annotations over the IPUs: pipelined (the default, as
 // for ipu plan) / sharded over every IPU of a replica, phased strategies into at least --phases
 // phases (more when a phase would not fit an IPU). Prints what was written and the cost model's
@@ -57,7 +59,7 @@ struct compile_args {
   std::string strategy = default_strategy;
   std::int64_t batch = 0;  // 0: as the model or --input-shape says
   std::int64_t batches_per_step = default_batches_per_step;
-  std::string precision;  // "", "fp16", "fp32"
+  std::string precision;  // "", "fp16", "fp32", "fp8_weight", "fp8"
   std::vector<std::string> input_shapes;
   std::uint32_t phases = 4;
   std::int64_t replicas = 1;
@@ -107,15 +109,21 @@ inline void run_compile(const compile_args& a) {
   ipu::options opts;
   opts.device_iterations(batches_per_step).replication_factor(replicas).show_compilation_progress_bar(progress_bar);
   if (a.cache_dir) opts.enable_executable_caching(*a.cache_dir);
+  auto float8 = ipu::popef::float8_mode::none;
   if (a.precision == "fp16") opts.precision(ipu::data_type::F16);
   else if (a.precision == "fp32") opts.precision(ipu::data_type::F32);
-  else if (!a.precision.empty())
-    throw ipu::error(ipu::error_category::usage, "unknown precision '" + a.precision + "'", "--precision", "use fp16 or fp32");
+  else if (a.precision == "fp8_weight" || a.precision == "fp8") {
+    opts.precision(ipu::data_type::F16);  // what is not a matrix product runs in F16
+    float8 = a.precision == "fp8" ? ipu::popef::float8_mode::weights_and_activations : ipu::popef::float8_mode::weights;
+  } else if (!a.precision.empty())
+    throw ipu::error(ipu::error_category::usage, "unknown precision '" + a.precision + "'", "--precision",
+                     "use fp32, fp16, fp8_weight (F8143 weights, F16 compute) or fp8 (F8143 weights and activations)");
   const auto device = ipu::device_from_name(a.device, a.ipus);
 
   ipu::popef::compile_options co;
   co.name = a.name;
   co.compress = !a.no_compress;
+  co.float8 = float8;
   if (mode == ipu::execution_mode::serial_phased || mode == ipu::execution_mode::parallel_phased) {
     // Phased strategies name their phases: the automatic planner annotates an unannotated model
     // with phases (at least --phases, more when one would not fit) and the plan follows them.
@@ -185,7 +193,7 @@ inline void add_compile_command(CLI::App& app) {
   cmd->add_option("--strategy", a->strategy, "sharded, pipelined, serial-phased or parallel-phased")->capture_default_str();
   cmd->add_option("--batch", a->batch, "samples per micro-batch: the leading dimension of every graph input --input-shape does not name")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31));
   auto* bps = cmd->add_option("--batches-per-step,--device-iterations", a->batches_per_step, "micro-batches per step (device iterations)")->check(CLI::Range(std::int64_t{1}, std::int64_t{1} << 31))->capture_default_str();
-  cmd->add_option("--precision", a->precision, "fp16 or fp32: convert the model's float tensors");
+  cmd->add_option("--precision", a->precision, "fp32, fp16, fp8_weight or fp8: convert the model's float tensors (fp8: Conv / MatMul / Gemm in 8-bit floats)");
   cmd->add_option("--input-shape", a->input_shapes, "fix an input's dynamic dimensions: NAME=D0,D1,... (repeatable)");
   add_custom_op_option(*cmd, a->custom_ops);
   cmd->add_option("--phases", a->phases, "phased strategies: the fewest phases to split an unannotated model into (more when one would not fit)")->check(CLI::Range(2u, 1u << 16))->capture_default_str();

@@ -109,7 +109,8 @@ class executable_cache {
     add(detail::serialize_message(dev, "the device"));
     add(co.name);
     add(std::to_string(co.auto_plan) + "," + std::to_string(co.compress) + "," +
-        (co.from_annotations ? std::string(to_string(*co.from_annotations)) : std::string("-")));
+        (co.from_annotations ? std::string(to_string(*co.from_annotations)) : std::string("-")) + "," +
+        std::string(to_string(co.float8)));
     const auto h = XXH3_128bits_digest(state);
     XXH3_freeState(state);
     auto hex16 = [](std::uint64_t v) {

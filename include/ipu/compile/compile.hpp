@@ -9,7 +9,8 @@
 // (cache.hpp): a compile done before with the same model and settings is loaded instead of redone,
 // and gives the same executable. compile_uncached() never looks.
 //
-// Steps: validate the options; convert precision when the options ask (precision.hpp); place a
+// Steps: validate the options; convert precision when the options ask, and to 8-bit floats when
+// the compile options do (precision.hpp); place a
 // model without annotations over the IPUs when the strategy needs more than one (the automatic
 // planner, sched/auto_planner.hpp); plan it with the options' strategy; describe the anchors in
 // metadata. The graph is planned as it is: the file stores its tensors and ops by the same ids
@@ -203,6 +204,19 @@ inline compiled_model compile_uncached(const graph& g, const ipu::options& optio
     converted = convert_precision(g, *options.precision());
     source = &converted;
     log::info("compile: converted '", g.name(), "' to ", to_string(*options.precision()), " in ", detail::ms_since(t), " ms");
+  }
+  if (co.float8 != float8_mode::none) {
+    if (options.precision() != data_type::F16)
+      throw error(error_category::usage,
+                  "compiling to " + std::string(to_string(co.float8)) + " needs the options' precision F16, not " +
+                      (options.precision() ? std::string(to_string(*options.precision())) : std::string("unset")),
+                  "compiling graph '" + g.name() + "'",
+                  "set options().precision(data_type::F16): the ops that are not matrix products run in F16");
+    const auto t = std::chrono::steady_clock::now();
+    converted = convert_float8(*source, co.float8);
+    source = &converted;
+    log::info("compile: stored the product weights of '", g.name(), "' in F8143 (", to_string(co.float8), ") in ",
+              detail::ms_since(t), " ms");
   }
   const auto& strategy = options.execution_strategy();
   const bool explicit_placement = !strategy.stages.empty() || !strategy.phases.empty();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "ipu/poptorch/strategy.hpp"
+#include "ipu/compile/precision.hpp"
 #include "ipu/compile/progress.hpp"
 
 namespace ipu::popef {
@@ -16,6 +17,10 @@ struct compile_options {
   /// annotations over every IPU of a replica with the automatic planner (ipu::propose_stages).
   /// (Phased strategies list their phases, or run from annotations that ipu::propose_phases makes.)
   bool auto_plan = true;
+  /// PopRT's --precision fp8_weight / fp8 (precision.hpp): store the product weights, and for fp8
+  /// round the product activations, in F8143. Needs the options' precision F16 (the rest of the
+  /// model runs in F16); none: as the options' precision says.
+  float8_mode float8 = float8_mode::none;
   /// zlib-compress the Executable blob when exporting.
   bool compress = true;
   /// Plan with this strategy from the ops' own annotations (PopART's virtual graphs, pipeline
