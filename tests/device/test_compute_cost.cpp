@@ -115,7 +115,8 @@ TEST_CASE("nx1 weight heights: 3 input channels of a 3x3 kernel fold 4 kernel ro
   // 16 input channels fill a height-1 block; height 4 would need 4 input blocks: h = 1 wins.
   amp_problem full = p;
   full.in_channels = 16;
-  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, full) == ipu::amp_vertex_choice{ipu::amp_vertex::conv_nx1, 1, {}, fixed + 3453});
+  CHECK(ipu::choose_amp_vertex(mk2, precision::fp16_16, full) ==
+        ipu::amp_vertex_choice{ipu::amp_vertex::conv_nx1, 1, {}, fixed + 3453});
   // A 1-D kernel (kernel_height 1) and a piece without its kernel's shape have nothing to fold.
   amp_problem flat = p;
   flat.kernel_height = 1;

@@ -124,8 +124,9 @@ struct amp_vertex_choice {
 /// that name (weight loads; a height of 4 always loads 64 bits). Convolutions with half inputs
 /// (kernel_width > 0: PopLibs disables SLIC for fully connected layers) whose groups have at most 4
 /// input and output channels on the tile, at innermost stride 1 or 2, may also take the SLIC vertex
-/// on IPU2 and later when the conv units form chains of 4 (c = 4): PopLibs' groupings of 1 x 4, 2 x 2, 4 x 1 channels
-/// (and 8 x 1, 16 x 1 with 16 half-partial units), on 2 chains, or 4 with 16 half-partial units.
+/// on IPU2 and later when the conv units form chains of 4 (c = 4): PopLibs' groupings of 1 x 4,
+/// 2 x 2, 4 x 1 channels (and 8 x 1, 16 x 1 with 16 half-partial units), on 2 chains, or 4 with 16
+/// half-partial units.
 constexpr amp_vertex_choice choose_amp_vertex(const architecture_description& a, precision p, const amp_problem& work,
                                               bool use_128bit_conv_unit_load = false) {
   using ipu::ceil_div;
@@ -174,8 +175,8 @@ constexpr amp_vertex_choice choose_amp_vertex(const architecture_description& a,
   for (std::uint32_t h = 2; h <= c; ++h) {
     if (c % h != 0) continue;
     // PopLibs: height 4 shuffles its weights and cannot use 128-bit loads.
-    const std::uint64_t load = h == 4 ? std::min<std::uint32_t>(conv_unit_load_bytes_per_cycle(a, use_128bit_conv_unit_load), 8)
-                                      : conv_unit_load_bytes_per_cycle(a, use_128bit_conv_unit_load);
+    const std::uint32_t full_load = conv_unit_load_bytes_per_cycle(a, use_128bit_conv_unit_load);
+    const std::uint64_t load = h == 4 ? std::min<std::uint32_t>(full_load, 8) : full_load;
     const kernel_loops loops{mul_sat(ceil_div(height, h), outer / height), width};
     const std::uint64_t cycles =
         zero + amp_nx1_vertex_cycles(a, path, work.groups, ceil_div(work.in_channels, kb / h), out_blocks, loops,
