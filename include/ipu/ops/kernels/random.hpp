@@ -133,7 +133,9 @@ template <bool Like>
 void random_uniform_kernel(const kernel_context& ctx) {
   only_attributes(ctx, Like ? std::initializer_list<std::string_view>{"low", "high", "seed", "dtype"}
                             : std::initializer_list<std::string_view>{"low", "high", "seed", "dtype", "shape"});
-  const auto [low, high] = random::uniform_params(ctx);
+  // Not a structured binding: clang 14 cannot capture one in the lambda below.
+  const auto bounds = random::uniform_params(ctx);
+  const double low = bounds.first, high = bounds.second;
   if constexpr (Like)
     check_random_output(ctx, {random::dtype(ctx, ctx.input(0).info().type, false), ctx.input(0).info().shape});
   else
@@ -150,7 +152,8 @@ template <bool Like>
 void random_normal_kernel(const kernel_context& ctx) {
   only_attributes(ctx, Like ? std::initializer_list<std::string_view>{"mean", "scale", "seed", "dtype"}
                             : std::initializer_list<std::string_view>{"mean", "scale", "seed", "dtype", "shape"});
-  const auto [mean, scale] = random::normal_params(ctx);
+  const auto moments = random::normal_params(ctx);  // not a structured binding: clang 14 cannot capture one
+  const double mean = moments.first, scale = moments.second;
   if constexpr (Like)
     check_random_output(ctx, {random::dtype(ctx, ctx.input(0).info().type, false), ctx.input(0).info().shape});
   else
