@@ -116,7 +116,7 @@ TEST_CASE("random: RandomNormal's mean and variance over 100k draws, F32 and F64
   CHECK(std::fabs(d.variance - 9) < 0.2);
 }
 
-TEST_CASE("random: RandomUniform stays in [low, high) with the right moments") {
+TEST_CASE("random: RandomUniform stays in the half-open interval from low to high, with the right moments") {
   // [-1, 3): mean 1, variance 16 / 12; standard errors 0.0037 and 0.0038.
   const auto attrs = shaped({n}, {attr("low", -1.0f), attr("high", 3.0f)});
   const auto u = draw("RandomUniform", {}, f32_info({n}), attrs, nullptr);
