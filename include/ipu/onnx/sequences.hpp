@@ -128,6 +128,22 @@ inline ::onnx::ValueInfoProto bound_tensor_input(const std::string& name, const 
   return v;
 }
 
+inline void rename_free_uses(::onnx::GraphProto& g, const std::function<std::string(const std::string&)>& rename);
+
+/// Renames the values `g`'s nodes read and its outputs name; in subgraphs, the values they read
+/// from outside themselves.
+inline void rename_uses(::onnx::GraphProto& g, const std::function<std::string(const std::string&)>& rename) {
+  for (auto& n : *g.mutable_node()) {
+    for (auto& in : *n.mutable_input())
+      if (!in.empty()) in = rename(in);
+    for (auto& a : *n.mutable_attribute()) {
+      if (a.has_g()) rename_free_uses(*a.mutable_g(), rename);
+      for (auto& sub : *a.mutable_graphs()) rename_free_uses(sub, rename);
+    }
+  }
+  for (auto& o : *g.mutable_output()) o.set_name(rename(o.name()));
+}
+
 /// Renames the uses of outer values inside a subgraph (names it defines itself hide them).
 inline void rename_free_uses(::onnx::GraphProto& g, const std::function<std::string(const std::string&)>& rename) {
   std::unordered_map<std::string, bool> own;
@@ -135,15 +151,7 @@ inline void rename_free_uses(::onnx::GraphProto& g, const std::function<std::str
   for (const auto& t : g.initializer()) own[t.name()] = true;
   for (const auto& n : g.node())
     for (const auto& o : n.output()) own[o] = true;
-  auto outer = [&](const std::string& name) { return name.empty() || own.count(name) ? name : rename(name); };
-  for (auto& n : *g.mutable_node()) {
-    for (auto& in : *n.mutable_input()) in = outer(in);
-    for (auto& a : *n.mutable_attribute()) {
-      if (a.has_g()) rename_free_uses(*a.mutable_g(), outer);
-      for (auto& sub : *a.mutable_graphs()) rename_free_uses(sub, outer);
-    }
-  }
-  for (auto& o : *g.mutable_output()) o.set_name(outer(o.name()));
+  rename_uses(g, [&](const std::string& name) { return own.count(name) ? name : rename(name); });
 }
 
 /// Replaces the main graph's sequence and optional inputs by tensor inputs (file comment): a
@@ -270,15 +278,8 @@ inline void bind_structured_inputs(::onnx::ModelProto& m, const sequence_input_s
         if (n == from) return to;
       return n;
     };
-    for (auto& n : *g.mutable_node()) {
-      for (auto& i : *n.mutable_input()) i = rename(i);
-      for (auto& a : *n.mutable_attribute()) {
-        if (a.has_g()) rename_free_uses(*a.mutable_g(), rename);
-        for (auto& sub : *a.mutable_graphs()) rename_free_uses(sub, rename);
-      }
-    }
-    // A graph output naming the input itself now names the wrapped value.
-    for (auto& o : *g.mutable_output()) o.set_name(rename(o.name()));
+    // A graph output naming the input itself now names the wrapped value too.
+    rename_uses(g, rename);
   }
   g.clear_input();
   for (auto& v : inputs) *g.add_input() = std::move(v);
