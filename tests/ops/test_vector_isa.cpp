@@ -1,6 +1,6 @@
-// The AVX2 copy of the element-wise loops gives the same bits as the baseline copy: the loops the
-// kernels run (Sigmoid's, a multiply-add that an FMA would fuse, a division) over a sweep of the
-// float line, through both copies.
+// The AVX2 and AVX-512 copies of the element-wise loops give the same bits as the baseline copy:
+// the loops the kernels run (Sigmoid's, a multiply-add that an FMA would fuse, a division) over a
+// sweep of the float line, through every copy the host can run.
 #include "ipu/ops/kernels/vector_isa.hpp"
 
 #include <doctest/doctest.h>
@@ -50,45 +50,65 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-/// Whether the kernel says the CPU has AVX2, from /proc/cpuinfo's flags (nullopt without it): a
-/// witness independent of the compiler's __builtin_cpu_supports, which host_vector_isa() uses.
-std::optional<bool> cpuinfo_has_avx2() {
+/// The CPU's flags from /proc/cpuinfo (nullopt without it): a witness independent of the
+/// compiler's __builtin_cpu_supports, which host_vector_isa() uses.
+std::optional<std::string> cpuinfo_flags() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
   while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0) return (line + " ").find(" avx2 ") != std::string::npos;
+    if (line.rfind("flags", 0) == 0) return line + " ";
   return std::nullopt;
 }
 
-TEST_CASE("the host's copy is AVX2 exactly when the CPU has it") {
+bool has_flag(const std::string& flags, const char* flag) {
+  return flags.find(" " + std::string(flag) + " ") != std::string::npos;
+}
+
+/// The copies this build has that the host can run, past the baseline.
+std::vector<m::vector_isa> wider_copies() {
+  std::vector<m::vector_isa> isas;
+  if (m::host_vector_isa() == m::vector_isa::baseline) return isas;
+  isas.push_back(m::vector_isa::avx2);
+  if (m::host_vector_isa() == m::vector_isa::avx512) isas.push_back(m::vector_isa::avx512);
+  return isas;
+}
+
+const char* name_of(m::vector_isa isa) { return isa == m::vector_isa::avx512 ? "AVX-512" : "AVX2"; }
+
+TEST_CASE("the host's copy is the widest the CPU has and the build holds") {
 #if IPU_AVX2_COPY
-  const auto avx2 = cpuinfo_has_avx2();
-  if (!avx2) return;  // no /proc/cpuinfo (not Linux): nothing independent to compare with
-  CHECK((m::host_vector_isa() == m::vector_isa::avx2) == *avx2);
+  const auto flags = cpuinfo_flags();
+  if (!flags) return;  // no /proc/cpuinfo (not Linux): nothing independent to compare with
+  const bool avx512 = has_flag(*flags, "avx512f") && has_flag(*flags, "avx512vl") && has_flag(*flags, "avx512bw") &&
+                      has_flag(*flags, "avx512dq");
+  const auto expected = IPU_AVX512_COPY && avx512 ? m::vector_isa::avx512
+                        : has_flag(*flags, "avx2") ? m::vector_isa::avx2
+                                                   : m::vector_isa::baseline;
+  CHECK(m::host_vector_isa() == expected);
 #else
   CHECK(m::host_vector_isa() == m::vector_isa::baseline);
 #endif
 }
 
-TEST_CASE("the AVX2 and baseline copies of a loop give the same bits") {
-  if (m::host_vector_isa() != m::vector_isa::avx2) {
+TEST_CASE("every wider copy of a loop gives the baseline copy's bits") {
+  const auto isas = wider_copies();
+  if (isas.empty()) {
     MESSAGE("this host runs only the baseline copy; nothing to compare");
     return;
   }
   const auto x = float_sweep();
-  SUBCASE("Sigmoid's polynomial") {
-    auto f = [](float v) { return m::sigmoid_vectorisable(v); };
-    CHECK(same_bits(map_on(m::vector_isa::baseline, x, f), map_on(m::vector_isa::avx2, x, f)));
-  }
-  SUBCASE("a multiply-add, which a fused multiply-add would round once") {
-    // 1/3 and 0.1 are inexact, so a * x + b rounds differently fused: the check fails if the copy
-    // is ever built with FMA.
-    auto f = [](float v) { return v * 0.333333343f + 0.1f; };
-    CHECK(same_bits(map_on(m::vector_isa::baseline, x, f), map_on(m::vector_isa::avx2, x, f)));
-  }
-  SUBCASE("a division") {
-    auto f = [](float v) { return 1.0f / (1.0f + v); };
-    CHECK(same_bits(map_on(m::vector_isa::baseline, x, f), map_on(m::vector_isa::avx2, x, f)));
+  for (const auto isa : isas) {
+    CAPTURE(name_of(isa));
+    // Sigmoid's polynomial.
+    const auto sigmoid = [](float v) { return m::sigmoid_vectorisable(v); };
+    CHECK(same_bits(map_on(m::vector_isa::baseline, x, sigmoid), map_on(isa, x, sigmoid)));
+    // A multiply-add: 1/3 and 0.1 are inexact, so a * x + b rounds differently fused, and the check
+    // fails if the copy is ever built with FMA.
+    const auto multiply_add = [](float v) { return v * 0.333333343f + 0.1f; };
+    CHECK(same_bits(map_on(m::vector_isa::baseline, x, multiply_add), map_on(isa, x, multiply_add)));
+    // A division.
+    const auto divide = [](float v) { return 1.0f / (1.0f + v); };
+    CHECK(same_bits(map_on(m::vector_isa::baseline, x, divide), map_on(isa, x, divide)));
   }
 }
 
