@@ -170,6 +170,13 @@ TEST_CASE("Conv: pointwise (1x1) and depthwise paths against the definition") {
   check_conv({.x = {1, 2, 6, 7}, .m = 2, .kernel = {3, 3}, .group = 2, .pads = {4, 3, 2, 5}, .bias = true});
   check_conv({.x = {1, 2, 6, 7}, .m = 2, .kernel = {3, 3}, .group = 2});
   check_conv({.x = {1, 3, 10, 9}, .m = 3, .kernel = {5, 5}, .group = 3, .strides = {2, 1}, .pads = {1, 2, 2, 1}});
+  // Outputs narrower than 16 columns run eight channels at a time, interleaved: 19 channels (two
+  // whole blocks and a block of three), two images, each square kernel and both column strides;
+  // 20 output columns stay on the plane-at-a-time path.
+  check_conv({.x = {2, 19, 9, 9}, .m = 19, .kernel = {3, 3}, .group = 19, .pads = {1, 1, 1, 1}, .bias = true});
+  check_conv({.x = {2, 19, 14, 14}, .m = 19, .kernel = {5, 5}, .group = 19, .strides = {2, 2}, .pads = {2, 2, 2, 2}});
+  check_conv({.x = {1, 17, 7, 7}, .m = 17, .kernel = {7, 7}, .group = 17, .pads = {3, 3, 3, 3}, .bias = true});
+  check_conv({.x = {1, 9, 8, 20}, .m = 9, .kernel = {3, 3}, .group = 9, .pads = {1, 1, 1, 1}, .bias = true});
 }
 
 TEST_CASE("Conv: kernels longer than the output (the weight gradient's shape) against the definition") {

@@ -268,13 +268,13 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
     b.pl = s.pl;
     b.pb = (b.oh - 1) * b.sh + (b.kh - 1) * b.dh + 1 - b.ih - b.pt;
     b.pr = (b.ow - 1) * b.sw + (b.kw - 1) * b.dw + 1 - b.iw - b.pl;
-    return dnnl_conv_run(ctx, b, w, x, nullptr, y);
+    return dnnl_conv_run(ctx, b, w, x, nullptr, y, false);
   }
   s.n = n;
   s.ic = c;
   s.oc = m;
   s.group = group;
-  return dnnl_conv_run(ctx, s, x, w, bias, y);
+  return dnnl_conv_run(ctx, s, x, w, bias, y, ctx.input_is_constant(1));
 }
 
 /// F32 pointwise convolution (1x1 kernel, stride 1, no padding, one group): per image one GEMM
@@ -367,6 +367,41 @@ inline void pad_plane(const float* x, std::int64_t ih, std::int64_t iw, std::int
   }
 }
 
+/// Channels a depthwise_block computes at once: one AVX2 vector (two SSE2 vectors) of floats.
+inline constexpr std::int64_t depthwise_lanes = 8;
+
+/// Eight channels of a K x K depthwise convolution at once, channels innermost: `xt` is their
+/// zero-padded input planes interleaved ([ph][pw][8]), `wt` their taps ([K * K][8]), `yt` receives
+/// the outputs ([oh][ow][8]). Each lane adds its bias and then its taps in row-major order, as
+/// depthwise_plane does, so both give the same bits; but the vector runs across channels, so a 7x7
+/// or 14x14 plane (EfficientNet's and MobileNet's last stages) fills it as a 112x112 one does, where
+/// vectorising along a 7-wide row wastes most of it.
+template <int K>
+void depthwise_block(const float* xt, std::int64_t pw, const float* wt, const float* bias, float* yt, std::int64_t oh,
+                     std::int64_t ow, std::int64_t sh, std::int64_t sw) {
+  constexpr std::int64_t L = depthwise_lanes;
+  for (std::int64_t o = 0; o < oh; ++o)
+    for (std::int64_t q = 0; q < ow; ++q) {
+      float acc[L];
+      for (std::int64_t l = 0; l < L; ++l) acc[l] = bias[l];
+      for (int a = 0; a < K; ++a)
+        for (int b = 0; b < K; ++b) {
+          const float* xv = xt + ((o * sh + a) * pw + q * sw + b) * L;
+          const float* wv = wt + (a * K + b) * L;
+          for (std::int64_t l = 0; l < L; ++l) acc[l] += wv[l] * xv[l];
+        }
+      float* yv = yt + (o * ow + q) * L;
+      for (std::int64_t l = 0; l < L; ++l) yv[l] = acc[l];
+    }
+}
+
+/// Output planes of at most this many columns run through depthwise_block. Its interleaving costs
+/// a copy of each plane in and out, which only rows shorter than a 16-float vector repay: one
+/// thread, batch 4, the Conv op alone, 5x5 taps on 7x7 planes 1.53 -> 0.65 ms, on 14x14 2.02 ->
+/// 1.19 ms, 3x3 taps on 7x7 0.63 -> 0.40 ms; on 28x28, 3x3 taps 0.38 -> 0.62 ms (the planes' rows
+/// fill their vectors there).
+inline constexpr std::int64_t depthwise_block_max_width = 15;
+
 /// F32 depthwise 2-D convolution (one input and one output channel per group, no dilation).
 /// Square 3x3, 5x5 and 7x7 kernels copy each input plane into a zero-padded scratch plane and sum
 /// each output's taps in a register (depthwise_plane); other kernels start each output plane as its
@@ -390,6 +425,49 @@ inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, 
   const std::int64_t ph = (oh - 1) * sh + kh, padded_cols = (ow - 1) * sw + kw;
   const std::int64_t pw = sw == 1 ? padded_cols : (padded_cols + 1) / 2;
   const bool register_taps = kh == kw && (kh == 3 || kh == 5 || kh == 7) && (sw == 1 || sw == 2);
+  if (register_taps && ow <= depthwise_block_max_width) {
+    constexpr std::int64_t L = depthwise_lanes;
+    const std::int64_t blocks_per_image = (c + L - 1) / L, cols = (ow - 1) * sw + kw;
+    const std::int64_t block_grain = std::max<std::int64_t>(1, grain / L);
+    vectorised_blocks(ctx, static_cast<std::size_t>(n * blocks_per_image), static_cast<std::size_t>(block_grain),
+                      [&](std::size_t u0, std::size_t u1) {
+      auto xt = scratch<float, 5>(static_cast<std::size_t>(ph * cols * L));
+      auto yt = scratch<float, 6>(static_cast<std::size_t>(oh * ow * L));
+      auto wt = scratch<float, 7>(static_cast<std::size_t>(kh * kw * L + L));
+      for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
+        const std::int64_t img = u / blocks_per_image, c0 = (u % blocks_per_image) * L, lanes = std::min(L, c - c0);
+        // Lanes past the last channel compute zeros from zero planes and are not stored.
+        std::fill(xt.begin(), xt.end(), 0.0f);
+        std::fill(wt.begin(), wt.end(), 0.0f);
+        float* bt = wt.data() + kh * kw * L;
+        for (std::int64_t l = 0; l < lanes; ++l) {
+          const std::int64_t ch = c0 + l;
+          const float* xp = x + (img * c + ch) * ih * iw;
+          for (std::int64_t t = 0; t < kh * kw; ++t) wt[static_cast<std::size_t>(t * L + l)] = w[ch * kh * kw + t];
+          bt[l] = bias ? bias[ch] : 0.0f;
+          for (std::int64_t r = 0; r < ph; ++r) {
+            const std::int64_t xr = r - g.pad_begin[1];
+            if (xr < 0 || xr >= ih) continue;
+            const std::int64_t col0 = std::max<std::int64_t>(0, g.pad_begin[2]),
+                               col1 = std::min(cols, g.pad_begin[2] + iw);
+            for (std::int64_t col = col0; col < col1; ++col)
+              xt[static_cast<std::size_t>((r * cols + col) * L + l)] = xp[xr * iw + col - g.pad_begin[2]];
+          }
+        }
+        const auto block = [&]<int K>() {
+          depthwise_block<K>(xt.data(), cols, wt.data(), bt, yt.data(), oh, ow, sh, sw);
+        };
+        if (kh == 3) block.template operator()<3>();
+        else if (kh == 5) block.template operator()<5>();
+        else block.template operator()<7>();
+        for (std::int64_t l = 0; l < lanes; ++l) {
+          float* yp = y + (img * c + c0 + l) * oh * ow;
+          for (std::int64_t i = 0; i < oh * ow; ++i) yp[i] = yt[static_cast<std::size_t>(i * L + l)];
+        }
+      }
+    });
+    return true;
+  }
   vectorised_blocks(ctx, static_cast<std::size_t>(n * c), static_cast<std::size_t>(grain), [&](std::size_t p0, std::size_t p1) {
     for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
       const std::int64_t ch = p % c;
@@ -620,7 +698,8 @@ inline void conv_transpose_kernel(const kernel_context& ctx) {
     ds.oc = c;
     ds.group = group;
     if (dnnl_conv_run(ctx, ds, x.as<float>().data(), w.as<float>().data(),
-                      ctx.has_input(2) ? ctx.input(2).as<float>().data() : nullptr, y.as<float>().data()))
+                      ctx.has_input(2) ? ctx.input(2).as<float>().data() : nullptr, y.as<float>().data(),
+                      ctx.input_is_constant(1)))
       return;
   }
   visit(float_types, x.info().type, ctx, [&]<class T>() {
