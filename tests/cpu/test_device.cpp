@@ -74,6 +74,79 @@ TEST_CASE("cpu device: weights are read in place from the graph's byte_buffer") 
   CHECK(values(out[0]) == std::vector<float>{1, 2, 3, 4});
 }
 
+TEST_CASE("cpu device: kernels see which inputs are constants and keep what they prepare between runs") {
+  // Each Prep op counts the times it found its cache empty; its output is that count.
+  struct seen_inputs {
+    bool input_constant = true, weight_constant = false, cached = false;
+  };
+  static seen_inputs seen[2];
+  ipu::op_registry reg;
+  reg.add({"", "Prep", [](const ipu::kernel_context& c) {
+             const auto which = static_cast<std::size_t>(c.input(1).as<float>()[0]);
+             seen[which] = {c.input_is_constant(0), c.input_is_constant(1), c.cache != nullptr};
+             auto count = std::static_pointer_cast<int>(c.cache->prepared);
+             if (!count) c.cache->prepared = count = std::make_shared<int>(0);
+             c.outputs[0].as<float>()[0] = static_cast<float>(++*count);
+           }});
+  ipu::graph g("prepared");
+  auto x = g.add_tensor("x", f32({1}), ipu::tensor_kind::input);
+  const float zero[] = {0}, one[] = {1};
+  auto w0 = g.add_tensor("w0", f32({1}), ipu::tensor_kind::constant, ipu::byte_buffer::from_values<float>(zero));
+  auto w1 = g.add_tensor("w1", f32({1}), ipu::tensor_kind::constant, ipu::byte_buffer::from_values<float>(one));
+  g.mark_output(op(g, "Prep", {x, w0}, "a", f32({1})));
+  g.mark_output(op(g, "Prep", {x, w1}, "b", f32({1})));
+  ipu::cpu::device dev(std::move(g), {.threads = 1, .registry = &reg});
+  const auto in = ipu::host_tensor::from<float>({1}, {0.0f});
+  for (int run = 1; run <= 3; ++run) {
+    const auto out = dev.run(std::vector<ipu::host_tensor>{in});
+    // One cache per op, kept across runs: each op counts its own runs.
+    CHECK(values(out[0]) == std::vector<float>{static_cast<float>(run)});
+    CHECK(values(out[1]) == std::vector<float>{static_cast<float>(run)});
+  }
+  for (const auto& s : seen) {
+    CHECK_FALSE(s.input_constant);
+    CHECK(s.weight_constant);
+    CHECK(s.cached);
+  }
+}
+
+TEST_CASE("cpu device: a Conv whose weights are constants gives the bits of one whose weights are inputs") {
+  // oneDNN's Conv keeps its constant weights reordered after the first run; a weight given as an
+  // input is reordered on every run. Both must compute the same thing, run after run.
+  const auto x_info = f32({2, 8, 9, 9}), w_info = f32({16, 8, 3, 3}), y_info = f32({2, 16, 9, 9});
+  std::vector<float> xv(static_cast<std::size_t>(x_info.num_elements())), wv(static_cast<std::size_t>(w_info.num_elements()));
+  for (std::size_t i = 0; i < xv.size(); ++i) xv[i] = std::sin(0.37f * static_cast<float>(i));
+  for (std::size_t i = 0; i < wv.size(); ++i) wv[i] = std::cos(0.11f * static_cast<float>(i));
+  const std::vector<ipu::attribute> attrs{{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}};
+  ipu::graph constant("constant_weights"), input("input_weights");
+  {
+    auto x = constant.add_tensor("x", x_info, ipu::tensor_kind::input);
+    auto w = constant.add_tensor("w", w_info, ipu::tensor_kind::constant,
+                                 ipu::byte_buffer::from_values<float>(std::span<const float>(wv)));
+    constant.mark_output(op(constant, "Conv", {x, w}, "y", y_info, attrs));
+  }
+  {
+    auto x = input.add_tensor("x", x_info, ipu::tensor_kind::input);
+    auto w = input.add_tensor("w", w_info, ipu::tensor_kind::input);
+    input.mark_output(op(input, "Conv", {x, w}, "y", y_info, attrs));
+  }
+  ipu::cpu::device with_constant(std::move(constant), {.threads = 1}), with_input(std::move(input), {.threads = 1});
+  const auto x = ipu::host_tensor::from<float>({2, 8, 9, 9}, xv);
+  const auto w = ipu::host_tensor::from<float>({16, 8, 3, 3}, wv);
+  const auto expected = values(with_input.run(std::vector<ipu::host_tensor>{x, w})[0]);
+  for (int run = 0; run < 3; ++run) {
+    const auto got = values(with_constant.run(std::vector<ipu::host_tensor>{x})[0]);
+    CHECK(std::memcmp(got.data(), expected.data(), got.size() * sizeof(float)) == 0);
+  }
+  // And the value itself: output channel 0 at the centre of image 0, summed by hand.
+  double centre = 0;
+  for (int c = 0; c < 8; ++c)
+    for (int a = 0; a < 3; ++a)
+      for (int b = 0; b < 3; ++b) centre += double(wv[static_cast<std::size_t>((c * 3 + a) * 3 + b)]) *
+                                            xv[static_cast<std::size_t>((c * 9 + 3 + a) * 9 + 3 + b)];
+  CHECK(expected[4 * 9 + 4] == doctest::Approx(centre).epsilon(1e-5));
+}
+
 TEST_CASE("cpu device: a wrong input is an error naming the input, what was expected and what came") {
   ipu::cpu::device dev(small_model(), opts());
   auto wrong_shape = ipu::host_tensor::from<float>({5}, {1, 2, 3, 4, 5});

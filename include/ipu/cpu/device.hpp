@@ -158,6 +158,8 @@ class device final : public subgraph_runner {
     std::vector<host_tensor> realigned;              // weights copied only because misaligned
     std::unordered_map<std::string_view, tensor_id> by_name;
     std::vector<host_tensor> free_arenas;            // one per nesting level in use
+    std::vector<op_cache> caches;                    // by step: what kernels prepared from constants
+    std::vector<std::uint64_t> constant_inputs;      // by step: kernel_context::constant_inputs
   };
   // A graph being run: where each of its tensors is right now.
   struct frame {
@@ -197,6 +199,14 @@ class device final : public subgraph_runner {
         p = c->realigned.back().data();
       }
       c->data[t] = nonnull(p);
+    }
+    c->caches.resize(c->plan.steps.size());
+    c->constant_inputs.assign(c->plan.steps.size(), 0);
+    for (std::size_t i = 0; i < c->plan.steps.size(); ++i) {
+      const auto& inputs = g.op(c->plan.steps[i].op).inputs;
+      for (std::size_t k = 0; k < inputs.size() && k < 64; ++k)
+        if (inputs[k] != no_tensor && c->plan.tensors[inputs[k]].where == storage::graph_data)
+          c->constant_inputs[i] |= std::uint64_t{1} << k;
     }
     compiled* raw = c.get();
     subgraphs_[&g] = std::move(c);
@@ -276,7 +286,8 @@ class device final : public subgraph_runner {
     std::vector<const_tensor_view> in_views;
     std::vector<tensor_view> out_views;
     const bool observed = parent == nullptr && options_.on_op;
-    for (const auto& step : plan.steps) {
+    for (std::size_t step_index = 0; step_index < plan.steps.size(); ++step_index) {
+      const auto& step = plan.steps[step_index];
       const auto begin = observed ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
       const op_node& op = g.op(step.op);
       in_views.clear();
@@ -304,6 +315,8 @@ class device final : public subgraph_runner {
       }
       kernel_context ctx{op, in_views, out_views, parallel_for_, this};
       ctx.random = &random_;
+      ctx.cache = &c.caches[step_index];
+      ctx.constant_inputs = c.constant_inputs[step_index];
       try {
         step.kernel(ctx);
       } catch (const error&) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -25,6 +26,14 @@ struct subgraph_runner {
   virtual ~subgraph_runner() = default;
   /// Binds `inputs` to `body`'s graph inputs in order and returns its outputs in order.
   virtual std::vector<host_tensor> run(const graph& body, std::span<const const_tensor_view> inputs) = 0;
+};
+
+/// What a kernel prepared from its op's constant inputs (weights reordered into a library's
+/// layout), kept by the runner between runs of the same planned op so that the work is done once.
+/// The runner owns it and drops it with the plan; a kernel stores anything it likes in `prepared`
+/// and must check that it still fits (same source, same shape) before using it.
+struct op_cache {
+  std::shared_ptr<void> prepared;
 };
 
 /// Splits [0, n) into chunks run concurrently. Chunking depends only on `n` and the thread count,
@@ -85,6 +94,15 @@ struct kernel_context {
   std::int64_t max_loop_trips = std::int64_t{1} << 24;
   /// Where random ops draw from; nullptr: random_source::default_seed, call number 0 on every call.
   random_source* random = nullptr;
+  /// Null when the runner keeps nothing between runs (constant folding, tests).
+  op_cache* cache = nullptr;
+  /// Bit i: input i is a constant of the graph (a weight or initializer), the same bytes at the
+  /// same address on every run of this op. Only inputs 0 to 63 can be marked.
+  std::uint64_t constant_inputs = 0;
+
+  [[nodiscard]] bool input_is_constant(std::size_t i) const noexcept {
+    return i < 64 && has_input(i) && ((constant_inputs >> i) & 1u) != 0;
+  }
 
   [[nodiscard]] bool has_input(std::size_t i) const noexcept { return i < inputs.size() && !inputs[i].empty(); }
   [[nodiscard]] const_tensor_view input(std::size_t i) const {

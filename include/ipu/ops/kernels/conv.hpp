@@ -404,7 +404,8 @@ inline constexpr std::int64_t depthwise_block_max_width = 15;
 
 /// F32 depthwise 2-D convolution (one input and one output channel per group, no dilation).
 /// Square 3x3, 5x5 and 7x7 kernels copy each input plane into a zero-padded scratch plane and sum
-/// each output's taps in a register (depthwise_plane); other kernels start each output plane as its
+/// each output's taps in a register (depthwise_plane), or, for outputs narrower than 16 columns,
+/// eight planes interleaved at a time (depthwise_block); other kernels start each output plane as its
 /// bias and add one shifted, scaled copy of the input plane per tap. Either way the taps are added
 /// in the same order, and the planes stay in cache. oneDNN's convolution reorders in and out of its
 /// blocked layout around very little arithmetic here (bench_kernels conv/mobilenet_depthwise_3x3,
