@@ -214,28 +214,19 @@ struct dnnl_prepared_operand {
   dnnl::memory memory;  // owns its buffer
 };
 
-/// `shared` in `plan`'s layout: from the op's cache when it holds this source in this layout,
-/// otherwise reordered, and kept there when `ctx` has a cache.
+/// `shared` in `plan`'s layout from the op's cache (`ctx.cache`, which must be set), reordered
+/// and kept there unless the cache already holds this source in this layout.
 inline dnnl::memory dnnl_prepared_shared(const kernel_context& ctx, const dnnl_conv_plan& plan,
                                          dnnl::memory shared_user, const float* shared) {
-  const auto& engine = dnnl_cpu_engine();
-  if (ctx.cache) {
-    // Only this function writes a Conv's or ConvTranspose's cache, so the slot holds this type.
-    const auto* kept = static_cast<const dnnl_prepared_operand*>(ctx.cache->prepared.get());
-    if (kept && kept->source == shared && kept->desc == plan.shared) return kept->memory;
-  }
+  // Only this function writes a Conv's or ConvTranspose's cache, so the slot holds this type.
+  const auto* kept = static_cast<const dnnl_prepared_operand*>(ctx.cache->prepared.get());
+  if (kept && kept->source == shared && kept->desc == plan.shared) return kept->memory;
   const dnnl_one_thread one;
-  dnnl::stream stream(engine);
-  if (!ctx.cache) {
-    dnnl::memory mem(plan.shared, engine, dnnl_buffer<1>(plan.shared.get_size()));
-    plan.shared_reorder.execute(stream, shared_user, mem);
-    stream.wait();
-    return mem;
-  }
+  dnnl::stream stream(dnnl_cpu_engine());
   auto prepared = std::make_shared<dnnl_prepared_operand>();
   prepared->source = shared;
   prepared->desc = plan.shared;
-  prepared->memory = dnnl::memory(plan.shared, engine);
+  prepared->memory = dnnl::memory(plan.shared, dnnl_cpu_engine());
   plan.shared_reorder.execute(stream, shared_user, prepared->memory);
   stream.wait();
   ctx.cache->prepared = prepared;
