@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -94,6 +95,30 @@ TEST_CASE("GroupNormalization and PrintTensor from an ONNX file") {
   CHECK(out[1].as<float>()[0] == doctest::Approx(1.5));
   CHECK(out[1].as<float>()[1] == doctest::Approx(5.5));
   CHECK(out[2].as<float>()[1] == doctest::Approx(s).epsilon(1e-6));
+}
+
+TEST_CASE("MultiConv (an omitted bias) and CtcBeamSearchDecoder from an ONNX file") {
+  auto m = popart_model();
+  constexpr int u32_type = ::onnx::TensorProto_DataType_UINT32;
+  m.input("x", {1, 1, 3, 3}).input("lp", {2, 1, 2}).input("len", {1}, s32_type);
+  m.output("y0", {1, 1, 2, 2}).output("y1", {1, 1, 3, 3}).output("p", {1, 1}).output("n", {1, 1}, u32_type);
+  m.output("labels", {1, 1, 2}, u32_type);
+  m.initializer(test_onnx::float_tensor("w0", {1, 1, 2, 2}, {1, 1, 1, 1}));
+  m.initializer(test_onnx::float_tensor("w1", {1, 1, 1, 1}, {-2}));
+  m.initializer(test_onnx::float_tensor("b1", {1}, {1}));
+  m.add(node("MultiConv", {"x", "w0", "", "x", "w1", "b1"}, {"c0", "c1"}, {attr("planType", "serial")}, "mc", gc));
+  m.add(node("Identity", {"c0"}, {"y0"}));
+  m.add(node("Relu", {"c1"}, {"y1"}));  // typed by the op table, so ONNX infers Relu's output
+  m.add(node("CtcBeamSearchDecoder", {"lp", "len"}, {"p", "n", "labels"}, {attr("beam_width", 4)}, "ctc", gc));
+  const float l6 = std::log(0.6f), l4 = std::log(0.4f);
+  auto len = host_tensor::from<std::int32_t>(shape{1}, std::span<const std::int32_t>(std::vector<std::int32_t>{2}));
+  const auto out = run(m, {f32({1, 1, 3, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8}), f32({2, 1, 2}, {l6, l4, l6, l4}), len});
+  CHECK(std::vector<float>(out[0].as<float>().begin(), out[0].as<float>().end()) == std::vector<float>{8, 12, 20, 24});
+  CHECK(std::vector<float>(out[1].as<float>().begin(), out[1].as<float>().end()) ==
+        std::vector<float>{1, 0, 0, 0, 0, 0, 0, 0, 0});  // relu(1 - 2x)
+  CHECK(out[2].as<float>()[0] == doctest::Approx(std::log(0.64)).epsilon(1e-6));  // "1": three of four paths
+  CHECK(out[3].as<std::uint32_t>()[0] == 1u);
+  CHECK(out[4].as<std::uint32_t>()[0] == 1u);
 }
 
 TEST_CASE("ai.graphcore ops inside If branches and a Loop body (nested in a branch) import and run") {

@@ -98,6 +98,7 @@ TEST_CASE("every row has a cost rule; every op with a kernel a shape rule, but f
                                                "ai.graphcore:Nop", "ai.graphcore:PrintTensor",
                                                "ai.graphcore:DynamicSlice", "ai.graphcore:DynamicUpdate",
                                                "ai.graphcore:DynamicAdd", "ai.graphcore:GroupNormalization",
+                                               "ai.graphcore:MultiConv",
                                   "ipu:BatchNormalizationTraining"});
   for (const auto& e : registry.entries()) CHECK(ipu::find_op_def(e.domain, e.type) != nullptr);
   CHECK(ipu::find_op_def("com.example", "Mystery") == nullptr);

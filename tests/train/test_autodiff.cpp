@@ -673,7 +673,7 @@ TEST_CASE("Conv in F32: forward, input and weight gradients against PyTorch; gro
   std::filesystem::remove_all(dir, ec);
 }
 
-TEST_CASE("PopART's ai.graphcore ops: DynamicSlice, DynamicUpdate, DynamicAdd (offsets clamped), GroupNormalization, Nop, PrintTensor") {
+TEST_CASE("PopART's ai.graphcore ops: DynamicSlice, DynamicUpdate, DynamicAdd (offsets clamped), GroupNormalization, MultiConv, Nop, PrintTensor") {
   using B = ipu::builder;
   using V = const std::vector<tensor_id>&;
   for (bool no_overlap : {false, true}) {
@@ -693,6 +693,13 @@ TEST_CASE("PopART's ai.graphcore ops: DynamicSlice, DynamicUpdate, DynamicAdd (o
                   [](B& b, V x) { return b.group_normalization(x[0], x[1], x[2], 2, 1e-3f)[0]; });
   check_gradients("GroupNormalization, rank 2", {{{2, 6}}, {{6}}, {{6}}},
                   [](B& b, V x) { return b.group_normalization(x[0], x[1], x[2], 3)[0]; });
+  // MultiConv: each conv's gradients by Conv's rule; both outputs flattened into one.
+  check_gradients("MultiConv", {{{1, 2, 5, 4}}, {{3, 2, 3, 3}}, {{3}}, {{2, 4, 6}}, {{2, 2, 2}}},
+                  [](B& b, V x) {
+                    const auto ys = b.multi_conv({{x[0], x[1], x[2], {2, 1}, {1, 1, 0, 1}, {}},
+                                                  {x[3], x[4], ipu::no_tensor, {}, {}, {2}}});
+                    return b.concat({b.reshape(ys[0], {-1}), b.reshape(ys[1], {-1})}, 0);
+                  });
   check_gradients("Nop", {{{5}}}, [](B& b, V x) { return b.nop(x[0]); });
   std::vector<std::string> printed;
   {

@@ -91,6 +91,27 @@ struct conv_options {
   std::string_view auto_pad{};  // empty: NOTSET
 };
 
+/// One convolution of a MultiConv (aiGraphcore.multiconv): its data, weights, optional bias and
+/// windows (empty: strides and dilations 1, no padding).
+struct multi_conv_input {
+  tensor_id x = no_tensor;
+  tensor_id w = no_tensor;
+  tensor_id b = no_tensor;
+  std::vector<std::int64_t> strides{};
+  std::vector<std::int64_t> pads{};  // begins then ends
+  std::vector<std::int64_t> dilations{};
+};
+
+/// PopTorch's MultiConv settings (poptorch.MultiConv's setters); unset ones keep PopLibs' defaults.
+/// Per-conv lists hold one value per convolution, or one for all.
+struct multi_conv_options {
+  std::vector<float> available_memory_proportions{};
+  std::vector<std::string> partials_types{};  // "float" or "half"
+  std::string_view plan_type{};               // "parallel" (default) or "serial"
+  std::int64_t per_conv_reserved_tiles = 0;   // 0: PopLibs' 50
+  float cycle_back_off = -1.0f;               // below 0: PopLibs' 0.1
+};
+
 struct pool_options {
   std::vector<std::int64_t> kernel_shape{};  // required
   std::vector<std::int64_t> strides{};
@@ -454,6 +475,46 @@ class builder {
                                                        std::int64_t num_groups, float epsilon = 1e-5f,
                                                        std::string_view name = {}) {
     return graphcore("GroupNormalization", {x, scale, bias}, {{"num_groups", num_groups}, {"epsilon", epsilon}}, 3, name);
+  }
+
+  /// aiGraphcore.multiconv (poptorch.MultiConv): independent convolutions planned together, one
+  /// output per convolution (ipu/ops/families/multi_conv.hpp).
+  constexpr std::vector<tensor_id> multi_conv(const std::vector<multi_conv_input>& convs,
+                                              const multi_conv_options& o = {}, std::string_view name = {}) {
+    std::vector<tensor_id> inputs;
+    std::vector<std::int64_t> strides, pads, dilations;
+    bool any_strides = false, any_pads = false, any_dilations = false;
+    for (const auto& c : convs) {
+      inputs.insert(inputs.end(), {c.x, c.w, c.b});
+      const auto r = c.x == no_tensor ? 0 : g_.tensor(c.x).info.shape.rank() - 2;
+      const auto put = [&](std::vector<std::int64_t>& all, const std::vector<std::int64_t>& own, std::size_t n,
+                           std::int64_t fallback, bool& any) {
+        any = any || !own.empty();
+        if (own.empty()) all.insert(all.end(), n, fallback);
+        else all.insert(all.end(), own.begin(), own.end());
+      };
+      put(strides, c.strides, r, 1, any_strides);
+      put(pads, c.pads, 2 * r, 0, any_pads);
+      put(dilations, c.dilations, r, 1, any_dilations);
+    }
+    std::vector<attribute> a;
+    if (any_strides) a.push_back({"strides", strides});
+    if (any_pads) a.push_back({"pads", pads});
+    if (any_dilations) a.push_back({"dilations", dilations});
+    if (!o.available_memory_proportions.empty()) a.push_back({"availableMemoryProportions", o.available_memory_proportions});
+    if (!o.partials_types.empty()) a.push_back({"partialsTypes", o.partials_types});
+    if (!o.plan_type.empty()) a.push_back({"planType", std::string(o.plan_type)});
+    if (o.per_conv_reserved_tiles != 0) a.push_back({"perConvReservedTiles", o.per_conv_reserved_tiles});
+    if (o.cycle_back_off >= 0.0f) a.push_back({"cycleBackOff", o.cycle_back_off});
+    return graphcore("MultiConv", inputs, a, convs.size(), name);
+  }
+  /// aiGraphcore.ctcbeamsearchdecoder (poptorch.ctc_beam_search_decoder): {label_probs [N, top_paths],
+  /// label_lengths [N, top_paths] UINT32, decoded_labels [N, top_paths, T] UINT32} of log_probs [T, N, C].
+  constexpr std::vector<tensor_id> ctc_beam_search_decoder(tensor_id log_probs, tensor_id lengths, std::int64_t blank = 0,
+                                                           std::int64_t beam_width = 100, std::int64_t top_paths = 1,
+                                                           std::string_view name = {}) {
+    return graphcore("CtcBeamSearchDecoder", {log_probs, lengths},
+                     {{"blank", blank}, {"beam_width", beam_width}, {"top_paths", top_paths}}, 3, name);
   }
 
   // --- scoped annotation -------------------------------------------------------------------

@@ -702,15 +702,17 @@ constexpr void log_softmax(gradient_context& c) {
 // --- convolution and pooling ---------------------------------------------------------------------
 /// The explicit pads (begins, then ends) of a Conv or pooling op over input `x` with output `y`,
 /// auto_pad resolved as the op did.
-constexpr std::vector<std::int64_t> window_pads(const gradient_context& c, const shape& x, const shape& y,
-                                                const std::vector<std::int64_t>& kernel,
+constexpr std::vector<std::int64_t> window_pads(const gradient_context& c, const op_node& op, const shape& x,
+                                                const shape& y, const std::vector<std::int64_t>& kernel,
                                                 const std::vector<std::int64_t>& strides,
                                                 const std::vector<std::int64_t>& dilations) {
   const auto r = kernel.size();
   std::string auto_pad = "NOTSET";
-  if (const auto* a = c.op().find_attribute("auto_pad"))
+  if (const auto* a = op.find_attribute("auto_pad"))
     if (const auto* v = std::get_if<std::string>(&a->value)) auto_pad = *v;
-  auto pads = c.attr_ints("pads");
+  std::vector<std::int64_t> pads;
+  if (const auto* a = op.find_attribute("pads"))
+    if (const auto* v = std::get_if<std::vector<std::int64_t>>(&a->value)) pads = *v;
   if (auto_pad == "NOTSET" && !pads.empty()) {
     if (pads.size() != 2 * r) throw c.fail("pads has " + format_uint(pads.size()) + " values");
     return pads;
@@ -727,12 +729,24 @@ constexpr std::vector<std::int64_t> window_pads(const gradient_context& c, const
   }
   return pads;
 }
-constexpr std::vector<std::int64_t> ints_or(const gradient_context& c, std::string_view name, std::size_t n,
-                                            std::int64_t fallback) {
-  auto v = c.attr_ints(name);
+constexpr std::vector<std::int64_t> window_pads(const gradient_context& c, const shape& x, const shape& y,
+                                                const std::vector<std::int64_t>& kernel,
+                                                const std::vector<std::int64_t>& strides,
+                                                const std::vector<std::int64_t>& dilations) {
+  return window_pads(c, c.op(), x, y, kernel, strides, dilations);
+}
+constexpr std::vector<std::int64_t> ints_or(const gradient_context& c, const op_node& op, std::string_view name,
+                                            std::size_t n, std::int64_t fallback) {
+  std::vector<std::int64_t> v;
+  if (const auto* a = op.find_attribute(name))
+    if (const auto* got = std::get_if<std::vector<std::int64_t>>(&a->value)) v = *got;
   if (v.empty()) v.assign(n, fallback);
   if (v.size() != n) throw c.fail("attribute " + std::string(name) + " has " + format_uint(v.size()) + " values");
   return v;
+}
+constexpr std::vector<std::int64_t> ints_or(const gradient_context& c, std::string_view name, std::size_t n,
+                                            std::int64_t fallback) {
+  return ints_or(c, c.op(), name, n, fallback);
 }
 /// The output_padding a ConvTranspose with these windows needs to give back `x`'s spatial sizes.
 constexpr std::vector<std::int64_t> output_padding(const shape& x, const shape& y, const std::vector<std::int64_t>& k,
@@ -763,34 +777,42 @@ constexpr std::vector<std::int64_t> swap01(std::size_t r) {
   for (std::size_t i = 2; i < r; ++i) p.push_back(static_cast<std::int64_t>(i));
   return p;
 }
-/// Conv (groups, strides, dilations, pads, auto_pad): dX is the ConvTranspose of dY by the same
-/// weights; dW is ipu::ConvWeightsGrad of dY and X (one op: as a Conv of X^T by dY^T it took two
-/// transposes in, a slice and a transpose out); dB sums dY.
-constexpr void conv(gradient_context& c) {
-  const auto x = c.input(0), w = c.input(1), dy = c.required_output_grad();
-  const auto sx = c.shape_of(x), sw = c.shape_of(w), sy = c.shape_of(c.output());
+/// The input gradients of one convolution `conv` (a Conv op whose inputs are the forward op's
+/// inputs `slots` {X, W, B}), from dY: dX is the ConvTranspose of dY by the same weights; dW is
+/// ipu::ConvWeightsGrad of dY and X (one op: as a Conv of X^T by dY^T it took two transposes in, a
+/// slice and a transpose out); dB sums dY. Conv's rule, and MultiConv's for each of its convs.
+struct conv_slots {
+  std::size_t x, w, b;
+};
+constexpr void conv_input_grads(gradient_context& c, const op_node& conv, conv_slots slots, tensor_id dy) {
+  const auto x = c.input(slots.x), w = c.input(slots.w);
+  const auto sx = c.shape_of(x), sw = c.shape_of(w), sy = c.shape_of(dy);
   const auto r = sx.rank() - 2;
-  const auto group = c.attr_int("group", 1);
+  std::int64_t group = 1;
+  if (const auto* a = conv.find_attribute("group"))
+    if (const auto* v = std::get_if<std::int64_t>(&a->value)) group = *v;
   std::vector<std::int64_t> kernel(sw.dims().begin() + 2, sw.dims().end());
-  const auto strides = ints_or(c, "strides", r, 1), dilations = ints_or(c, "dilations", r, 1);
-  const auto pads = window_pads(c, sx, sy, kernel, strides, dilations);
-  if (c.wants(0)) {
-    c.set_input_grad(0, c.add("ConvTranspose", {dy, w},
-                              {{"strides", strides}, {"dilations", dilations}, {"pads", pads},
-                               {"group", group}, {"kernel_shape", kernel},
-                               {"output_padding", output_padding(sx, sy, kernel, strides, dilations, pads)}}));
+  const auto strides = ints_or(c, conv, "strides", r, 1), dilations = ints_or(c, conv, "dilations", r, 1);
+  const auto pads = window_pads(c, conv, sx, sy, kernel, strides, dilations);
+  if (c.wants(slots.x)) {
+    c.set_input_grad(slots.x, c.add("ConvTranspose", {dy, w},
+                                    {{"strides", strides}, {"dilations", dilations}, {"pads", pads},
+                                     {"group", group}, {"kernel_shape", kernel},
+                                     {"output_padding", output_padding(sx, sy, kernel, strides, dilations, pads)}}));
   }
-  if (c.wants(1)) {
-    c.set_input_grad(1, c.add_n("ConvWeightsGrad", {dy, x},
-                                {{"kernel_shape", kernel}, {"strides", strides}, {"dilations", dilations},
-                                 {"pads", pads}, {"group", group}},
-                                1, "ipu")[0]);
+  if (c.wants(slots.w)) {
+    c.set_input_grad(slots.w, c.add_n("ConvWeightsGrad", {dy, x},
+                                      {{"kernel_shape", kernel}, {"strides", strides}, {"dilations", dilations},
+                                       {"pads", pads}, {"group", group}},
+                                      1, "ipu")[0]);
   }
-  if (c.has_input(2) && c.wants(2)) {
+  if (c.has_input(slots.b) && c.wants(slots.b)) {
     const auto axes = with_batch_axis(spatial_axes(sy.rank()));
-    c.set_input_grad(2, c.add("ReduceSum", {dy, c.ints(axes)}, {keepdims(false)}));
+    c.set_input_grad(slots.b, c.add("ReduceSum", {dy, c.ints(axes)}, {keepdims(false)}));
   }
 }
+/// Conv (groups, strides, dilations, pads, auto_pad).
+constexpr void conv(gradient_context& c) { conv_input_grads(c, c.op(), {0, 1, 2}, c.required_output_grad()); }
 /// MaxPool: dY goes to where each window's maximum was (the indices of a MaxPool recomputed with
 /// its Indices output), added up where windows overlap.
 constexpr void max_pool(gradient_context& c) {

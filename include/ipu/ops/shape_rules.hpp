@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -234,6 +235,19 @@ constexpr void need_float(const infer_context& c, std::size_t i) {
 }
 
 constexpr tensor_info same_as_input(const infer_context& c, std::size_t i = 0) { return c.input(i); }
+
+/// Refuses attributes other than `known` (a misspelt one would otherwise be ignored).
+constexpr void only_attributes(const infer_context& c, std::initializer_list<std::string_view> known) {
+  for (const auto& a : c.op().attributes) {
+    if (a.name.starts_with("__")) continue;  // annotations
+    if (std::find(known.begin(), known.end(), std::string_view(a.name)) == known.end()) {
+      std::string list;
+      for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      throw c.fail("attribute '" + a.name + "' is not one of " + c.op().type + "'s",
+                   list.empty() ? std::string("remove it") : "use only " + list);
+    }
+  }
+}
 
 // --- element-wise ------------------------------------------------------------------------------
 constexpr std::vector<tensor_info> unary(const infer_context& c) { return {same_as_input(c)}; }

@@ -11,6 +11,8 @@
 //   DynamicAdd(t, offset, s)             t with s added into that window
 //   GroupNormalization(x, scale, bias)   y, mean, inv std dev (each [N * num_groups]);
 //                                        num_groups (required), epsilon (default 1e-5)
+//   MultiConv(X0, W0, B0, X1, ...)       convolutions planned together (families/multi_conv.hpp)
+//   CtcBeamSearchDecoder(log_probs, lengths)  CTC prefix beam search (families/ctc_decoder.hpp)
 // Dynamic ops: `axes` and `sizes` are attributes, `offset` an integer tensor of one value per axis
 // read at run time. An offset out of range is clamped to [0, dim - size] on each axis (as XLA's
 // DynamicSlice does; PopLibs' documentation leaves it open), so a hostile offset never reads or
@@ -23,6 +25,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ipu/ops/families/ctc_decoder.hpp"
+#include "ipu/ops/families/multi_conv.hpp"
 #include "ipu/ops/op_def.hpp"
 
 namespace ipu {
@@ -31,19 +35,6 @@ inline constexpr std::string_view graphcore_domain = "ai.graphcore";
 }  // namespace op_families
 
 namespace detail::infer {
-
-/// Refuses attributes other than `known` (a misspelt one would otherwise be ignored).
-constexpr void only_attributes(const infer_context& c, std::initializer_list<std::string_view> known) {
-  for (const auto& a : c.op().attributes) {
-    if (a.name.starts_with("__")) continue;  // annotations
-    if (std::find(known.begin(), known.end(), std::string_view(a.name)) == known.end()) {
-      std::string list;
-      for (auto k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      throw c.fail("attribute '" + a.name + "' is not one of " + c.op().type + "'s",
-                   list.empty() ? std::string("remove it") : "use only " + list);
-    }
-  }
-}
 
 constexpr bool flag_attr(const infer_context& c, std::string_view name, bool fallback) {
   const auto v = c.attr_int(name, fallback ? 1 : 0);
@@ -242,6 +233,11 @@ inline constexpr op_def graphcore[] = {
      detail::grad::dynamic_add},
     {graphcore_domain, "GroupNormalization", detail::infer::group_norm, detail::cost_rules::group_norm, {},
      detail::grad::group_norm},
+    {graphcore_domain, "MultiConv", detail::infer::multi_conv, detail::cost_rules::multi_conv, {},
+     detail::grad::multi_conv},
+    // No gradient: its outputs are counts and labels.
+    {graphcore_domain, "CtcBeamSearchDecoder", detail::infer::ctc_beam_search_decoder,
+     detail::cost_rules::ctc_beam_search_decoder, {}},
 };
 
 }  // namespace op_families

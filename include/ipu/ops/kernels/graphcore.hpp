@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "ipu/log.hpp"
+#include "ipu/ops/kernels/ctc_decoder.hpp"
 #include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -231,6 +232,7 @@ inline void register_graphcore(op_registry& r) {
   r.add({"ai.graphcore", "DynamicUpdate", dynamic_update_kernel<false>, true});
   r.add({"ai.graphcore", "DynamicAdd", dynamic_update_kernel<true>, true});
   r.add({"ai.graphcore", "GroupNormalization", group_norm_kernel});
+  register_ctc_decoder_kernels(r);
 }
 
 }  // namespace ipu::detail::tensor_ops

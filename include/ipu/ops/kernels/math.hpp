@@ -1,6 +1,6 @@
 #pragma once
 // Numeric kernels: element-wise maths, activations, linear algebra (GEMM, Det), convolution,
-// pooling, norms.
+// MultiConv, pooling, norms.
 // The implementations live in one header per family (namespace ipu::detail::math_ops).
 #include "ipu/ops/kernels/activation.hpp"
 #include "ipu/ops/kernels/blas.hpp"
@@ -8,6 +8,7 @@
 #include "ipu/ops/kernels/elementwise.hpp"
 #include "ipu/ops/kernels/gemm.hpp"
 #include "ipu/ops/kernels/linalg.hpp"
+#include "ipu/ops/kernels/multi_conv.hpp"
 #include "ipu/ops/kernels/norm.hpp"
 #include "ipu/ops/kernels/pool.hpp"
 #include "ipu/ops/kernels/softmax.hpp"
@@ -22,6 +23,7 @@ inline void register_math_kernels(op_registry& registry) {
   detail::math_ops::register_gemm_kernels(registry);
   detail::math_ops::register_linalg_kernels(registry);
   detail::math_ops::register_conv_kernels(registry);
+  detail::math_ops::register_multi_conv_kernels(registry);
   detail::math_ops::register_pool_kernels(registry);
   detail::math_ops::register_norm_kernels(registry);
 }
