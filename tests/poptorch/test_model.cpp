@@ -202,6 +202,53 @@ TEST_CASE("PopTorch's model wrappers refuse what they cannot do, saying what") {
   CHECK_THROWS_WITH_AS(train({{"x", sx.view()}}), doctest::Contains("no labels given"), ipu::error);
 }
 
+TEST_CASE("randomSeed seeds an inference model's random ops: the CPU device's draws for that seed") {
+  ipu::builder b("rand");
+  const auto x = b.add_input_tensor({ipu::data_type::F32, {4}}, "x");
+  const auto r = b.op("RandomNormal", {}, {{"shape", std::vector<std::int64_t>{4}}}).front();
+  b.add_output(b.add(x, r, "y"));
+  const auto g = std::move(b).build();
+  const auto x0 = host_tensor::from<float>({4}, {1.F, 2.F, 3.F, 4.F});
+  const auto drawn = [&](std::uint64_t seed) {
+    ipu::cpu::device_options o;
+    o.random_seed = seed;
+    ipu::cpu::device dev(g, o);
+    const auto y = dev.run(ipu::cpu::named_tensors{{"x", x0.view()}});
+    return std::vector<float>(y[0].as<float>().begin(), y[0].as<float>().end());
+  };
+  const auto called = [&](const ipu::options& o) {
+    ipu::poptorch::model m(g);
+    ipu::poptorch::inference_model infer(m, o);
+    const auto y = infer({{"x", x0.view()}});
+    return std::vector<float>(y[0].as<float>().begin(), y[0].as<float>().end());
+  };
+  CHECK(called(ipu::options().random_seed(7)) == drawn(7));
+  CHECK(called(ipu::options().random_seed(7)) != drawn(8));
+  CHECK(called(ipu::options()) == drawn(ipu::random_source::default_seed));
+}
+
+TEST_CASE("randomSeed decides a training model's Dropout masks: the same seed trains the same weights") {
+  const auto trained = [](const ipu::options& o) {
+    ipu::builder b("drop");
+    const auto x = b.add_input_tensor({ipu::data_type::F32, {16}}, "x");
+    const auto w = b.add_initialized_input(ipu::make_constant<float>({16}, std::vector<float>(16, 0.5F)), "w");
+    const auto ratio = b.add_constant(ipu::make_constant<float>(ipu::shape{}, {0.5F}));
+    const auto training = b.add_constant(ipu::make_constant<bool>(ipu::shape{}, {true}));  // PyTorch's train()
+    b.add_output(b.op("Dropout", {b.mul(x, w, "xw"), ratio, training}).front());
+    ipu::poptorch::model m(std::move(b).build());
+    ipu::poptorch::training_model train(m, o, ipu::train::sgd{}, mse_loss());
+    const auto x0 = host_tensor::from<float>({16}, std::vector<float>(16, 1.F));
+    const auto t0 = host_tensor::from<float>({16}, std::vector<float>(16, 3.F));
+    (void)train({{"x", x0.view()}}, t0.view());
+    const auto w1 = m.weight("w");
+    return std::vector<float>(w1.as<float>().begin(), w1.as<float>().end());
+  };
+  const auto one = trained(ipu::options().random_seed(1));
+  CHECK(one == trained(ipu::options().random_seed(1)));
+  CHECK(one != trained(ipu::options().random_seed(2)));
+  CHECK(one != std::vector<float>(16, 0.5F));  // it trained
+}
+
 TEST_CASE("a training model's options: gradient accumulation and the output mode change what a call does") {
   auto [m, x, target] = seed_example();
   // Two micro-batches: x and 2x, stacked. The loss is their mean; All returns both outputs, Final

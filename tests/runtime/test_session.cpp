@@ -21,6 +21,7 @@
 #include "ipu/onnx/import.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/compile/compile.hpp"
+#include "ipu/runtime/model_runner.hpp"
 #include "ipu/runtime/session.hpp"
 
 namespace test_session {
@@ -150,6 +151,51 @@ TEST_CASE("a session runs a compiled model in memory on the CPU and a pipelined 
   CHECK(p.plan().stages.size() == 2);
   p.run_load_programs();
   check_step(p, w0, b0);
+}
+
+TEST_CASE("the file's random seed seeds the model's random ops: the CPU device's draws for that seed") {
+  // y = x + RandomUniform[3] with no seed attribute: the run's seed decides the draws.
+  const auto model = [] {
+    builder g("rand");
+    const auto x = g.add_input_tensor({data_type::F32, shape{3}}, "x");
+    const auto r = g.op("RandomUniform", {}, {{"shape", std::vector<std::int64_t>{3}}}).front();
+    g.add_output(g.add(x, r, "y"));
+    return std::move(g).build();
+  }();
+  const auto draws = [&](std::uint64_t seed) {  // micro-batch 0 and 1 on the CPU device
+    cpu::device_options o;
+    o.random_seed = seed;
+    cpu::device dev(model, o);
+    std::vector<float> v;
+    for (const auto& xi : {x0, x1}) {
+      const auto a = host_tensor::from<float>({3}, xi);
+      const auto r = dev.run(cpu::named_tensors{{"x", a.view()}});
+      v.insert(v.end(), r[0].as<float>().begin(), r[0].as<float>().end());
+    }
+    return v;
+  };
+  const auto step = [&](const options& o) {
+    runtime::session s(popef::compile(model, o, device_from_name("mk2", 1)), device_from_name("mk2", 1));
+    s.run_load_programs();
+    const auto x = two_batches();
+    step_io io;
+    io.set_input("x", x.view());
+    s.run_main_programs(io);
+    const auto y = s.outputs().at("y").as<float>();
+    return std::vector<float>(y.begin(), y.end());
+  };
+  const auto seven = step(opts(2).random_seed(7));
+  CHECK(seven == draws(7));
+  CHECK(seven != draws(8));
+  CHECK(step(opts(2)) == draws(random_source::default_seed));  // no seed in the file: the default
+  // The model runner reads it too.
+  runtime::model_runner_config c;
+  c.acquire_device = false;  // tests share the simulated system with other processes
+  runtime::model_runner runner(popef::compile(model, opts(2).random_seed(7), device_from_name("mk2", 1)), c);
+  const auto a = host_tensor::from<float>({3}, x0);
+  const auto out = runner.execute({{"x", a.view()}});
+  const auto y = out.at("y").as<float>();
+  CHECK(std::vector<float>(y.begin(), y.end()) == std::vector<float>(seven.begin(), seven.begin() + 3));
 }
 
 TEST_CASE("predicates exclude TensorData from binding and the user binds it instead") {

@@ -103,7 +103,7 @@ inline metadata make_metadata(const std::string& name, const executable& e, cons
   m.engine_options = {{"ipu.strategy", e.strategy},
                       {"ipu.version", std::string(library_version)},
                       {"ipu.options", executable_cache::without_cache(o).to_config()}};
-  if (o.random_seed()) m.engine_options.emplace("ipu.random_seed", std::to_string(*o.random_seed()));
+  if (o.random_seed()) m.engine_options.emplace(std::string(popef::random_seed_option), std::to_string(*o.random_seed()));
   m.device_options = {{"device", std::string(e.device.arch.name)},
                       {"kind", std::string(to_string(e.device.kind))},
                       {"numIpus", std::to_string(e.device.num_ipus)}};

@@ -74,6 +74,9 @@ struct executor_options {
   /// one per stage. Each runs whichever stage can run, so any count from 1 up gives the same
   /// results.
   std::size_t pipeline_threads = 0;
+  /// Seed of the model's random ops on every stage's and replica's device (PopTorch's randomSeed;
+  /// cpu::device_options::random_seed): the same seed draws what the CPU device draws.
+  std::uint64_t random_seed = random_source::default_seed;
   /// Polls of a pipeline thread finding no stage to run before it sleeps. Polling answers a
   /// neighbour about to finish sooner; sleeping gives the core back.
   unsigned spins_before_sleep = 64;
@@ -451,6 +454,7 @@ class engine_base {
         o.threads = options_.threads_per_worker;
         o.registry = options_.registry;
         o.plan = options_.memory;
+        o.random_seed = options_.random_seed;
         if (options_.timeline == timeline_detail::ops) o.on_op = observer(*runner, s);
         runner->device = std::make_unique<cpu::device>(graphs[s].model, std::move(o));
         rs->stages.push_back(std::move(runner));

@@ -77,6 +77,31 @@ struct metadata {
   friend bool operator==(const metadata&, const metadata&) = default;
 };
 
+/// The engine option holding the seed of the model's random ops (PopTorch's randomSeed), which
+/// `ipu compile` writes when its options set one; the runtime seeds every device with it.
+inline constexpr std::string_view random_seed_option = "ipu.random_seed";
+
+/// The seed `m`'s engine options give, or nullopt when they give none. Throws ipu::error for a value
+/// that is not a decimal number below 2^64.
+inline std::optional<std::uint64_t> random_seed(const metadata& m, const std::string& where = "PopEF metadata") {
+  const auto it = m.engine_options.find(std::string(random_seed_option));
+  if (it == m.engine_options.end()) return std::nullopt;
+  const auto& v = it->second;
+  std::uint64_t seed = 0;
+  bool ok = !v.empty() && v.size() <= 20;
+  for (const char ch : v) {
+    if (!ok) break;
+    const auto digit = static_cast<std::uint64_t>(ch - '0');
+    ok = ch >= '0' && ch <= '9' && seed <= (~std::uint64_t{0} - digit) / 10;
+    seed = seed * 10 + digit;
+  }
+  if (!ok)
+    throw error(error_category::popef, "engine option " + std::string(random_seed_option) + " is '" + v.substr(0, 40) +
+                                           "', not a seed (a decimal number below 2^64)",
+                where, "the file is damaged; compile the model again");
+  return seed;
+}
+
 namespace detail {
 
 /// Parses a protobuf message from bytes that must stay below protobuf's 2 GB limit.
@@ -254,6 +279,7 @@ inline metadata metadata_from_proto(const pb::Metadata& p, const std::string& wh
   m.seed_handle = p.seed_handle();
   for (const auto& o : p.engine_options())
     if (!m.engine_options.emplace(o.key(), o.value()).second) fail("engine option '" + o.key() + "' is given twice");
+  (void)random_seed(m, where);  // refused at load, not at the first run
   for (const auto& o : p.device_options())
     if (!m.device_options.emplace(o.key(), o.value()).second) fail("device option '" + o.key() + "' is given twice");
   for (const auto& o : p.custom_ops()) {

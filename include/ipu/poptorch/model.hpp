@@ -231,7 +231,8 @@ inline void refuse_grouped(const graph& g, const std::vector<std::string>& names
 /// accumulation, its reduction type, the output mode (not EveryN), automatic loss scaling, the
 /// replication factor and the inputs' replica grouping (ipu/train/replication.hpp: a call then takes
 /// G micro-batches per input group, and updates the weights as one replica accumulating all of
-/// them would), and the log level. Weights grouped across replicas are the training session's
+/// them would), the random seed (training-mode Dropout's masks and the model's random ops), and the
+/// log level. Weights grouped across replicas are the training session's
 /// (train::replication_options).
 class training_model {
  public:
@@ -240,7 +241,7 @@ class training_model {
     static constexpr std::string_view allowed[] = {"Training.gradientAccumulation(",
                                                    "Training.accumulationAndReplicationReductionType(", "outputMode(",
                                                    "Training.setAutomaticLossScaling(", "replicationFactor(",
-                                                   "inputReplicaGrouping("};
+                                                   "inputReplicaGrouping(", "randomSeed("};
     wrapping::take_options(o, true, allowed, where());
     host_->sync();
     wrapping::refuse_grouped(host_->network, host_->names, host_->values, where());
@@ -258,6 +259,8 @@ class training_model {
     t.loss = loss.loss;
     t.opt = std::move(opt);
     t.gradient_accumulation = o.gradient_accumulation();
+    t.seed = o.random_seed().value_or(0);
+    device_.random_seed = o.random_seed().value_or(random_source::default_seed);
     t.auto_loss_scaling.enabled = o.automatic_loss_scaling();
     t.reduction = o.accumulation_and_replication_reduction_type() == reduction_type::sum ? train::accumulation_reduction::sum
                                                                                           : train::accumulation_reduction::mean;
@@ -276,7 +279,7 @@ class training_model {
             : mode == ipu::output_mode::sum ? train::output_mode::sum
                                             : train::output_mode::final;
     replication_ = std::move(replication);
-    session_ = std::make_unique<train::training_session>(with_host_values(), training_, cpu::device_options{}, mode_, replication_);
+    session_ = std::make_unique<train::training_session>(with_host_values(), training_, device_, mode_, replication_);
     // Every weight and buffer of the step is a host weight (the host model's graph is untied as the
     // step's is), so the two copies map one to one.
     for (const auto& names : {session_->weight_names(), session_->buffer_names()})
@@ -347,7 +350,7 @@ class training_model {
                                                group_size, mode});
     // A new step with the grouping, fed the host's values (the grouped ones included); the old one
     // stays unless all of it works.
-    auto next = std::make_unique<train::training_session>(with_host_values(), training_, cpu::device_options{}, mode_, replication);
+    auto next = std::make_unique<train::training_session>(with_host_values(), training_, device_, mode_, replication);
     std::swap(session_, next);
     try {
       push();
@@ -398,6 +401,7 @@ class training_model {
 
   std::shared_ptr<model::state> host_;
   train::training_options training_;
+  cpu::device_options device_{};
   train::output_mode mode_ = train::output_mode::final;
   train::replication_options replication_;
   std::unique_ptr<train::training_session> session_;  // not movable: replica_grouping replaces it
@@ -406,11 +410,13 @@ class training_model {
 };
 
 /// poptorch.inferenceModel: each call runs the model once on the given inputs and returns its
-/// outputs. The options may set the log level only.
+/// outputs. The options may set the random seed of the model's random ops, and the log level.
 class inference_model {
  public:
   explicit inference_model(model& m, const ipu::options& o = {}) : host_(m.s_) {
-    wrapping::take_options(o, false, {}, where());
+    static constexpr std::string_view allowed[] = {"randomSeed("};
+    wrapping::take_options(o, false, allowed, where());
+    random_seed_ = o.random_seed().value_or(random_source::default_seed);
     host_->sync();
     wrapping::refuse_grouped(host_->network, host_->names, host_->values, where());
     const auto& g = host_->network;
@@ -440,7 +446,9 @@ class inference_model {
         input_infos_.push_back(n.info);
       }
     }
-    device_.emplace(std::move(r));
+    cpu::device_options d;
+    d.random_seed = random_seed_;
+    device_.emplace(std::move(r), std::move(d));
     values_ = host_->values;
     host_->wrapped = true;
     seen_ = host_->generation;
@@ -510,6 +518,7 @@ class inference_model {
   }
 
   std::shared_ptr<model::state> host_;
+  std::uint64_t random_seed_ = random_source::default_seed;
   std::optional<cpu::device> device_;
   std::vector<feed> feeds_;
   std::vector<std::string> input_names_;

@@ -71,13 +71,20 @@ class model_runner {
  public:
   /// Loads the PopEF file (weights memory-mapped) and starts the session worker.
   explicit model_runner(const std::filesystem::path& popef_file, model_runner_config config = {})
-      : model_runner(popef::load(popef_file).plan, std::move(config)) {}
+      : model_runner(popef::load(popef_file), std::move(config)) {}
+  /// The file's random seed (popef::random_seed) seeds the model's random ops.
   explicit model_runner(const popef::compiled_model& model, model_runner_config config = {})
-      : model_runner(model.plan, std::move(config)) {}
-  /// Runs an executable planned in this process (see popef::compile or a strategy's plan()).
-  explicit model_runner(executable exe, model_runner_config config = {})
+      : model_runner(model.plan, std::move(config),
+                     popef::random_seed(model.metadata, "model runner").value_or(random_source::default_seed)) {}
+  explicit model_runner(popef::compiled_model&& model, model_runner_config config = {})
+      : model_runner(std::move(model.plan), std::move(config),
+                     popef::random_seed(model.metadata, "model runner").value_or(random_source::default_seed)) {}
+  /// Runs an executable planned in this process (see popef::compile or a strategy's plan()); its
+  /// random ops draw from `random_seed`.
+  explicit model_runner(executable exe, model_runner_config config = {},
+                        std::uint64_t random_seed = random_source::default_seed)
       : config_(std::move(config)),
-        engine_(make_engine(std::move(exe), config_)),
+        engine_(make_engine(std::move(exe), config_, random_seed)),
         queues_(depth(*engine_, config_)) {
     const auto& l = engine_->layout();
     if (l.inputs.empty())
@@ -196,12 +203,13 @@ class model_runner {
  private:
   using queue_type = queue_manager::queue_type;
 
-  static std::unique_ptr<host_engine> make_engine(executable exe, const model_runner_config& c) {
+  static std::unique_ptr<host_engine> make_engine(executable exe, const model_runner_config& c, std::uint64_t seed) {
     std::vector<std::string> names;
     for (auto t : exe.model.outputs()) names.push_back(exe.model.tensor(t).name);
     const data_flow flow(exe.batches_per_step, names, anchor_return_type::all());
     executor_options o;
     o.threads_per_worker = c.threads_per_worker;
+    o.random_seed = seed;
     return std::make_unique<host_engine>(std::make_shared<const executable>(std::move(exe)), flow, o);
   }
   static std::size_t depth(const host_engine& e, const model_runner_config& c) {

@@ -356,6 +356,7 @@ class session {
       if (s.use == role::weight) exe->model.tensor(s.tensor).data = s.data;
     executor_options o;
     o.threads_per_worker = config_.threads_per_worker;
+    o.random_seed = popef::random_seed(metadata_, where()).value_or(random_source::default_seed);
     engine_.reset();
     loaded_ = exe;
     engine_ = std::make_unique<host_engine>(std::move(exe), flow_, o);
