@@ -76,7 +76,7 @@ float int64_to_float_odd(I v) noexcept {
   if constexpr (std::is_signed_v<I>) negative = v < 0;
   std::uint64_t m = negative ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
   int shift = 0;
-  if (const int width = std::bit_width(m); width > 24) {
+  if (const auto width = static_cast<int>(std::bit_width(m)); width > 24) {
     shift = width - 24;
     const bool inexact = (m & ((std::uint64_t{1} << shift) - 1)) != 0;
     m = (m >> shift) | (inexact ? 1u : 0u);
