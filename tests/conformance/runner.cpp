@@ -244,6 +244,31 @@ boundary_value load_value(const fs::path& p, const ::onnx::TypeProto& type) {
   return {true, false, {std::move(t)}};
 }
 
+/// ONNX 1.12's BFLOAT16 CastLike tests (test_castlike_*BFLOAT16*) declare the `like` input with
+/// the output's shape, [3, 4], but store a one-element tensor for it. CastLike reads only the type
+/// of `like`, so its one value is repeated to the declared shape; this applies only to an input
+/// that no node reads but as CastLike's `like` (the _expanded models read it nowhere).
+void widen_castlike_like(const ::onnx::GraphProto& g, const ::onnx::ValueInfoProto& in, ipu::host_tensor& t) {
+  if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape() || t.info().num_elements() != 1) return;
+  std::vector<std::int64_t> dims;
+  for (const auto& d : in.type().tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return;
+    dims.push_back(d.dim_value());
+  }
+  if (dims == t.info().shape.dims()) return;
+  for (const auto& n : g.node()) {
+    for (const auto& a : n.attribute())
+      if (a.has_g() || a.graphs_size() > 0) return;  // a subgraph might read it
+    for (int k = 0; k < n.input_size(); ++k)
+      if (n.input(k) == in.name() && !(n.op_type() == "CastLike" && n.domain().empty() && k == 1)) return;
+  }
+  ipu::host_tensor wide(ipu::tensor_info{t.info().type, ipu::shape(dims)});
+  const auto size = ipu::size_of(t.info().type);
+  for (std::size_t j = 0; j < static_cast<std::size_t>(wide.info().num_elements()); ++j)
+    std::memcpy(wide.data() + j * size, t.data(), size);
+  t = std::move(wide);
+}
+
 result run_test(const fs::path& test_dir, const options& o) {
   // The model's boundary types say how each data file reads.
   ::onnx::ModelProto proto;
@@ -272,6 +297,7 @@ result run_test(const fs::path& test_dir, const options& o) {
       for (std::size_t i = 0; i < in_files.size() && i < model_inputs.size(); ++i) {
         const auto& type = model_inputs[i]->type();
         auto v = load_value(in_files[i], type);
+        if (v.tensors.size() == 1) widen_castlike_like(proto.graph(), *model_inputs[i], v.tensors[0]);
         const auto& name = model_inputs[i]->name();
         // Dynamic dimensions are fixed to the data's, as a user fixes them (ipu --input-shape).
         if (type.has_tensor_type() && type.tensor_type().has_shape() && v.tensors.size() == 1) {
