@@ -85,7 +85,7 @@ inline data_type data_type_from_onnx(std::int32_t onnx_type, std::string_view wh
   throw error(error_category::onnx,
               std::string(what) + " has element type " + onnx_type_name(onnx_type) +
                   ", which the library does not support",
-              {}, "use FLOAT, FLOAT16, DOUBLE, BOOL or an 8-64 bit integer type");
+              {}, "use FLOAT, FLOAT16, BFLOAT16, DOUBLE, BOOL or an 8-64 bit integer type");
 }
 
 }  // namespace ipu::onnx
