@@ -1,5 +1,6 @@
 #pragma once
-// Element types: the PopEF set, with sizes and names.
+// Element types: the PopEF set, with sizes and names. New types go at the end: the numeric values
+// are stored in PopEF files (as value + 1).
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -8,13 +9,14 @@
 namespace ipu {
 
 enum class data_type : std::uint8_t {
-  BOOL, U8, S8, U16, S16, S32, U32, S64, U64, F16, F32, F64, F8143, F8152,
+  BOOL, U8, S8, U16, S16, S32, U32, S64, U64, F16, F32, F64, F8143, F8152, BF16,
 };
 
 inline constexpr data_type all_data_types[] = {
     data_type::BOOL, data_type::U8,  data_type::S8,  data_type::U16, data_type::S16,
     data_type::S32,  data_type::U32, data_type::S64, data_type::U64, data_type::F16,
     data_type::F32,  data_type::F64, data_type::F8143, data_type::F8152,
+    data_type::BF16,
 };
 
 /// Bytes per element.
@@ -27,7 +29,8 @@ constexpr std::size_t size_of(data_type t) noexcept {
     case data_type::F8152: return 1;
     case data_type::U16:
     case data_type::S16:
-    case data_type::F16: return 2;
+    case data_type::F16:
+    case data_type::BF16: return 2;
     case data_type::S32:
     case data_type::U32:
     case data_type::F32: return 4;
@@ -55,6 +58,7 @@ constexpr std::string_view to_string(data_type t) noexcept {
     case data_type::F64: return "F64";
     case data_type::F8143: return "F8143";
     case data_type::F8152: return "F8152";
+    case data_type::BF16: return "BF16";
   }
   return "?";
 }
@@ -68,7 +72,7 @@ constexpr std::optional<data_type> data_type_from_string(std::string_view s) noe
 
 constexpr bool is_floating_point(data_type t) noexcept {
   return t == data_type::F16 || t == data_type::F32 || t == data_type::F64 || t == data_type::F8143 ||
-         t == data_type::F8152;
+         t == data_type::F8152 || t == data_type::BF16;
 }
 
 constexpr bool is_signed_integer(data_type t) noexcept {
@@ -81,7 +85,8 @@ constexpr bool is_unsigned_integer(data_type t) noexcept {
 
 /// The type of ONNX TensorProto.DataType code `v` (the graph IR's Cast `to` and similar attributes
 /// use these codes); nullopt for a code with no ipu type. Float8: 18 is FLOAT8E4M3FNUZ (F8143),
-/// 20 FLOAT8E5M2FNUZ (F8152). Kept here, not in onnx/, so the IR needs no protobuf headers.
+/// 20 FLOAT8E5M2FNUZ (F8152); 16 is BFLOAT16 (BF16). Kept here, not in onnx/, so the IR needs no
+/// protobuf headers.
 constexpr std::optional<data_type> data_type_from_onnx_code(std::int64_t v) noexcept {
   switch (v) {
     case 1: return data_type::F32;
@@ -96,6 +101,7 @@ constexpr std::optional<data_type> data_type_from_onnx_code(std::int64_t v) noex
     case 11: return data_type::F64;
     case 12: return data_type::U32;
     case 13: return data_type::U64;
+    case 16: return data_type::BF16;
     case 18: return data_type::F8143;
     case 20: return data_type::F8152;
     default: return std::nullopt;

@@ -15,6 +15,7 @@
 #include "ipu/byte_buffer.hpp"
 #include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
+#include "ipu/bfloat16.hpp"
 #include "ipu/float8.hpp"
 #include "ipu/half.hpp"
 #include "ipu/tensor_info.hpp"
@@ -38,6 +39,7 @@ template <> struct data_type_of<float> { static constexpr data_type value = data
 template <> struct data_type_of<double> { static constexpr data_type value = data_type::F64; };
 template <> struct data_type_of<float8_143> { static constexpr data_type value = data_type::F8143; };
 template <> struct data_type_of<float8_152> { static constexpr data_type value = data_type::F8152; };
+template <> struct data_type_of<bfloat16> { static constexpr data_type value = data_type::BF16; };
 template <class T>
 inline constexpr data_type data_type_of_v = data_type_of<T>::value;
 

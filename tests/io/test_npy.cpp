@@ -199,4 +199,15 @@ open(f'{D}/bad_dict.npy', 'wb').write(raw[:10] + raw[10:].replace(b"'shape'", b"
                        doctest::Contains("F8143 has no NumPy dtype"), ipu::error);
 }
 
+TEST_CASE("npy: BF16 is refused on writing, with a hint to cast to float32") {
+  CHECK_FALSE(ipu::io::npy_descr(ipu::data_type::BF16).has_value());
+  try {
+    (void)ipu::io::to_npy(ipu::host_tensor({ipu::data_type::BF16, {2}}));
+    FAIL("expected an error");
+  } catch (const ipu::error& e) {
+    CHECK(std::string(e.what()).find("BF16 has no NumPy dtype") != std::string::npos);
+    CHECK(e.hint().find("NumPy has no bfloat16: cast the tensor to float32") != std::string::npos);
+  }
+}
+
 }  // namespace test_npy

@@ -2,10 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "onnx_test_util.hpp"
 
@@ -122,6 +124,20 @@ TEST_CASE("typed fields are read for every element type") {
     CHECK(c.info.type == data_type::F16);
     CHECK(static_cast<float>(half::from_bits(c.data.load<std::uint16_t>(0))) == 1.0f);
     CHECK(static_cast<float>(half::from_bits(c.data.load<std::uint16_t>(1))) == -2.0f);
+  }
+  SUBCASE("BFLOAT16 holds its bits in int32_data, as FLOAT16 does") {
+    ::onnx::TensorProto t;
+    t.set_data_type(::onnx::TensorProto_DataType_BFLOAT16);
+    t.add_dims(3);
+    t.add_int32_data(0x3F80);  // 1.0
+    t.add_int32_data(0xC0C0);  // -6.0
+    t.add_int32_data(0x7FC0);  // NaN
+    auto c = ipu::onnx::to_constant_tensor(t);
+    CHECK(c.info == tensor_info{data_type::BF16, shape{3}});
+    CHECK(c.data.size() == 6);
+    CHECK(c.data.load<std::uint16_t>(0) == 0x3F80);
+    CHECK(ipu::bfloat16::to_float(c.data.load<std::uint16_t>(1)) == -6.0f);
+    CHECK(c.data.load<std::uint16_t>(2) == 0x7FC0);
   }
   SUBCASE("BOOL, UINT32 and DOUBLE") {
     ::onnx::TensorProto b;
@@ -259,6 +275,45 @@ TEST_CASE("save_tensor and load_tensor round-trip") {
   auto back = ipu::onnx::load_tensor(dir.path / "t.pb");
   CHECK(back.info() == h.info());
   CHECK(std::memcmp(back.data(), h.data(), h.bytes().size()) == 0);
+}
+
+TEST_CASE("BF16 tensors round-trip through raw_data as BFLOAT16") {
+  scratch_dir dir("bf16");
+  const std::vector<std::uint16_t> bits = {0x3F80, 0x8000, 0x0001, 0x7F80, 0xFF7F, 0x7FC1};
+  host_tensor h(tensor_info{data_type::BF16, shape{2, 3}});
+  std::memcpy(h.data(), bits.data(), bits.size() * 2);
+  const auto proto = ipu::onnx::to_tensor_proto(h, "b");
+  CHECK(proto.data_type() == ::onnx::TensorProto_DataType_BFLOAT16);
+  CHECK(proto.raw_data().size() == 12);
+  ipu::onnx::save_tensor(h, dir.path / "b.pb", "b");
+  auto back = ipu::onnx::load_tensor(dir.path / "b.pb");
+  CHECK(back.info() == h.info());
+  CHECK(std::memcmp(back.data(), bits.data(), 12) == 0);  // bit for bit, NaN payload and -0 too
+}
+
+TEST_CASE("load_tensor reads BFLOAT16 that ONNX's Python helper rounded from floats") {
+  // onnx.helper.make_tensor rounds each float to nearest even by its own formula and stores the
+  // bits in int32_data: an independent reference for ipu::bfloat16's rounding.
+  scratch_dir dir("bf16_helper");
+  const std::vector<float> floats = {1.0f, 0.1f, 1.00390625f, 1.01171875f, -3.0e38f, 1e-40f, 3.14159265f};
+  std::string list;  // exact: hexadecimal floats
+  for (float f : floats) {
+    char hex[64];
+    std::snprintf(hex, sizeof hex, "%a", static_cast<double>(f));
+    list += (list.empty() ? "float.fromhex('" : ", float.fromhex('") + std::string(hex) + "')";
+  }
+  test_onnx::python(
+      "import onnx\n"
+      "t = onnx.helper.make_tensor('b', onnx.TensorProto.BFLOAT16, [" + std::to_string(floats.size()) + "], [" + list +
+      "])\n"
+      "assert len(t.int32_data) == " + std::to_string(floats.size()) + "\n"
+      "open('" + (dir.path / "b.pb").string() + "', 'wb').write(t.SerializeToString())\n");
+  auto b = ipu::onnx::load_tensor(dir.path / "b.pb");
+  REQUIRE(b.info() == tensor_info{data_type::BF16, shape{static_cast<std::int64_t>(floats.size())}});
+  for (std::size_t i = 0; i < floats.size(); ++i)
+    CHECK(b.as<ipu::bfloat16>()[i].bits() == ipu::bfloat16(floats[i]).bits());
+  CHECK(b.as<ipu::bfloat16>()[2].bits() == 0x3F80);  // 1 + 2^-8: the tie, to even
+  CHECK(b.as<ipu::bfloat16>()[3].bits() == 0x3F82);  // 1 + 3 * 2^-8: the tie, to even (up)
 }
 
 TEST_CASE("load_tensor reads .pb files written by ONNX's Python numpy_helper") {

@@ -31,11 +31,13 @@ TEST_CASE("ONNX codes follow onnx.proto") {
   CHECK(ipu::onnx::to_onnx_type(data_type::U64) == 13);
   CHECK(ipu::onnx::to_onnx_type(data_type::F8143) == 18);  // FLOAT8E4M3FNUZ
   CHECK(ipu::onnx::to_onnx_type(data_type::F8152) == 20);  // FLOAT8E5M2FNUZ
+  CHECK(ipu::onnx::to_onnx_type(data_type::BF16) == 16);    // BFLOAT16
+  CHECK(ipu::onnx::to_data_type(16) == data_type::BF16);
+  CHECK(ipu::onnx::to_onnx_type(data_type::BF16) == ::onnx::TensorProto_DataType_BFLOAT16);
 }
 
 TEST_CASE("ONNX types without an ipu equivalent are refused by name") {
   CHECK_FALSE(ipu::onnx::to_data_type(::onnx::TensorProto_DataType_STRING));
-  CHECK_FALSE(ipu::onnx::to_data_type(::onnx::TensorProto_DataType_BFLOAT16));
   CHECK_FALSE(ipu::onnx::to_data_type(::onnx::TensorProto_DataType_COMPLEX64));
   CHECK_FALSE(ipu::onnx::to_data_type(0));
   CHECK_FALSE(ipu::onnx::to_data_type(99));

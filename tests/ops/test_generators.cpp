@@ -2,8 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "tensor_kernel_harness.hpp"
 
@@ -164,6 +167,74 @@ TEST_CASE("generators: Cast to and from Graphcore float8") {
   CHECK(back[1] == 0.5f);
   CHECK(back[2] == 240.0f);
   CHECK(std::isnan(back[3]));
+}
+
+// BF16 expectations are worked out by hand: a bfloat16 is float's top 16 bits, so 1 is 0x3f80,
+// 2^60 is 0x5d80 (exponent 60 + 127 = 0xbb), 2^30 is 0x4e80, and one step above each adds 1.
+std::vector<std::uint16_t> bf16_bits(const host_tensor& t) {
+  std::vector<std::uint16_t> out;
+  for (auto v : values<ipu::bfloat16>(t)) out.push_back(v.bits());
+  return out;
+}
+
+TEST_CASE("generators: Cast F32 -> BF16 rounds to nearest even; BF16 -> F32 is exact") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto x = f32({7}, {1.0f, std::bit_cast<float>(0x3f808000u), std::bit_cast<float>(0x3f818000u), 0.1f,
+                     std::numeric_limits<float>::max(), nan, -0.0f});
+  auto y = run1("Cast", {x}, info(data_type::BF16, {7}));
+  CHECK(bf16_bits(y) == std::vector<std::uint16_t>{0x3f80, 0x3f80, 0x3f82, 0x3dcd, 0x7f80, 0x7fc0, 0x8000});
+  auto back = values<float>(run1("Cast", {y}, f32_info({7})));
+  CHECK(back[0] == 1.0f);
+  CHECK(back[1] == 1.0f);
+  CHECK(back[2] == 1.015625f);  // 1 + 2/128
+  CHECK(std::bit_cast<std::uint32_t>(back[3]) == 0x3dcd0000u);
+  CHECK(std::isinf(back[4]));
+  CHECK(std::isnan(back[5]));
+  CHECK(std::signbit(back[6]));
+}
+
+TEST_CASE("generators: Cast F64 and 32/64-bit integers -> BF16 round once") {
+  // 1 + 2^-8 + 2^-40 is just above the tie between 1 (0x3f80) and 1 + 2^-7 (0x3f81). As a float it
+  // is 1 + 2^-8, exactly the tie, which would then round to even: 0x3f80.
+  const double d = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -40);
+  auto y = run1("Cast", {make<double>({3}, {d, -d, 1e300})}, info(data_type::BF16, {3}));
+  CHECK(bf16_bits(y) == std::vector<std::uint16_t>{0x3f81, 0xbf81, 0x7f80});
+  // 2^60 + 2^52 + 1 is just above the tie between 2^60 and 2^60 + 2^53. A double (53 bits) or a
+  // float drops the 1 and lands on the tie, which rounds down to 2^60.
+  const std::int64_t big = (std::int64_t{1} << 60) + (std::int64_t{1} << 52) + 1;
+  auto z = run1("Cast", {make<std::int64_t>({4}, {big, -big, std::numeric_limits<std::int64_t>::min(), 3})},
+                info(data_type::BF16, {4}));
+  CHECK(bf16_bits(z) == std::vector<std::uint16_t>{0x5d81, 0xdd81, 0xdf00, 0x4040});
+  auto u = run1("Cast", {make<std::uint64_t>({2}, {std::numeric_limits<std::uint64_t>::max(), std::uint64_t{1} << 60})},
+                info(data_type::BF16, {2}));
+  CHECK(bf16_bits(u) == std::vector<std::uint16_t>{0x5f80, 0x5d80});  // 2^64 - 1 rounds up to 2^64
+  // INT32: 2^30 + 2^22 + 1 is just above the tie between 2^30 and 2^30 + 2^23; a float drops the 1.
+  auto w = run1("Cast", {i32({1}, {(1 << 30) + (1 << 22) + 1})}, info(data_type::BF16, {1}));
+  CHECK(bf16_bits(w) == std::vector<std::uint16_t>{0x4e81});
+}
+
+TEST_CASE("generators: Cast BF16 to integers, BOOL, F16, F64 and float8, and CastLike to BF16") {
+  auto x = make<ipu::bfloat16>({4}, {ipu::bfloat16::from_bits(0x4049), ipu::bfloat16::from_bits(0xc0c0),
+                                     ipu::bfloat16::from_bits(0x8000), ipu::bfloat16::from_bits(0x0001)});
+  // 3.140625, -6, -0 and 2^-133
+  CHECK(values<std::int32_t>(run1("Cast", {x}, info(data_type::S32, {4}))) == std::vector<std::int32_t>{3, -6, 0, 0});
+  CHECK(values<bool>(run1("Cast", {x}, info(data_type::BOOL, {4}))) == std::vector<bool>{true, true, false, true});
+  auto h = values<half>(run1("Cast", {x}, info(data_type::F16, {4})));
+  CHECK(h[0].bits() == 0x4248);  // 3.140625 = 1.5703125 * 2: exponent 16, mantissa 584
+  CHECK(h[1].bits() == 0xc600);  // -6
+  CHECK(h[2].bits() == 0x8000);
+  CHECK(h[3].bits() == 0x0000);  // far below half's smallest subnormal
+  auto f64 = values<double>(run1("Cast", {x}, info(data_type::F64, {4})));
+  CHECK(f64[0] == 3.140625);
+  CHECK(f64[3] == std::ldexp(1.0, -133));
+  auto f8 = values<ipu::float8_143>(run1("Cast", {x}, info(data_type::F8143, {4})));
+  CHECK(f8[1].bits() == 0xd4);  // -6 = -1.5 * 2^2: sign, exponent 2 + 8, mantissa 4
+  // F16 -> BF16: half's 1 + 2^-10 is below bfloat16's tie at 1 + 2^-8.
+  auto b = run1("Cast", {make<half>({2}, {half::from_bits(0x3c01), half::from_bits(0x7c00)})}, info(data_type::BF16, {2}));
+  CHECK(bf16_bits(b) == std::vector<std::uint16_t>{0x3f80, 0x7f80});
+  auto like = run1("CastLike", {boolean({2}, {1, 0}), make<ipu::bfloat16>({1}, {ipu::bfloat16(0.0f)})},
+                   info(data_type::BF16, {2}));
+  CHECK(bf16_bits(like) == std::vector<std::uint16_t>{0x3f80, 0x0000});
 }
 
 }  // namespace test_generators

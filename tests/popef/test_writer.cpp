@@ -2,6 +2,7 @@
 // sizes, append mode, abandoned blobs); the layout on disk (header fields, 4 KiB alignment).
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <sstream>
 #include <stdexcept>
@@ -68,6 +69,28 @@ TEST_CASE("every blob type round trips through a file") {
     CHECK(r.opaque_blobs()[0].executable == "exe");
     CHECK(same(r.opaque_blobs()[0].payload, pattern(100, 3)));
   }
+}
+
+TEST_CASE("a BF16 tensor round trips, stored as PopEF data type 15") {
+  // The file stores ipu::data_type + 1; BF16 was appended after F8152 (14), so older codes keep
+  // their meaning.
+  CHECK(static_cast<int>(popef::detail::to_proto(data_type::BF16)) == 15);
+  CHECK(popef::detail::to_proto(data_type::BF16) == popef::pb::BF16);
+  CHECK(popef::detail::data_type_from_proto(15, "t", "here") == data_type::BF16);
+  CHECK_THROWS_WITH_AS((void)popef::detail::data_type_from_proto(16, "t", "here"),
+                       doctest::Contains("t has unknown data type 16"), error);
+  test_popef::scratch_dir dir("bf16");
+  const std::vector<std::uint16_t> bits = {0x3f80, 0x8000, 0x7fc1, 0x0001};
+  std::vector<std::byte> bytes(8);
+  std::memcpy(bytes.data(), bits.data(), 8);
+  {
+    writer w(dir / "b.popef");
+    w.write_tensor_data("b", {data_type::BF16, shape{2, 2}}, bytes);
+  }
+  reader r(dir / "b.popef");
+  REQUIRE(r.tensors().size() == 1);
+  CHECK(r.tensors()[0].info == tensor_info{data_type::BF16, shape{2, 2}});
+  CHECK(same(r.tensors()[0].data, bytes));
 }
 
 TEST_CASE("blobs round trip through streams and several sources") {

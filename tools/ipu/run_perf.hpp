@@ -38,6 +38,7 @@ decltype(auto) visit_type(ipu::data_type t, F&& f) {
     case data_type::F64: return f(double{});
     case data_type::F8143: return f(ipu::float8_143{});
     case data_type::F8152: return f(ipu::float8_152{});
+    case data_type::BF16: return f(ipu::bfloat16{});
   }
   throw ipu::error(ipu::error_category::internal, "unknown data type", "ipu run", "please report this");
 }

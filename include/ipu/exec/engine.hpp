@@ -49,6 +49,7 @@
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/event_count.hpp"
+#include "ipu/bfloat16.hpp"
 #include "ipu/float8.hpp"
 #include "ipu/half.hpp"
 #include "ipu/ring_buffer.hpp"
@@ -149,7 +150,7 @@ void add_elements(std::byte* dst, const std::byte* src, std::size_t n) {
     } else if constexpr (std::is_floating_point_v<T>) {
       r = a + b;
     } else {
-      r = T(static_cast<float>(a) + static_cast<float>(b));  // half, float8: add in float, round once
+      r = T(static_cast<float>(a) + static_cast<float>(b));  // half, float8, bf16: add in float, round once
     }
     std::memcpy(dst + i * sizeof(T), &r, sizeof(T));
   }
@@ -172,6 +173,7 @@ inline void accumulate(std::byte* dst, const std::byte* src, const tensor_info& 
     case data_type::F64: add_elements<double>(dst, src, n); break;
     case data_type::F8143: add_elements<float8_143>(dst, src, n); break;
     case data_type::F8152: add_elements<float8_152>(dst, src, n); break;
+    case data_type::BF16: add_elements<bfloat16>(dst, src, n); break;
     case data_type::BOOL:
       throw error(error_category::internal, "Sum of BOOL tensors", "executor");  // refused at construction
   }

@@ -28,7 +28,8 @@ namespace ipu::io {
 static_assert(std::endian::native == std::endian::little,
               "ipu: npy I/O assumes a little-endian host; add byte swapping to port it");
 
-/// NumPy's dtype string for `t` ("<f4", "|b1", ...); nullopt for types NumPy lacks (float8).
+/// NumPy's dtype string for `t` ("<f4", "|b1", ...); nullopt for types NumPy lacks (float8,
+/// bfloat16: ml_dtypes adds them, but its dtype strings are not standard .npy ones).
 constexpr std::optional<std::string_view> npy_descr(data_type t) noexcept {
   switch (t) {
     case data_type::BOOL: return "|b1";
@@ -44,7 +45,8 @@ constexpr std::optional<std::string_view> npy_descr(data_type t) noexcept {
     case data_type::F32: return "<f4";
     case data_type::F64: return "<f8";
     case data_type::F8143:
-    case data_type::F8152: return std::nullopt;
+    case data_type::F8152:
+    case data_type::BF16: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -296,7 +298,8 @@ std::vector<std::byte> to_npy(const T& t) {
   const auto descr = npy_descr(info.type);
   if (!descr)
     throw error(error_category::io, std::string(to_string(info.type)) + " has no NumPy dtype", "writing .npy",
-                "cast the tensor to float16 or float32 first");
+                info.type == data_type::BF16 ? "NumPy has no bfloat16: cast the tensor to float32 (exact) first"
+                                             : "cast the tensor to float16 or float32 first");
   std::string dict = "{'descr': '" + std::string(*descr) + "', 'fortran_order': False, 'shape': (";
   for (std::size_t i = 0; i < info.shape.rank(); ++i) dict += std::to_string(info.shape[i]) + ", ";
   if (info.shape.rank() > 1) dict.resize(dict.size() - 2);

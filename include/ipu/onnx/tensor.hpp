@@ -2,8 +2,8 @@
 // ONNX TensorProto <-> ipu tensors.
 //
 // Reading accepts every way ONNX stores data: raw_data, the typed fields (float_data, int32_data
-// holding narrow types and FLOAT16 bits, int64_data, double_data, uint64_data holding UINT32/64)
-// and external data files. Data is shared rather than copied where the layout allows (raw_data,
+// holding narrow types and FLOAT16 / BFLOAT16 bits, int64_data, double_data, uint64_data holding
+// UINT32/64) and external data files. Data is shared rather than copied where the layout allows (raw_data,
 // same-width typed fields, mapped external files) when the caller passes an owner that keeps the
 // protobuf alive: weights can be hundreds of MB.
 #include <onnx/onnx_pb.h>
@@ -212,6 +212,7 @@ inline constant_tensor to_constant_tensor(const ::onnx::TensorProto& t, const te
     case data_type::F16:
     case data_type::F8143:
     case data_type::F8152:
+    case data_type::BF16:  // its uint16 bit patterns, one per int32, as ONNX stores them
       check_count(t.int32_data_size(), "int32_data");
       out.data = detail::narrow(t.int32_data(), info.type);
       break;

@@ -41,7 +41,8 @@ data_type dtype(const Ctx& c, data_type fallback, bool any_numeric) {
   const auto code = c.attr_int("dtype", 0);
   const auto t = data_type_from_onnx_code(code);
   const bool fp = t && (*t == data_type::F16 || *t == data_type::F32 || *t == data_type::F64);
-  if (!t || (!fp && !any_numeric) || *t == data_type::F8143 || *t == data_type::F8152)
+  if (!t || (!fp && !any_numeric) || *t == data_type::F8143 || *t == data_type::F8152 ||
+      *t == data_type::BF16)
     throw c.fail("dtype " + std::to_string(code) + " is not a type this op can write",
                  any_numeric ? "use a numeric or BOOL type code, e.g. 1 (FLOAT) or 9 (BOOL)"
                              : "use 1 (FLOAT), 10 (FLOAT16) or 11 (DOUBLE)");

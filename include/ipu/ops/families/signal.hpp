@@ -115,7 +115,7 @@ constexpr stft_geometry stft_shape(const shape& signal, std::int64_t step, const
 template <class Fail>
 constexpr data_type output_datatype(std::int64_t code, const Fail& fail) {
   const auto t = data_type_from_onnx_code(code);
-  if (!t || *t == data_type::BOOL || *t == data_type::F8143 || *t == data_type::F8152)
+  if (!t || *t == data_type::BOOL || *t == data_type::F8143 || *t == data_type::F8152 || *t == data_type::BF16)
     throw fail("output_datatype " + num(code) + " is not a numeric type this library supports",
                "use an ONNX TensorProto.DataType code such as 1 (FLOAT), 10 (FLOAT16), 11 (DOUBLE) or 7 (INT64)");
   return *t;

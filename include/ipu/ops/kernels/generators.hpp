@@ -211,8 +211,8 @@ inline void cast_kernel(const kernel_context& ctx) {
     copy_whole(ctx, 0, 0);
     return;
   }
-  visit_type_or_float8(x.info().type, ctx, [&]<class From>() {
-    visit_type_or_float8(out.info().type, ctx, [&]<class To>() {
+  visit_castable_type(x.info().type, ctx, [&]<class From>() {
+    visit_castable_type(out.info().type, ctx, [&]<class To>() {
       const From* src = data_as<From>(x);
       To* dst = data_as<To>(out);
       ctx.parallel_for(n, [&](std::size_t b, std::size_t e) {

@@ -18,6 +18,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "ipu/bfloat16.hpp"
 #include "ipu/float8.hpp"
 #include "ipu/half.hpp"
 #include "ipu/ops/kernel.hpp"
@@ -55,20 +56,40 @@ constexpr A acc_mul(A a, A b) noexcept {
     return a * b;
 }
 
-/// double -> half with a single rounding: round to float with round-to-odd (so the second rounding
-/// to half cannot hit a spurious tie), then round to nearest-even.
-inline half double_to_half(double d) noexcept {
-  if (std::isnan(d) || std::isinf(d)) return half(static_cast<float>(d));
+/// double -> float rounding to odd: an inexact result is truncated toward zero and gets its last
+/// bit set (a sticky bit: the value is strictly between two floats). A second rounding to nearest
+/// even into a format at least two bits narrower (half, bfloat16) then gives the same result as one
+/// rounding from the double: the sticky bit keeps it off a spurious tie.
+inline float double_to_float_odd(double d) noexcept {
   float f = static_cast<float>(d);
-  if (std::isinf(f)) return half(f);
-  if (static_cast<double>(f) != d) {
-    if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
-    auto bits = std::bit_cast<std::uint32_t>(f);
-    bits |= 1u;  // sticky bit: the value is strictly between two floats
-    f = std::bit_cast<float>(bits);
-  }
-  return half(f);
+  if (std::isnan(f) || std::isinf(f) || static_cast<double>(f) == d) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) f = std::nextafter(f, 0.0f);
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(f) | 1u);
 }
+
+/// A 64-bit integer -> float rounding to odd, like double_to_float_odd (it cannot go through a
+/// double, which holds integers exactly only up to 2^53): the top 24 significant bits, the last one
+/// or-ed with every bit below.
+template <class I>
+float int64_to_float_odd(I v) noexcept {
+  bool negative = false;
+  if constexpr (std::is_signed_v<I>) negative = v < 0;
+  std::uint64_t m = negative ? 0 - static_cast<std::uint64_t>(v) : static_cast<std::uint64_t>(v);
+  int shift = 0;
+  if (const auto width = static_cast<int>(std::bit_width(m)); width > 24) {
+    shift = width - 24;
+    const bool inexact = (m & ((std::uint64_t{1} << shift) - 1)) != 0;
+    m = (m >> shift) | (inexact ? 1u : 0u);
+  }
+  const float f = std::ldexp(static_cast<float>(m), shift);  // m < 2^24: exact
+  return negative ? -f : f;
+}
+
+/// double -> half with a single rounding.
+inline half double_to_half(double d) noexcept { return half(double_to_float_odd(d)); }
+
+/// double -> bfloat16 with a single rounding.
+inline bfloat16 double_to_bfloat16(double d) noexcept { return bfloat16(double_to_float_odd(d)); }
 
 template <class T>
 inline constexpr bool is_float8_v = std::is_same_v<T, float8_143> || std::is_same_v<T, float8_152>;
@@ -83,8 +104,19 @@ To convert(From v) noexcept {
     return convert<To>(static_cast<float>(v));
   } else if constexpr (is_float8_v<To>) {  // via float: rounding twice is harmless, float has > 2x the precision
     return To(convert<float>(v));
-  } else if constexpr (std::is_same_v<From, half>) {
+  } else if constexpr (std::is_same_v<From, half> || std::is_same_v<From, bfloat16>) {  // exact in float
     return convert<To>(static_cast<float>(v));
+  } else if constexpr (std::is_same_v<To, bfloat16>) {
+    // Values a float may not hold (double, 32- and 64-bit integers) round once, to odd, into a
+    // float and then to bfloat16: via a plain static_cast<float> they would round twice.
+    if constexpr (std::is_same_v<From, bool>)
+      return bfloat16(v ? 1.0f : 0.0f);
+    else if constexpr (std::is_same_v<From, double> || (std::is_integral_v<From> && sizeof(From) == 4))
+      return double_to_bfloat16(static_cast<double>(v));
+    else if constexpr (std::is_integral_v<From> && sizeof(From) == 8)
+      return bfloat16(int64_to_float_odd(v));
+    else
+      return bfloat16(static_cast<float>(v));
   } else if constexpr (std::is_same_v<To, bool>) {
     return v != From{0};
   } else if constexpr (std::is_same_v<To, half>) {
@@ -128,17 +160,20 @@ decltype(auto) visit_type(data_type t, const kernel_context& ctx, F&& f) {
     case data_type::F32: return f.template operator()<float>();
     case data_type::F64: return f.template operator()<double>();
     case data_type::F8143:
-    case data_type::F8152: break;
+    case data_type::F8152:
+    case data_type::BF16: break;
   }
   throw ctx.fail("element type " + std::string(to_string(t)) + " is not supported by this host kernel",
                  "cast the tensor to F16 or F32 first");
 }
 
-/// Like visit_type, plus Graphcore's float8 types (for Cast, which only converts).
+/// Like visit_type, plus the storage-only types, Graphcore's float8 and bfloat16 (for Cast, which
+/// only converts; arithmetic on them is done after a Cast to F16 or F32).
 template <class F>
-decltype(auto) visit_type_or_float8(data_type t, const kernel_context& ctx, F&& f) {
+decltype(auto) visit_castable_type(data_type t, const kernel_context& ctx, F&& f) {
   if (t == data_type::F8143) return f.template operator()<float8_143>();
   if (t == data_type::F8152) return f.template operator()<float8_152>();
+  if (t == data_type::BF16) return f.template operator()<bfloat16>();
   return visit_type(t, ctx, f);
 }
 
