@@ -10,18 +10,24 @@
 // GEMMs: the input projection of every time step at once ([seq x batch, input] x W^T), then per
 // step one GEMM of the whole batch's state by R^T (GRU without linear_before_reset: two, the
 // candidate's after the reset gate), and the gate arithmetic over the batch; buffers are made
-// once per call. Directions run in parallel. Otherwise each (direction, batch entry) runs on its
+// once per call. For 2 to 16 F32 entries the step GEMMs read an R^T made once per call
+// (few_rows_gemm.hpp) instead of OpenBLAS, which would pack R every step. Directions run in parallel. Otherwise each (direction, batch entry) runs on its
 // own, matrix-vector products per step: entries of different lengths reach a time step at
 // different steps in reverse.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "ipu/ops/kernels/blas.hpp"
 #include "ipu/ops/kernels/fast_math.hpp"
+#include "ipu/ops/kernels/few_rows_gemm.hpp"
 #include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -121,6 +127,14 @@ inline std::vector<rnn_activation> rnn_activations(const kernel_context& ctx, st
 
 enum class rnn_cell { rnn, gru, lstm };
 
+/// R transposed for the step products (few_rows_gemm), kept in a recurrent op's cache when R is
+/// a constant: `source` is R's address, which a constant keeps from run to run.
+template <class F>
+struct transposed_weights {
+  const void* source = nullptr;
+  std::vector<F> values;
+};
+
 template <rnn_cell Cell>
 void recurrent_kernel(const kernel_context& ctx) {
   constexpr std::size_t gates = Cell == rnn_cell::rnn ? 1 : Cell == rnn_cell::gru ? 3 : 4;
@@ -172,18 +186,25 @@ void recurrent_kernel(const kernel_context& ctx) {
 
   visit_float(x.info().type, ctx, [&]<class T>() {
     using F = std::conditional_t<std::is_same_v<T, double>, double, float>;
-    auto load = [&](std::size_t i) {
-      std::vector<F> v;
-      if (!ctx.has_input(i)) return v;
+    // Input i as F: the tensor itself when it is F already, else a converted copy kept in `held`
+    // (a deque: its elements stay where they are as it grows).
+    std::deque<std::vector<F>> held;
+    auto load = [&](std::size_t i) -> std::span<const F> {
+      if (!ctx.has_input(i)) return {};
       if (ctx.inputs[i].info().type != x.info().type) throw ctx.fail("inputs must share X's type", "cast them");
       const T* p = data_as<T>(ctx.inputs[i]);
-      v.resize(static_cast<std::size_t>(ctx.inputs[i].info().num_elements()));
-      for (std::size_t k = 0; k < v.size(); ++k) v[k] = static_cast<F>(p[k]);
-      return v;
+      const auto n = static_cast<std::size_t>(ctx.inputs[i].info().num_elements());
+      if constexpr (std::is_same_v<T, F>) {
+        return {p, n};
+      } else {
+        auto& v = held.emplace_back(n);
+        for (std::size_t k = 0; k < n; ++k) v[k] = static_cast<F>(p[k]);
+        return v;
+      }
     };
     const auto X = load(0), W = load(1), R = load(2), B = load(3), H0 = load(5);
-    const auto C0 = Cell == rnn_cell::lstm ? load(6) : std::vector<F>{};
-    const auto P = Cell == rnn_cell::lstm ? load(7) : std::vector<F>{};
+    const auto C0 = Cell == rnn_cell::lstm ? load(6) : std::span<const F>{};
+    const auto P = Cell == rnn_cell::lstm ? load(7) : std::span<const F>{};
     const auto GH = static_cast<std::size_t>(G * hidden);
     if (!B.empty() && B.size() != dirs * 2 * GH) throw ctx.fail("B has the wrong size", "B is [num_directions, 2*gates*hidden]");
     if (!P.empty() && P.size() != dirs * 3 * static_cast<std::size_t>(hidden))
@@ -204,6 +225,37 @@ void recurrent_kernel(const kernel_context& ctx) {
       const auto L = lens.front();
       const auto NB = static_cast<std::size_t>(batch), IN = static_cast<std::size_t>(in_size);
       const auto rows = static_cast<std::size_t>(seq) * NB;
+      // A few F32 rows take the step products from R^T (few_rows_gemm.hpp: OpenBLAS would pack R
+      // on every step), padded as few_rows_gemm reads it; made once per call, or once for the plan
+      // when R is a constant (kept in the op's cache).
+      const bool few_rows = std::is_same_v<F, float> && NB >= math_ops::few_rows_min && NB <= math_ops::few_rows_max &&
+                            math_ops::host_vector_isa() != math_ops::vector_isa::baseline;
+      const auto RT_ld = GH + math_ops::few_rows_pad;
+      const auto isa = math_ops::host_vector_isa();
+      const std::vector<F>* rt_all = nullptr;
+      std::shared_ptr<transposed_weights<F>> rt_made;
+      if (few_rows) {
+        const void* source = ctx.inputs[2].data();
+        auto* kept = ctx.cache && ctx.input_is_constant(2)
+                         ? static_cast<transposed_weights<F>*>(ctx.cache->prepared.get())
+                         : nullptr;  // only this kernel writes a recurrent op's cache
+        if (kept && kept->source == source && kept->values.size() == dirs * H * RT_ld) {
+          rt_all = &kept->values;
+        } else {
+          rt_made = std::make_shared<transposed_weights<F>>();
+          rt_made->source = source;
+          rt_made->values.assign(dirs * H * RT_ld, F{0});
+          for (std::size_t dd = 0; dd < dirs; ++dd) {
+            const F* r = R.data() + dd * GH * H;
+            F* out = rt_made->values.data() + dd * H * RT_ld;
+            for (std::size_t k0 = 0; k0 < H; k0 += 16)  // 16 of R's columns at a time: reads stay in order
+              for (std::size_t j = 0; j < GH; ++j)
+                for (std::size_t k = k0; k < std::min(H, k0 + 16); ++k) out[k * RT_ld + j] = r[j * H + k];
+          }
+          rt_all = &rt_made->values;
+          if (ctx.cache && ctx.input_is_constant(2)) ctx.cache->prepared = rt_made;
+        }
+      }
       ctx.parallel_for(dirs, [&](std::size_t d0, std::size_t d1) {
         std::vector<F> xg(rows * GH), rhs(NB * GH), h(NB * H), c(NB * H), hn(NB * H), reset_h(NB * H), cand(NB * H);
         for (std::size_t dd = d0; dd < d1; ++dd) {
@@ -227,12 +279,19 @@ void recurrent_kernel(const kernel_context& ctx) {
               c[b * H + k] = C0.empty() ? F{0} : C0[si + k];
             }
           }
+          const F* rt = few_rows ? rt_all->data() + dd * H * RT_ld : nullptr;
+          // out [NB x cols] += in [NB x H] times rows [first, first + cols) of R, transposed.
+          auto times_rt = [&](const F* in, std::size_t first, std::size_t cols, F* out, std::size_t ld_out) {
+            if constexpr (std::is_same_v<F, float>)
+              if (few_rows && math_ops::few_rows_gemm(in, NB, H, rt + first, RT_ld, cols, out, ld_out)) return;
+            math_ops::gemm<F>(false, true, batch, static_cast<std::int64_t>(cols), hidden, F{1}, in, hidden,
+                              r + first * H, hidden, F{1}, out, static_cast<std::int64_t>(ld_out));
+          };
           // R h + Rb for the first `cols` gate rows of R, the whole batch at once.
           auto recur = [&](std::size_t cols) {
             for (std::size_t b = 0; b < NB; ++b)
               for (std::size_t j = 0; j < cols; ++j) rhs[b * GH + j] = rb ? rb[j] : F{0};
-            math_ops::gemm<F>(false, true, batch, static_cast<std::int64_t>(cols), hidden, F{1}, h.data(), hidden, r,
-                              hidden, F{1}, rhs.data(), static_cast<std::int64_t>(GH));
+            times_rt(h.data(), 0, cols, rhs.data(), GH);
           };
           for (std::int64_t step = 0; step < L; ++step) {
             const std::int64_t t = reverse ? L - 1 - step : step;
@@ -243,64 +302,74 @@ void recurrent_kernel(const kernel_context& ctx) {
             };
             if constexpr (Cell == rnn_cell::rnn) {
               recur(H);
-              for (std::size_t b = 0; b < NB; ++b) {
-                F* out = hn.data() + b * H;
-                for (std::size_t j = 0; j < H; ++j) out[j] = clipped(xg_row(b)[j] + rhs[b * GH + j]);
-                act[0].apply(out, H);
-              }
+              math_ops::run_on(isa, [&] {
+                for (std::size_t b = 0; b < NB; ++b) {
+                  F* out = hn.data() + b * H;
+                  for (std::size_t j = 0; j < H; ++j) out[j] = clipped(xg_row(b)[j] + rhs[b * GH + j]);
+                  act[0].apply(out, H);
+                }
+              });
             } else if constexpr (Cell == rnn_cell::gru) {
               recur(lbr ? GH : 2 * H);
-              for (std::size_t b = 0; b < NB; ++b) {
-                F* g = xg_row(b);
-                for (std::size_t j = 0; j < 2 * H; ++j) g[j] = clipped(g[j] + rhs[b * GH + j]);
-                act[0].apply(g, 2 * H);
-                for (std::size_t k = 0; k < H; ++k) reset_h[b * H + k] = g[H + k] * h[b * H + k];
-              }
-              if (!lbr)  // the candidate's R (r . h), after the reset gate
-                math_ops::gemm<F>(false, true, batch, hidden, hidden, F{1}, reset_h.data(), hidden, r + 2 * H * H, hidden,
-                                  F{0}, cand.data(), hidden);
-              for (std::size_t b = 0; b < NB; ++b) {
-                const F* g = xg_row(b);
-                F* candidate = cand.data() + b * H;  // the candidate's R (r . h) when not lbr, read first
-                for (std::size_t j = 0; j < H; ++j) {
-                  const F s = lbr ? g[H + j] * rhs[b * GH + 2 * H + j] : candidate[j] + (rb ? rb[2 * H + j] : F{0});
-                  candidate[j] = clipped(g[2 * H + j] + s);
+              math_ops::run_on(isa, [&] {
+                for (std::size_t b = 0; b < NB; ++b) {
+                  F* g = xg_row(b);
+                  for (std::size_t j = 0; j < 2 * H; ++j) g[j] = clipped(g[j] + rhs[b * GH + j]);
+                  act[0].apply(g, 2 * H);
+                  for (std::size_t k = 0; k < H; ++k) reset_h[b * H + k] = g[H + k] * h[b * H + k];
                 }
-                act[1].apply(candidate, H);
-                for (std::size_t j = 0; j < H; ++j) hn[b * H + j] = (F{1} - g[j]) * candidate[j] + g[j] * h[b * H + j];
+              });
+              if (!lbr) {  // the candidate's R (r . h), after the reset gate
+                std::fill(cand.begin(), cand.end(), F{0});
+                times_rt(reset_h.data(), 2 * H, H, cand.data(), H);
               }
+              math_ops::run_on(isa, [&] {
+                for (std::size_t b = 0; b < NB; ++b) {
+                  const F* g = xg_row(b);
+                  F* candidate = cand.data() + b * H;  // the candidate's R (r . h) when not lbr, read first
+                  for (std::size_t j = 0; j < H; ++j) {
+                    const F s = lbr ? g[H + j] * rhs[b * GH + 2 * H + j] : candidate[j] + (rb ? rb[2 * H + j] : F{0});
+                    candidate[j] = clipped(g[2 * H + j] + s);
+                  }
+                  act[1].apply(candidate, H);
+                  for (std::size_t j = 0; j < H; ++j) hn[b * H + j] = (F{1} - g[j]) * candidate[j] + g[j] * h[b * H + j];
+                }
+              });
             } else {
               recur(GH);
               // Gate by gate over the hidden units (i, o, f, c as ONNX orders them), each activation
-              // a loop of its own so that it vectorises; the cell's arithmetic is the entry-by-entry
-              // path's below, in the same order.
-              for (std::size_t b = 0; b < NB; ++b) {
-                const F* g = xg_row(b);
-                F* rr = rhs.data() + b * GH;  // becomes the gates
-                F* gi = rr;
-                F* go = rr + H;
-                F* gf = rr + 2 * H;
-                F* gc = rr + 3 * H;
-                F* cb = c.data() + b * H;
-                F* out = hn.data() + b * H;
-                for (std::size_t j = 0; j < GH; ++j) rr[j] = g[j] + rr[j];
-                if (p)
-                  for (std::size_t j = 0; j < H; ++j) gi[j] += p[j] * cb[j], gf[j] += p[2 * H + j] * cb[j];
-                for (std::size_t j = 0; j < H; ++j) gi[j] = clipped(gi[j]), gf[j] = clipped(gf[j]), gc[j] = clipped(gc[j]);
-                act[0].apply(gi, H);
-                if (input_forget)
-                  for (std::size_t j = 0; j < H; ++j) gf[j] = F{1} - gi[j];
-                else
-                  act[0].apply(gf, H);
-                act[1].apply(gc, H);
-                for (std::size_t j = 0; j < H; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
-                if (p)
-                  for (std::size_t j = 0; j < H; ++j) go[j] += p[H + j] * cb[j];
-                for (std::size_t j = 0; j < H; ++j) go[j] = clipped(go[j]), out[j] = cb[j];
-                act[0].apply(go, H);
-                act[2].apply(out, H);
-                for (std::size_t j = 0; j < H; ++j) out[j] = go[j] * out[j];
-              }
+              // a loop of its own so that it vectorises, in the host's widest copy (vector_isa.hpp:
+              // every copy gives the same bits); the cell's arithmetic is the entry-by-entry path's
+              // below, in the same order.
+              math_ops::run_on(isa, [&] {
+                for (std::size_t b = 0; b < NB; ++b) {
+                  const F* g = xg_row(b);
+                  F* rr = rhs.data() + b * GH;  // becomes the gates
+                  F* gi = rr;
+                  F* go = rr + H;
+                  F* gf = rr + 2 * H;
+                  F* gc = rr + 3 * H;
+                  F* cb = c.data() + b * H;
+                  F* out = hn.data() + b * H;
+                  for (std::size_t j = 0; j < GH; ++j) rr[j] = g[j] + rr[j];
+                  if (p)
+                    for (std::size_t j = 0; j < H; ++j) gi[j] += p[j] * cb[j], gf[j] += p[2 * H + j] * cb[j];
+                  for (std::size_t j = 0; j < H; ++j) gi[j] = clipped(gi[j]), gf[j] = clipped(gf[j]), gc[j] = clipped(gc[j]);
+                  act[0].apply(gi, H);
+                  if (input_forget)
+                    for (std::size_t j = 0; j < H; ++j) gf[j] = F{1} - gi[j];
+                  else
+                    act[0].apply(gf, H);
+                  act[1].apply(gc, H);
+                  for (std::size_t j = 0; j < H; ++j) cb[j] = gf[j] * cb[j] + gi[j] * gc[j];
+                  if (p)
+                    for (std::size_t j = 0; j < H; ++j) go[j] += p[H + j] * cb[j];
+                  for (std::size_t j = 0; j < H; ++j) go[j] = clipped(go[j]), out[j] = cb[j];
+                  act[0].apply(go, H);
+                  act[2].apply(out, H);
+                  for (std::size_t j = 0; j < H; ++j) out[j] = go[j] * out[j];
+                }
+              });
             }
             std::swap(h, hn);
             if (y)
