@@ -10,10 +10,11 @@
 // GEMMs: the input projection of every time step at once ([seq x batch, input] x W^T), then per
 // step one GEMM of the whole batch's state by R^T (GRU without linear_before_reset: two, the
 // candidate's after the reset gate), and the gate arithmetic over the batch; buffers are made
-// once per call. For 2 to 16 F32 entries the step GEMMs read an R^T made once per call
-// (few_rows_gemm.hpp) instead of OpenBLAS, which would pack R every step. Directions run in parallel. Otherwise each (direction, batch entry) runs on its
-// own, matrix-vector products per step: entries of different lengths reach a time step at
-// different steps in reverse.
+// once per call. For 2 to 16 F32 entries the step GEMMs read an R^T made once (few_rows_gemm.hpp;
+// OpenBLAS would pack R every step), kept in the op's cache when R is a constant, and the gate
+// arithmetic runs in the host's widest vector copy. Directions run in parallel. Otherwise each
+// (direction, batch entry) runs on its own, matrix-vector products per step: entries of different
+// lengths reach a time step at different steps in reverse.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -228,10 +229,10 @@ void recurrent_kernel(const kernel_context& ctx) {
       // A few F32 rows take the step products from R^T (few_rows_gemm.hpp: OpenBLAS would pack R
       // on every step), padded as few_rows_gemm reads it; made once per call, or once for the plan
       // when R is a constant (kept in the op's cache).
-      const bool few_rows = std::is_same_v<F, float> && NB >= math_ops::few_rows_min && NB <= math_ops::few_rows_max &&
-                            math_ops::host_vector_isa() != math_ops::vector_isa::baseline;
-      const auto RT_ld = GH + math_ops::few_rows_pad;
       const auto isa = math_ops::host_vector_isa();
+      const bool few_rows = std::is_same_v<F, float> && NB >= math_ops::few_rows_min && NB <= math_ops::few_rows_max &&
+                            isa != math_ops::vector_isa::baseline;
+      const auto RT_ld = GH + math_ops::few_rows_pad;
       const std::vector<F>* rt_all = nullptr;
       std::shared_ptr<transposed_weights<F>> rt_made;
       if (few_rows) {
