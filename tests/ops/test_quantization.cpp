@@ -4,7 +4,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "ipu/ops/families/quantization.hpp"
@@ -119,6 +122,50 @@ TEST_CASE("QLinearConv: per-channel weight scales, bias, ties and saturation") {
   CHECK(values<std::uint8_t>(y) == std::vector<std::uint8_t>{6, 10, 16, 20, 0, 0, 0, 0});
 }
 
+TEST_CASE("saturate_quantized rounds half to even as nearbyint does; requantize_row and quantize_row give its bits") {
+  using ipu::detail::tensor_ops::quantize_row;
+  using ipu::detail::tensor_ops::requantize_row;
+  using ipu::detail::tensor_ops::saturate_quantized;
+  // Ties to even, both signs, at and beyond 2^22, and the saturations.
+  for (const float v : {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 126.5f, 127.5f, -128.5f, 4194303.5f, 4194304.0f, 1e30f,
+                        -1e30f, 3.4e38f}) {
+    CAPTURE(v);
+    const float r = std::nearbyint(v);
+    CHECK(saturate_quantized<std::int8_t>(v, 0.0f) == static_cast<std::int8_t>(std::clamp(r, -128.0f, 127.0f)));
+    CHECK(saturate_quantized<std::uint8_t>(v, 3.0f) == static_cast<std::uint8_t>(std::clamp(r + 3.0f, 0.0f, 255.0f)));
+  }
+  CHECK(saturate_quantized<std::uint8_t>(std::nanf(""), 7.0f) == 7);
+  // A row of 8-lane blocks and a tail: sums that wrap, ties after scaling, both output types.
+  std::vector<std::int32_t> acc;
+  for (int i = 0; i < 37; ++i) acc.push_back(i * 2 - 37);
+  acc.push_back(2147483647);  // + bias wraps to negative
+  acc.push_back(-2147483647 - 1);
+  std::vector<std::uint8_t> yu(acc.size());
+  std::vector<std::int8_t> ys(acc.size());
+  for (const float multiplier : {0.25f, 0.5f, 3.0f, std::numeric_limits<float>::infinity()}) {
+    CAPTURE(multiplier);
+    requantize_row(acc.data(), 5u, multiplier, 100.0f, yu.data(), acc.size());
+    requantize_row(acc.data(), 5u, multiplier, -3.0f, ys.data(), acc.size());
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+      CAPTURE(i);
+      const auto sum = static_cast<float>(static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) + 5u));
+      CHECK(yu[i] == saturate_quantized<std::uint8_t>(sum * multiplier, 100.0f));
+      CHECK(ys[i] == saturate_quantized<std::int8_t>(sum * multiplier, -3.0f));
+    }
+  }
+  std::vector<float> x{std::nanf(""), std::numeric_limits<float>::infinity(), -1e9f};
+  for (int i = -20; i < 20; ++i) x.push_back(static_cast<float>(i) * 0.75f);
+  yu.resize(x.size());
+  ys.resize(x.size());
+  quantize_row(x.data(), 0.5f, 128.0f, yu.data(), x.size());
+  quantize_row(x.data(), 0.5f, 0.0f, ys.data(), x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    CAPTURE(x[i]);
+    CHECK(yu[i] == saturate_quantized<std::uint8_t>(x[i] / 0.5f, 128.0f));
+    CHECK(ys[i] == saturate_quantized<std::int8_t>(x[i] / 0.5f, 0.0f));
+  }
+}
+
 TEST_CASE("quantization shape rules: output types, per-axis lengths, 8-bit only") {
   ipu::op_node op;
   op.type = "QuantizeLinear";
@@ -139,6 +186,14 @@ TEST_CASE("quantization shape rules: output types, per-axis lengths, 8-bit only"
   op.type = "MatMulInteger";
   const tensor_info a{data_type::U8, {4, 2, 3}}, b{data_type::S8, {3, 5}};
   CHECK(infer(ipu::detail::infer::matmul_integer, {&a, &b}).at(0) == tensor_info{data_type::S32, {4, 2, 5}});
+  // A zero point has its operand's type, so its value is in the operand's range.
+  const tensor_info a_zp{data_type::S8, {}};
+  CHECK_THROWS_WITH_AS(infer(ipu::detail::infer::matmul_integer, {&a, &b, &a_zp}),
+                       doctest::Contains("a_zero_point is S8 but its operand is U8"), ipu::error);
+  op.type = "ConvInteger";
+  const tensor_info cx{data_type::U8, {1, 1, 2, 2}}, cx_zp{data_type::U8, {}}, cw{data_type::S8, {1, 1, 1, 1}}, cw_zp{data_type::U8, {}};
+  CHECK_THROWS_WITH_AS(infer(ipu::detail::infer::conv_integer, {&cx, &cw, &cx_zp, &cw_zp}),
+                       doctest::Contains("w_zero_point is U8 but its operand is S8"), ipu::error);
 }
 
 }  // namespace test_quantization

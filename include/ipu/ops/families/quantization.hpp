@@ -25,6 +25,15 @@ constexpr void need_8bit(const infer_context& c, std::size_t i, std::string_view
                  "quantize to int8 or uint8");
 }
 
+/// Zero point `zp`, when given, has the type of the operand `of` it shifts (so its values are in
+/// that operand's range).
+constexpr void need_operand_type(const infer_context& c, std::size_t zp, std::size_t of, std::string_view what) {
+  if (c.has_input(zp) && c.in_type(zp) != c.in_type(of))
+    throw c.fail(std::string(what) + " is " + std::string(to_string(c.in_type(zp))) + " but its operand is " +
+                     std::string(to_string(c.in_type(of))) + " (" + c.describe_inputs() + ")",
+                 "give the zero point its operand's type");
+}
+
 /// A scale or zero point: a scalar (per tensor) or a 1-D tensor of `n` values (per axis / row).
 constexpr void need_scalar_or_vector(const infer_context& c, std::size_t i, std::int64_t n, std::string_view what) {
   if (!c.has_input(i)) return;
@@ -97,6 +106,8 @@ constexpr std::vector<tensor_info> matmul_integer(const infer_context& c) {
   need_8bit(c, 1, "B");
   need_scalar_or_vector(c, 2, rows_of(c.in_shape(0)), "a_zero_point");
   need_scalar_or_vector(c, 3, cols_of(c.in_shape(1)), "b_zero_point");
+  need_operand_type(c, 2, 0, "a_zero_point");
+  need_operand_type(c, 3, 1, "b_zero_point");
   return {tensor_info{data_type::S32, product_shape(c, 0, 1, false)}};
 }
 
@@ -109,6 +120,8 @@ constexpr std::vector<tensor_info> qlinear_matmul(const infer_context& c) {
   need_scalar_or_vector(c, 4, cols_of(c.in_shape(3)), "b_scale");
   need_scalar_or_vector(c, 5, cols_of(c.in_shape(3)), "b_zero_point");
   need_scalar_or_vector(c, 6, 1, "y_scale");
+  need_operand_type(c, 2, 0, "a_zero_point");
+  need_operand_type(c, 5, 3, "b_zero_point");
   return {tensor_info{c.in_type(7), product_shape(c, 0, 3, false)}};
 }
 
@@ -117,6 +130,8 @@ constexpr std::vector<tensor_info> conv_integer(const infer_context& c) {
   need_8bit(c, 1, "w");
   need_scalar_or_vector(c, 2, 1, "x_zero_point");
   need_scalar_or_vector(c, 3, c.in_shape(1).rank() ? c.in_shape(1)[0] : 1, "w_zero_point");
+  need_operand_type(c, 2, 0, "x_zero_point");
+  need_operand_type(c, 3, 1, "w_zero_point");
   return {tensor_info{data_type::S32, product_shape(c, 0, 1, true)}};
 }
 
@@ -130,6 +145,8 @@ constexpr std::vector<tensor_info> qlinear_conv(const infer_context& c) {
   need_scalar_or_vector(c, 4, m, "w_scale");
   need_scalar_or_vector(c, 5, m, "w_zero_point");
   need_scalar_or_vector(c, 6, 1, "y_scale");
+  need_operand_type(c, 2, 0, "x_zero_point");
+  need_operand_type(c, 5, 3, "w_zero_point");
   if (c.has_input(8) && (c.in_type(8) != data_type::S32 || c.in_shape(8) != shape{m}))
     throw c.fail("B " + to_string(c.input(8)) + " must be INT32[" + std::to_string(m) + "]");
   return {tensor_info{c.in_type(7), product_shape(c, 0, 3, true)}};

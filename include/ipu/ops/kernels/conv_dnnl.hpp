@@ -5,7 +5,8 @@
 // gradient rule's weight-gradient Conv as convolution_backward_weights (see dnnl_conv). oneDNN
 // picks its blocked layouts (format_tag::any); the user's NCHW data and weights are reordered in and
 // out. Plans (primitive descriptors, primitives, reorders) are cached by shape and attributes, so a
-// training step creates them once.
+// training step creates them once. Forward convolutions also run on integers (u8 / s8 data, s8
+// weights, s32 results, a run-time data zero point): integer_conv.hpp says when that is exact.
 // Threads (dnnl_thread.hpp): each call runs on one OpenMP thread over a slice of the batch (of oc
 // for backward_weights), and the device's parallel_for shares the slices out.
 #include <oneapi/dnnl/dnnl.hpp>
@@ -39,6 +40,11 @@ struct dnnl_conv_shape {
   std::int64_t sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   bool bias = false;
   dnnl_conv_kind kind = dnnl_conv_kind::forward;
+  /// Element types: F32 throughout, or an integer forward convolution's u8 / s8 src, s8 weights
+  /// and s32 dst, with a zero point subtracted from src at run time when `src_zero_point`.
+  dnnl::memory::data_type src_type = dnnl::memory::data_type::f32, weights_type = dnnl::memory::data_type::f32,
+                          dst_type = dnnl::memory::data_type::f32;
+  bool src_zero_point = false;
   friend auto operator<=>(const dnnl_conv_shape&, const dnnl_conv_shape&) = default;
 };
 
@@ -92,12 +98,11 @@ struct dnnl_user_layouts {
 inline dnnl_user_layouts dnnl_user_layouts_of(const dnnl_conv_shape& s) {
   using dnnl::memory;
   using tag = memory::format_tag;
-  const auto f32 = memory::data_type::f32;
   const memory::dims w_dims = s.group == 1 ? memory::dims{s.oc, s.ic, s.kh, s.kw}
                                            : memory::dims{s.group, s.oc / s.group, s.ic / s.group, s.kh, s.kw};
-  return {memory::desc(memory::dims{s.n, s.ic, s.ih, s.iw}, f32, tag::nchw),
-          memory::desc(w_dims, f32, s.group == 1 ? tag::oihw : tag::goihw),
-          memory::desc(memory::dims{s.n, s.oc, s.oh, s.ow}, f32, tag::nchw)};
+  return {memory::desc(memory::dims{s.n, s.ic, s.ih, s.iw}, s.src_type, tag::nchw),
+          memory::desc(w_dims, s.weights_type, s.group == 1 ? tag::oihw : tag::goihw),
+          memory::desc(memory::dims{s.n, s.oc, s.oh, s.ow}, s.dst_type, tag::nchw)};
 }
 
 /// The plan for `s`, created on first use; null when oneDNN does not take the shape (then the
@@ -114,8 +119,8 @@ inline std::shared_ptr<const dnnl_conv_plan> dnnl_conv_plan_for(const dnnl_conv_
   using tag = memory::format_tag;
   const auto f32 = memory::data_type::f32;
   const auto user = dnnl_user_layouts_of(s);
-  const memory::desc any_src(user.src.dims(), f32, tag::any), any_dst(user.dst.dims(), f32, tag::any),
-      any_w(user.weights.dims(), f32, tag::any), bias_md(memory::dims{s.oc}, f32, tag::x);
+  const memory::desc any_src(user.src.dims(), s.src_type, tag::any), any_dst(user.dst.dims(), s.dst_type, tag::any),
+      any_w(user.weights.dims(), s.weights_type, tag::any), bias_md(memory::dims{s.oc}, f32, tag::x);
   const memory::dims strides{s.sh, s.sw}, dilations{s.dh - 1, s.dw - 1}, pad_l{s.pt, s.pl}, pad_r{s.pb, s.pr};
   std::shared_ptr<dnnl_conv_plan> plan;
   try {
@@ -123,6 +128,7 @@ inline std::shared_ptr<const dnnl_conv_plan> dnnl_conv_plan_for(const dnnl_conv_
     const auto& engine = dnnl_cpu_engine();
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // per call: safe from several threads
+    if (s.src_zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
     plan = std::make_shared<dnnl_conv_plan>();
     const auto algo = dnnl::algorithm::convolution_direct;  // never Winograd: same numerics as direct
     const dnnl::convolution_forward::desc training(dnnl::prop_kind::forward_training, algo, any_src, any_w, any_dst,
@@ -209,7 +215,7 @@ inline void dnnl_swap_planes(const float* src, std::int64_t outer, std::int64_t 
 /// when it is a constant of the graph: a model's weights are reordered on its first run only (every
 /// run reordered them before: 7 ms of ResNet-18's 142 at batch 4, one thread).
 struct dnnl_prepared_operand {
-  const float* source = nullptr;
+  const void* source = nullptr;
   dnnl::memory::desc desc;
   dnnl::memory memory;  // owns its buffer
 };
@@ -217,7 +223,7 @@ struct dnnl_prepared_operand {
 /// `shared` in `plan`'s layout from the op's cache (`ctx.cache`, which must be set), reordered
 /// and kept there unless the cache already holds this source in this layout.
 inline dnnl::memory dnnl_prepared_shared(const kernel_context& ctx, const dnnl_conv_plan& plan,
-                                         dnnl::memory shared_user, const float* shared) {
+                                         dnnl::memory shared_user, const void* shared) {
   // Only this function writes a Conv's or ConvTranspose's cache, so the slot holds this type.
   const auto* kept = static_cast<const dnnl_prepared_operand*>(ctx.cache->prepared.get());
   if (kept && kept->source == shared && kept->desc == plan.shared) return kept->memory;
@@ -238,13 +244,20 @@ inline dnnl::memory dnnl_prepared_shared(const kernel_context& ctx, const dnnl_c
 /// per slice size): over the batch, or over oc for backward_weights. The bias is added by the
 /// primitive (forward) or afterwards (backward_data). False, having written nothing, when oneDNN
 /// does not take the shape. `shared_is_constant`: the shared operand is a constant of the graph
-/// (kernel_context::input_is_constant), so its reordered form can be kept between runs.
-inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const float* in, const float* shared,
-                          const float* bias, float* out, bool shared_is_constant) {
+/// (kernel_context::input_is_constant), so its reordered form can be kept between runs. Operands
+/// are of `s`'s element types (integer ones for forward only, the zero point `src_zero_point`).
+inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const void* in, const void* shared,
+                          const float* bias, void* out, bool shared_is_constant, std::int32_t src_zero_point = 0) {
   const bool by_oc = s.kind == dnnl_conv_kind::backward_weights;
   const std::int64_t units = by_oc ? s.oc : s.n;
   s.bias = bias && s.kind == dnnl_conv_kind::forward;
   if (bias && by_oc) return false;
+  const auto f32 = dnnl::memory::data_type::f32;
+  if (s.kind != dnnl_conv_kind::forward && (s.src_type != f32 || s.weights_type != f32 || s.dst_type != f32))
+    return false;
+  s.src_zero_point = src_zero_point != 0;
+  const auto in_bytes = static_cast<std::int64_t>(dnnl::memory::data_type_size(s.src_type));
+  const auto out_bytes = static_cast<std::int64_t>(dnnl::memory::data_type_size(s.dst_type));
   // Elements of the op's sliced input and output per unit of the slicing (forward, backward_data).
   const std::int64_t in_plane = s.ih * s.iw, out_plane = s.oh * s.ow, k_plane = s.kh * s.kw;
   const std::int64_t in_unit = s.kind == dnnl_conv_kind::forward ? s.ic * in_plane : s.oc * out_plane;
@@ -260,12 +273,12 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const fl
   const auto& engine = dnnl_cpu_engine();
   if (by_oc) {  // X^T [ic, n, ...] -> src [n, ic, ...]
     float* src_nchw = dnnl_buffer<0>(static_cast<std::size_t>(s.n * s.ic * in_plane) * sizeof(float));
-    dnnl_swap_planes(shared, s.ic, s.n, in_plane, 0, 0, s.ic, src_nchw);
+    dnnl_swap_planes(static_cast<const float*>(shared), s.ic, s.n, in_plane, 0, 0, s.ic, src_nchw);
     shared = src_nchw;
   }
   // The shared operand in oneDNN's layout once per call (once per plan if it is a constant), read
   // by every slice.
-  dnnl::memory shared_user(unit_plan->user_shared, engine, const_cast<float*>(shared));
+  dnnl::memory shared_user(unit_plan->user_shared, engine, const_cast<void*>(shared));
   dnnl::memory shared_mem = shared_user;
   if (unit_plan->shared_reorder) {
     if (shared_is_constant && ctx.cache) {
@@ -296,15 +309,18 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const fl
     // backward_weights: the slice's dY and dW in NCHW / OIHW.
     float* const in_buf = by_oc ? dnnl_buffer<4>(static_cast<std::size_t>(s.n * step * out_plane) * sizeof(float)) : nullptr;
     float* const out_buf = by_oc ? dnnl_buffer<5>(static_cast<std::size_t>(step * s.ic * k_plane) * sizeof(float)) : nullptr;
+    std::int32_t zero_point = src_zero_point;
+    const dnnl::memory zero_point_mem(dnnl::memory::desc({1}, dnnl::memory::data_type::s32, dnnl::memory::format_tag::x),
+                                      engine, &zero_point);
     for (auto first = static_cast<std::int64_t>(u0); first < static_cast<std::int64_t>(u1); first += step) {
-      const float* in_ptr = in + first * in_unit;
-      float* out_ptr = out + first * out_unit;
+      const void* in_ptr = static_cast<const std::byte*>(in) + first * in_unit * in_bytes;
+      void* out_ptr = static_cast<std::byte*>(out) + first * out_unit * out_bytes;
       if (by_oc) {  // dY^T [oc, n, ...] rows first.. -> diff_dst [n, step, ...]
-        dnnl_swap_planes(in, step, s.n, out_plane, first, 0, step, in_buf);
+        dnnl_swap_planes(static_cast<const float*>(in), step, s.n, out_plane, first, 0, step, in_buf);
         in_ptr = in_buf;
         out_ptr = out_buf;
       }
-      dnnl::memory in_user(plan->user_in, engine, const_cast<float*>(in_ptr));
+      dnnl::memory in_user(plan->user_in, engine, const_cast<void*>(in_ptr));
       dnnl::memory out_user(plan->user_out, engine, out_ptr);
       dnnl::memory in_mem = in_user, out_mem = out_user;
       if (plan->in_reorder) {
@@ -317,18 +333,19 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const fl
                                                  {plan->out_arg, out_mem},
                                                  {DNNL_ARG_SCRATCHPAD, scratch}};
       if (s.bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(plan->bias, engine, const_cast<float*>(bias)));
+      if (s.src_zero_point) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_mem);
       plan->conv.execute(stream, args);
       if (plan->out_reorder) plan->out_reorder.execute(stream, out_mem, out_user);
       if (by_oc) {  // diff_weights [step, ic, ...] -> the op's Y [ic, oc, ...] columns first..
         stream.wait();
-        dnnl_swap_planes(out_buf, step, s.ic, k_plane, 0, first, s.oc, out);
+        dnnl_swap_planes(out_buf, step, s.ic, k_plane, 0, first, s.oc, static_cast<float*>(out));
       }
     }
     stream.wait();
     if (bias && s.kind == dnnl_conv_kind::backward_data) {
       for (auto b = static_cast<std::int64_t>(u0); b < static_cast<std::int64_t>(u1); ++b)
         for (std::int64_t c = 0; c < s.ic; ++c) {
-          float* p = out + b * out_unit + c * in_plane;
+          float* p = static_cast<float*>(out) + b * out_unit + c * in_plane;
           for (std::int64_t i = 0; i < in_plane; ++i) p[i] += bias[c];
         }
     }

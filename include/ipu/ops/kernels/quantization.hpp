@@ -10,8 +10,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+
+#include "ipu/ops/kernels/integer_conv.hpp"
 #include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/registry.hpp"
 
@@ -20,14 +26,82 @@ namespace ipu::detail::tensor_ops {
 /// Round half to even (the default rounding mode, which the library never changes).
 inline float round_half_even(float v) noexcept { return std::nearbyint(v); }
 
-/// `v` rounded half to even, plus `zero_point`, saturated at Q's range (NaN maps to the zero point).
+/// `v` rounded half to even, plus `zero_point` (an 8-bit value), saturated at Q's range (NaN maps
+/// to the zero point). Written as selects without branches, so that loops over it vectorise: the
+/// rounding adds and subtracts 1.5 * 2^23, which for |v| <= 2^22 puts the sum where floats are the
+/// integers, so the add rounds v half to even as nearbyint does (a library call on baseline
+/// x86-64). Beyond 2^22 every float is an integer far outside Q's range, so clamping there first
+/// changes nothing.
 template <class Q>
-Q saturate_quantized(float v, std::int64_t zero_point) noexcept {
+Q saturate_quantized(float v, float zero_point) noexcept {
   constexpr auto lo = static_cast<float>(std::numeric_limits<Q>::min());
   constexpr auto hi = static_cast<float>(std::numeric_limits<Q>::max());
-  if (std::isnan(v)) v = 0.0f;
-  const float r = std::clamp(round_half_even(v) + static_cast<float>(zero_point), lo, hi);
+  constexpr float limit = 4194304.0f, shift = 12582912.0f;  // 2^22, 1.5 * 2^23
+  v = v == v ? v : 0.0f;  // NaN
+  v = v < -limit ? -limit : v;
+  v = v > limit ? limit : v;
+  float r = ((v + shift) - shift) + zero_point;
+  r = r < lo ? lo : r;
+  r = r > hi ? hi : r;
   return static_cast<Q>(r);
+}
+
+#if defined(__SSE2__)
+// saturate_quantized four lanes at a time. GCC will not vectorise its selects while floating-point
+// traps are assumed possible (-ftrapping-math, the default), so on SSE2 the same operations are
+// written out; each lane does the same IEEE operations and gives the scalar function's bits.
+
+/// saturate_quantized<Q> of each lane of `v`, as int32 lanes in Q's range.
+template <class Q>
+__m128i saturate_quantized4(__m128 v, __m128 zero_point) noexcept {
+  v = _mm_and_ps(v, _mm_cmpord_ps(v, v));  // NaN -> 0
+  v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(-4194304.0f)), _mm_set1_ps(4194304.0f));
+  const __m128 shift = _mm_set1_ps(12582912.0f);
+  v = _mm_add_ps(_mm_sub_ps(_mm_add_ps(v, shift), shift), zero_point);
+  v = _mm_max_ps(v, _mm_set1_ps(static_cast<float>(std::numeric_limits<Q>::min())));
+  return _mm_cvttps_epi32(_mm_min_ps(v, _mm_set1_ps(static_cast<float>(std::numeric_limits<Q>::max()))));
+}
+
+/// Stores eight int32 lanes already in Q's range as Q (the packs never saturate).
+template <class Q>
+void store_quantized8(__m128i first, __m128i second, Q* y) noexcept {
+  const __m128i words = _mm_packs_epi32(first, second);
+  const __m128i bytes = std::is_signed_v<Q> ? _mm_packs_epi16(words, words) : _mm_packus_epi16(words, words);
+  _mm_storel_epi64(reinterpret_cast<__m128i*>(y), bytes);
+}
+#endif
+
+/// y[i] = saturate_quantized<Q>(float(acc[i] + bias) * multiplier, zero_point) for i < n, the sums
+/// wrapping in 32 bits: a requantized row of QLinearConv.
+template <class Q>
+void requantize_row(const std::int32_t* acc, std::uint32_t bias, float multiplier, float zero_point, Q* y,
+                    std::size_t n) noexcept {
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i b = _mm_set1_epi32(static_cast<int>(bias));
+  const __m128 m = _mm_set1_ps(multiplier), zp = _mm_set1_ps(zero_point);
+  auto four = [&](std::size_t at) {
+    const __m128i sum = _mm_add_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(acc + at)), b);
+    return saturate_quantized4<Q>(_mm_mul_ps(_mm_cvtepi32_ps(sum), m), zp);
+  };
+  for (; i + 8 <= n; i += 8) store_quantized8(four(i), four(i + 4), y + i);
+#endif
+  for (; i < n; ++i)
+    y[i] = saturate_quantized<Q>(static_cast<float>(static_cast<std::int32_t>(static_cast<std::uint32_t>(acc[i]) + bias)) *
+                                     multiplier,
+                                 zero_point);
+}
+
+/// y[i] = saturate_quantized<Q>(x[i] / scale, zero_point) for i < n: QuantizeLinear per tensor.
+template <class Q>
+void quantize_row(const float* x, float scale, float zero_point, Q* y, std::size_t n) noexcept {
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  const __m128 s = _mm_set1_ps(scale), zp = _mm_set1_ps(zero_point);
+  auto four = [&](std::size_t at) { return saturate_quantized4<Q>(_mm_div_ps(_mm_loadu_ps(x + at), s), zp); };
+  for (; i + 8 <= n; i += 8) store_quantized8(four(i), four(i + 4), y + i);
+#endif
+  for (; i < n; ++i) y[i] = saturate_quantized<Q>(x[i] / scale, zero_point);
 }
 
 /// A scale or zero point: one value, or one per element of the quantized axis.
@@ -62,15 +136,24 @@ inline void quantize_linear_kernel(const kernel_context& ctx) {
   const auto& s = x.info().shape;
   const auto scale = read_axis_params(ctx, 1, s, "y_scale");
   const auto zero = read_axis_params(ctx, 2, s, "y_zero_point");
-  const auto xs = read_doubles(ctx, x);
-  const auto n = static_cast<std::int64_t>(xs.size());
+  const auto n = x.info().num_elements();
   auto run = [&]<class Q>() {
     Q* y = data_as<Q>(ctx.outputs[0]);
+    if (x.info().type == data_type::F32 && scale.values.size() <= 1 && zero.values.size() <= 1) {
+      // Per tensor from float (a QDQ model's every activation): one straight pass, the same values.
+      const float* in = data_as<float>(x);
+      const auto sc = static_cast<float>(scale.at(0, 1.0));
+      const auto zp = static_cast<float>(zero.at(0, 0.0));
+      if (n > 0 && sc == 0.0f) throw ctx.fail("y_scale is zero", "give a non-zero scale");
+      quantize_row(in, sc, zp, y, static_cast<std::size_t>(n));
+      return;
+    }
+    const auto xs = read_doubles(ctx, x);
     for (std::int64_t i = 0; i < n; ++i) {
       const auto sc = static_cast<float>(scale.at(i, 1.0));
       if (sc == 0.0f) throw ctx.fail("y_scale is zero", "give a non-zero scale");
       y[i] = saturate_quantized<Q>(static_cast<float>(xs[static_cast<std::size_t>(i)]) / sc,
-                                   static_cast<std::int64_t>(zero.at(i, 0.0)));
+                                   static_cast<float>(zero.at(i, 0.0)));
     }
   };
   if (ctx.outputs[0].info().type == data_type::S8)
@@ -84,8 +167,23 @@ inline void dequantize_linear_kernel(const kernel_context& ctx) {
   const auto& s = x.info().shape;
   const auto scale = read_axis_params(ctx, 1, s, "x_scale");
   const auto zero = read_axis_params(ctx, 2, s, "x_zero_point");
+  const auto out_type = ctx.outputs[0].info().type;
+  if (out_type == data_type::F32 && scale.values.size() <= 1 && zero.values.size() <= 1 &&
+      (x.info().type == data_type::U8 || x.info().type == data_type::S8)) {
+    // Per tensor to float (a QDQ model's every activation): one straight pass, the same values.
+    const auto sc = static_cast<float>(scale.at(0, 1.0));
+    const auto zp = static_cast<std::int64_t>(zero.at(0, 0.0));
+    float* y = data_as<float>(ctx.outputs[0]);
+    const auto n = static_cast<std::size_t>(x.info().num_elements());
+    auto pass = [&](const auto* q) {
+      for (std::size_t i = 0; i < n; ++i) y[i] = static_cast<float>(std::int64_t{q[i]} - zp) * sc;
+    };
+    if (x.info().type == data_type::U8) pass(data_as<std::uint8_t>(x));
+    else pass(data_as<std::int8_t>(x));
+    return;
+  }
   const auto xs = read_ints(ctx, x, "x");
-  visit_float(ctx.outputs[0].info().type, ctx, [&]<class T>() {
+  visit_float(out_type, ctx, [&]<class T>() {
     T* y = data_as<T>(ctx.outputs[0]);
     for (std::size_t i = 0; i < xs.size(); ++i) {
       const auto k = static_cast<std::int64_t>(i);
@@ -107,9 +205,9 @@ inline void dynamic_quantize_linear_kernel(const kernel_context& ctx) {
     hi = std::max(hi, in[i]);
   }
   const float scale = (hi - lo) / 255.0f;
-  const auto zero = scale == 0.0f ? std::uint8_t{0} : saturate_quantized<std::uint8_t>(-lo / scale, 0);
+  const auto zero = scale == 0.0f ? std::uint8_t{0} : saturate_quantized<std::uint8_t>(-lo / scale, 0.0f);
   std::uint8_t* y = data_as<std::uint8_t>(ctx.outputs[0]);
-  for (std::size_t i = 0; i < n; ++i) y[i] = scale == 0.0f ? zero : saturate_quantized<std::uint8_t>(in[i] / scale, zero);
+  for (std::size_t i = 0; i < n; ++i) y[i] = scale == 0.0f ? zero : saturate_quantized<std::uint8_t>(in[i] / scale, static_cast<float>(zero));
   if (has_output(ctx, 1)) *data_as<float>(ctx.outputs[1]) = scale;
   if (has_output(ctx, 2)) *data_as<std::uint8_t>(ctx.outputs[2]) = zero;
 }
@@ -178,7 +276,9 @@ inline std::vector<std::int32_t> integer_matmul(const kernel_context& ctx, std::
 }
 
 /// Integer convolution (N-D, groups, strides, dilations, pads or auto_pad) of x (input `ix`) and w
-/// (input `iw`) with zero points; out is [N, M, out spatial...] as the IR's output 0.
+/// (input `iw`) with zero points; out is [N, M, out spatial...] as the IR's output 0. One and two
+/// spatial dimensions run on oneDNN's int8 convolution or the float GEMM, exactly (integer_conv.hpp);
+/// the loop below is the reference they are tested against, and runs the rest.
 inline std::vector<std::int32_t> integer_conv(const kernel_context& ctx, std::size_t ix, std::size_t ix_zp,
                                               std::size_t iw, std::size_t iw_zp) {
   const shape xs = ctx.input(ix).info().shape;
@@ -187,7 +287,6 @@ inline std::vector<std::int32_t> integer_conv(const kernel_context& ctx, std::si
   const std::size_t sp = xs.rank() - 2;
   const auto batch = xs[0], cin = xs[1], m = ws[0], cg = ws[1];
   const auto group = ctx.attr_int("group", 1);
-  const auto x = read_int32s(ctx, ix, "x"), w = read_int32s(ctx, iw, "w");
   const auto xzp = static_cast<std::int32_t>(per_index(ctx, ix_zp, 1, 0.0, "x_zero_point")[0]);
   const auto wzp = per_index(ctx, iw_zp, m, 0.0, "w_zero_point");
   const auto strides = ctx.attr_ints("strides", std::vector<std::int64_t>(sp, 1));
@@ -202,13 +301,18 @@ inline std::vector<std::int32_t> integer_conv(const kernel_context& ctx, std::si
       pads[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
     }
   }
+  std::vector<std::int32_t> out;
+  if (integer_conv_on_dnnl(ctx, ix, iw, xzp, wzp, group, out)) return out;
+  if (integer_conv_by_gemm(ctx, ix, iw, xzp, wzp, strides, dil, std::span<const std::int64_t>(pads).first(sp), group, out))
+    return out;
+  const auto x = read_int32s(ctx, ix, "x"), w = read_int32s(ctx, iw, "w");
   std::int64_t out_sp = 1, in_sp = 1, k_sp = 1;
   for (std::size_t d = 0; d < sp; ++d) {
     out_sp *= ys[d + 2];
     in_sp *= xs[d + 2];
     k_sp *= ws[d + 2];
   }
-  std::vector<std::int32_t> out(static_cast<std::size_t>(batch * m * out_sp));
+  out.assign(static_cast<std::size_t>(batch * m * out_sp), 0);
   std::vector<std::int64_t> o(sp), kk(sp);
   const auto m_per_group = m / group;
   for (std::int64_t b = 0; b < batch; ++b)
@@ -259,19 +363,14 @@ inline void conv_integer_kernel(const kernel_context& ctx) {
   std::copy(r.begin(), r.end(), data_as<std::int32_t>(ctx.outputs[0]));
 }
 
-/// Writes acc[i] * multiplier(i) rounded, plus the y zero point, saturated.
-template <class M>
-void requantize(const kernel_context& ctx, const std::vector<std::int32_t>& acc, M multiplier) {
-  const auto yzp = static_cast<std::int64_t>(per_index(ctx, 7, 1, 0.0, "y_zero_point")[0]);
-  auto run = [&]<class Q>() {
-    Q* y = data_as<Q>(ctx.outputs[0]);
-    for (std::size_t i = 0; i < acc.size(); ++i)
-      y[i] = saturate_quantized<Q>(static_cast<float>(acc[i]) * multiplier(i), yzp);
-  };
+/// Calls `store.template operator()<Q>(y, y_zero_point)` with output 0 as Q, its 8-bit type.
+template <class F>
+void with_quantized_output(const kernel_context& ctx, F&& store) {
+  const auto yzp = static_cast<float>(per_index(ctx, 7, 1, 0.0, "y_zero_point")[0]);
   if (ctx.outputs[0].info().type == data_type::S8)
-    run.template operator()<std::int8_t>();
+    store.template operator()<std::int8_t>(data_as<std::int8_t>(ctx.outputs[0]), yzp);
   else
-    run.template operator()<std::uint8_t>();
+    store.template operator()<std::uint8_t>(data_as<std::uint8_t>(ctx.outputs[0]), yzp);
 }
 
 inline void qlinear_matmul_kernel(const kernel_context& ctx) {
@@ -281,29 +380,37 @@ inline void qlinear_matmul_kernel(const kernel_context& ctx) {
   const auto as = per_index(ctx, 1, m, 1.0, "a_scale"), bs = per_index(ctx, 4, n, 1.0, "b_scale");
   const auto ys = static_cast<float>(per_index(ctx, 6, 1, 1.0, "y_scale")[0]);
   if (ys == 0.0f) throw ctx.fail("y_scale is zero", "give a non-zero scale");
-  requantize(ctx, acc, [&](std::size_t i) {
-    const auto row = static_cast<std::size_t>((static_cast<std::int64_t>(i) / n) % m);
-    const auto col = static_cast<std::size_t>(static_cast<std::int64_t>(i) % n);
-    return static_cast<float>(as[row]) * static_cast<float>(bs[col]) / ys;
+  with_quantized_output(ctx, [&]<class Q>(Q* y, float yzp) {
+    for (std::size_t i = 0; i < acc.size(); ++i) {
+      const auto row = static_cast<std::size_t>((static_cast<std::int64_t>(i) / n) % m);
+      const auto col = static_cast<std::size_t>(static_cast<std::int64_t>(i) % n);
+      const float multiplier = static_cast<float>(as[row]) * static_cast<float>(bs[col]) / ys;
+      y[i] = saturate_quantized<Q>(static_cast<float>(acc[i]) * multiplier, yzp);
+    }
   });
 }
 
+/// The int32 sum plus the bias (wrapping), times x_scale * w_scale / y_scale in float, rounded
+/// half to even, plus y's zero point, saturated: one multiplier per output channel.
 inline void qlinear_conv_kernel(const kernel_context& ctx) {
-  auto acc = integer_conv(ctx, 0, 2, 3, 5);
+  const auto acc = integer_conv(ctx, 0, 2, 3, 5);
   const auto& ys = ctx.outputs[0].info().shape;
   const auto m = ys[1];
-  const auto out_sp = ys.num_elements() / std::max<std::int64_t>(ys[0] * m, 1);
-  if (ctx.has_input(8)) {
-    const auto bias = read_int32s(ctx, 8, "B");
-    for (std::size_t i = 0; i < acc.size(); ++i)
-      acc[i] = static_cast<std::int32_t>(acc[i] + std::int64_t{bias[static_cast<std::size_t>((static_cast<std::int64_t>(i) / out_sp) % m)]});
-  }
+  const auto planes = ys[0] * m;
+  const auto out_sp = ys.num_elements() / std::max<std::int64_t>(planes, 1);
+  const auto bias = ctx.has_input(8) ? read_int32s(ctx, 8, "B") : std::vector<std::int32_t>(static_cast<std::size_t>(m), 0);
   const auto xs = static_cast<float>(per_index(ctx, 1, 1, 1.0, "x_scale")[0]);
   const auto ws = per_index(ctx, 4, m, 1.0, "w_scale");
   const auto yscale = static_cast<float>(per_index(ctx, 6, 1, 1.0, "y_scale")[0]);
   if (yscale == 0.0f) throw ctx.fail("y_scale is zero", "give a non-zero scale");
-  requantize(ctx, acc, [&](std::size_t i) {
-    return xs * static_cast<float>(ws[static_cast<std::size_t>((static_cast<std::int64_t>(i) / out_sp) % m)]) / yscale;
+  with_quantized_output(ctx, [&]<class Q>(Q* y, float yzp) {
+    for (std::int64_t plane = 0; plane < planes; ++plane) {
+      const auto c = static_cast<std::size_t>(plane % m);
+      const float multiplier = xs * static_cast<float>(ws[c]) / yscale;
+      const auto first = static_cast<std::size_t>(plane * out_sp);
+      requantize_row(acc.data() + first, static_cast<std::uint32_t>(bias[c]), multiplier, yzp, y + first,
+                     static_cast<std::size_t>(out_sp));
+    }
   });
 }
 
