@@ -15,7 +15,9 @@ It is then quantized the way PyTorch's eager-mode post-training flow does it (fu
 fbgemm qconfig: per-channel int8 weights, uint8 activations; calibrated on 8 random batches;
 converted) and exported with torch.onnx at opset 13, which writes QuantizeLinear /
 DequantizeLinear pairs around float Conv / Gemm / Add ops. Both the float and the quantized model
-are run by PyTorch and by `ipu run` on the same images. Reported: top-1 agreement of each ipu run
+are run by PyTorch and by `ipu run` on the same images, the QDQ model twice: as written (float
+products between the DequantizeLinear and QuantizeLinear ops) and with `--passes fuse-qdq,default`
+(integer QLinearConv, as PyTorch's quantized kernels compute). Reported: top-1 agreement of each ipu run
 with PyTorch's float model and with PyTorch's own quantized model, the largest logit difference
 relative to the largest |logit|, and how many distinct classes the float model predicts (random
 weights predict few, which makes agreement easier: read it with that number).
@@ -29,11 +31,11 @@ import tempfile
 import numpy as np
 
 
-def ipu_run(ipu, model, images_npy, out_dir):
+def ipu_run(ipu, model, images_npy, out_dir, extra=()):
     import onnx
     name = onnx.load(model).graph.input[0].name
     os.makedirs(out_dir, exist_ok=True)
-    res = subprocess.run([ipu, "run", model, "--input", f"{name}={images_npy}", "--output-dir", out_dir],
+    res = subprocess.run([ipu, "run", model, "--input", f"{name}={images_npy}", "--output-dir", out_dir, *extra],
                          capture_output=True, text=True)
     if res.returncode != 0:
         lines = [l for l in (res.stderr or res.stdout).strip().splitlines() if l.strip()]
@@ -88,10 +90,13 @@ def main():
     torch.onnx.export(model, images, qdq_onnx, opset_version=13)
     with torch.no_grad():
         ref_quant = model(images).numpy()
+    np.save(os.path.join(work, "torch_f32.npy"), ref_float)
+    np.save(os.path.join(work, "torch_int8.npy"), ref_quant)
 
     print("running both through ipu ...", flush=True)
     ipu_float = ipu_run(args.ipu, float_onnx, images_npy, os.path.join(work, "out_f32"))
     ipu_quant = ipu_run(args.ipu, qdq_onnx, images_npy, os.path.join(work, "out_qdq"))
+    ipu_int = ipu_run(args.ipu, qdq_onnx, images_npy, os.path.join(work, "out_int"), ["--passes", "fuse-qdq,default"])
 
     import onnx
     from collections import Counter
@@ -114,6 +119,8 @@ def main():
     print(f"{'torch, quantized model':<28}{agree(ref_quant, ref_float):>20.3f}{'':>21}{rel(ref_quant, ref_float):>14.2e}")
     print(f"{'ipu, QDQ model':<28}{agree(ipu_quant, ref_float):>20.3f}{agree(ipu_quant, ref_quant):>21.3f}"
           f"{rel(ipu_quant, ref_quant):>14.2e}")
+    print(f"{'ipu, QDQ model, fuse-qdq':<28}{agree(ipu_int, ref_float):>20.3f}{agree(ipu_int, ref_quant):>21.3f}"
+          f"{rel(ipu_int, ref_quant):>14.2e}")
     return 0
 
 

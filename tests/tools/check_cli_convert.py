@@ -113,6 +113,47 @@ expect(j["passes"] == [], f"compile --no-optimize: {j['passes']}")
 got = outputs(path("model.popef"), "popef")
 expect(np.abs(got - want).max() / scale < 1e-5, "the compiled optimised model's outputs differ")
 
+# fuse-qdq, named before the defaults: a QDQ Conv (x and its weights dequantized, the result
+# quantized) becomes one QLinearConv in the converted file, which ONNX's checker accepts; the
+# integer outputs stay within one quantization step of the float QDQ graph's.
+sx, sw, sy = np.float32(0.05), (rng.random(c_out) * 0.02 + 0.005).astype(np.float32), np.float32(0.1)
+wq = rng.integers(-127, 128, (c_out, 3, 3, 3), dtype=np.int8)
+q_init = [
+    numpy_helper.from_array(np.array(sx), "sx"), numpy_helper.from_array(np.array(128, np.uint8), "zx"),
+    numpy_helper.from_array(wq, "wq"), numpy_helper.from_array(sw, "sw"),
+    numpy_helper.from_array(np.zeros(c_out, np.int8), "zw"),
+    numpy_helper.from_array(rng.integers(-500, 500, c_out, dtype=np.int32), "bq"),
+    numpy_helper.from_array((sx * sw).astype(np.float32), "sb"),
+    numpy_helper.from_array(np.array(sy), "sy"), numpy_helper.from_array(np.array(0, np.uint8), "zy"),
+]
+q_nodes = [
+    helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+    helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xd"]),
+    helper.make_node("DequantizeLinear", ["wq", "sw", "zw"], ["wd"], axis=0),
+    helper.make_node("DequantizeLinear", ["bq", "sb"], ["bd"], axis=0),
+    helper.make_node("Conv", ["xd", "wd", "bd"], ["conv"], pads=[1, 1, 1, 1]),
+    helper.make_node("Relu", ["conv"], ["relu"]),
+    helper.make_node("QuantizeLinear", ["relu", "sy", "zy"], ["yq"]),
+    helper.make_node("DequantizeLinear", ["yq", "sy", "zy"], ["y"]),
+]
+q_graph = helper.make_graph(q_nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 6, 6])],
+                            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, c_out, 6, 6])], q_init)
+q_model = helper.make_model(q_graph, opset_imports=[helper.make_opsetid("", 13)])
+onnx.checker.check_model(q_model)
+onnx.save(q_model, path("qdq.onnx"))
+j = json.loads(run("convert", path("qdq.onnx"), "-o", path("qdq_int.onnx"), "--passes", "fuse-qdq,default",
+                   "--json").stdout)
+expect([p["pass"] for p in j["passes"]][:2] == ["fuse-qdq", "eliminate-dead-code"], f"fuse-qdq,default: {j['passes']}")
+q_opt = onnx.load(path("qdq_int.onnx"))
+onnx.checker.check_model(q_opt)
+expect(sorted(n.op_type for n in q_opt.graph.node if n.op_type != "Constant") ==
+       ["DequantizeLinear", "QLinearConv", "QuantizeLinear"], f"fuse-qdq's ops: {[n.op_type for n in q_opt.graph.node]}")
+q_float = outputs(path("qdq.onnx"), "qdq_float")
+q_int = outputs(path("qdq.onnx"), "qdq_int", "--passes", "fuse-qdq,default")
+expect(np.abs(q_int - q_float).max() <= sy * 1.001, f"fuse-qdq moved an output by {np.abs(q_int - q_float).max()}")
+expect(np.array_equal(outputs(path("qdq_int.onnx"), "qdq_converted", "--no-optimize"), q_int),
+       "the converted QLinearConv model differs from run --passes fuse-qdq,default")
+
 # Refusals, one line each.
 for args, words in [
     (["convert", path("model.onnx"), "-o", path("bad.onnx"), "--passes", "fold-everything"], "no graph pass 'fold-everything'"),
@@ -124,6 +165,7 @@ for args, words in [
     (["run", path("model.popef"), "--no-optimize"], "optimised when it was compiled"),
     (["compile", path("model.onnx"), "-o", path("bad.popef"), "--passes", "bogus"], "no graph pass 'bogus'"),
     (["run", path("model.onnx"), "--passes", "bogus"], "no graph pass 'bogus'"),
+    (["run", path("qdq.onnx"), "--input", "x=" + path("x.npy"), "--passes", "default,fuse-qdq"], "pass 'fuse-qdq' comes after 'fold-constants'"),
 ]:
     p = run(*args, fail=True)
     expect(words in p.stderr, f"ipu {' '.join(args)}: {p.stderr.strip()!r} does not say {words!r}")

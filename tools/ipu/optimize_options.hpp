@@ -21,10 +21,14 @@ struct optimize_args {
 };
 
 inline void add_optimize_options(CLI::App& cmd, optimize_args& a) {
-  std::string names;
-  for (const auto& p : ipu::passes::all_passes()) names += (names.empty() ? "" : ", ") + std::string(p.name);
+  std::string defaults, by_name;
+  for (const auto& p : ipu::passes::all_passes()) {
+    auto& list = p.by_default ? defaults : by_name;
+    list += (list.empty() ? "" : ", ") + std::string(p.name);
+  }
   cmd.add_option("--passes", a.passes,
-                 "graph passes to run, in order, comma-separated (default: all: " + names + "; none: no pass)");
+                 "graph passes to run, in order, comma-separated (default: " + defaults + "; by name only: " + by_name +
+                     ", e.g. --passes fuse-qdq,default; none: no pass)");
   cmd.add_flag("--no-optimize", a.no_optimize, "run the model as imported, without graph passes (--passes none)");
 }
 

@@ -27,6 +27,7 @@
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/known_values.hpp"
 #include "ipu/half.hpp"
+#include "ipu/passes/pattern.hpp"
 #include "ipu/passes/rewrite.hpp"
 
 namespace ipu::passes {
@@ -81,18 +82,6 @@ inline byte_buffer rounded(const std::vector<double>& v, data_type type) {
   }
   const auto* data = out.data();
   return byte_buffer::share(std::move(held), data, out.size());
-}
-
-inline std::int64_t int_attribute(const op_node& op, std::string_view name, std::int64_t fallback) {
-  if (const auto* a = op.find_attribute(name))
-    if (const auto* v = std::get_if<std::int64_t>(&a->value)) return *v;
-  return fallback;
-}
-
-inline float float_attribute(const op_node& op, std::string_view name, float fallback) {
-  if (const auto* a = op.find_attribute(name))
-    if (const auto* v = std::get_if<float>(&a->value)) return *v;
-  return fallback;
 }
 
 }  // namespace detail

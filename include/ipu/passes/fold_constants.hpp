@@ -36,6 +36,8 @@ namespace ipu::passes {
 struct constant_folding_options {
   /// The largest output one folded op may write.
   std::size_t max_bytes = std::size_t{64} << 20;
+  /// Ops never folded, when given (fuse-qdq keeps DequantizeLinear to see the quantized weights).
+  bool (*keep)(const op_node&) = nullptr;
 };
 
 namespace detail {
@@ -66,7 +68,7 @@ inline graph fold_constants(const graph& g, constant_folding_options o = {}) {
   bool any = false;
   for (const auto id : topological_order(g)) {
     const auto& op = g.op(id);
-    if (!detail::foldable_type(op) || op.inputs.empty() || op.outputs.empty()) continue;
+    if (!detail::foldable_type(op) || op.inputs.empty() || op.outputs.empty() || (o.keep && o.keep(op))) continue;
     std::vector<const_tensor_view> inputs;
     std::size_t in_bytes = 0, out_bytes = 0;
     bool known = true;

@@ -2,11 +2,13 @@
 // The graph optimisation stage: named passes run in a given order, as PopRT's model conversion and
 // ONNX Runtime's graph transformers do before a model is planned. `ipu run`, `ipu compile` and
 // `ipu convert` run default_passes() unless told otherwise (`--passes`, `--no-optimize`); library
-// users call optimize() themselves. Every pass keeps what the graph computes, up to rounding.
+// users call optimize() themselves. Every default pass keeps what the graph computes, up to
+// rounding; fuse-qdq, which runs a QDQ model's products on the integers, is asked for by name.
 #include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ipu/error.hpp"
@@ -15,6 +17,7 @@
 #include "ipu/passes/fold_batch_normalization.hpp"
 #include "ipu/passes/fold_constants.hpp"
 #include "ipu/passes/fuse_layer_normalization.hpp"
+#include "ipu/passes/fuse_qdq.hpp"
 #include "ipu/passes/fuse_swish.hpp"
 
 namespace ipu::passes {
@@ -23,26 +26,33 @@ struct pass_info {
   std::string_view name;
   std::string_view does;
   graph (*run)(const graph&);
+  bool by_default = true;    // in default_passes()
+  std::string_view before;   // a pass this one must precede in a list, when it has one
 };
 
-/// Every pass, in the order default_passes() runs them.
+/// Every pass; default_passes() runs those marked by_default, in this order.
 inline const std::vector<pass_info>& all_passes() {
   static const std::vector<pass_info> passes{
-      {"eliminate-dead-code", "drop ops no graph output depends on", [](const graph& g) { return eliminate_dead_code(g); }},
+      {"fuse-qdq",
+       "run a QDQ model's Conv and MatMul on the integers as QLinearConv / QLinearMatMul (results may move by a "
+       "quantization step; not a default pass)",
+       [](const graph& g) { return fuse_qdq(g); }, false, "fold-constants"},
+      {"eliminate-dead-code", "drop ops no graph output depends on", [](const graph& g) { return eliminate_dead_code(g); }, true, {}},
       {"fold-constants", "run ops whose inputs are all known once, keeping their outputs as constants",
-       [](const graph& g) { return fold_constants(g); }},
+       [](const graph& g) { return fold_constants(g); }, true, {}},
       {"fold-batch-normalization", "fold inference BatchNormalization into the Conv or Gemm before it",
-       [](const graph& g) { return fold_batch_normalization(g); }},
+       [](const graph& g) { return fold_batch_normalization(g); }, true, {}},
       {"fuse-layer-normalization", "fuse layer normalisation written out as nine ONNX ops into LayerNormalization",
-       [](const graph& g) { return fuse_layer_normalization(g); }},
-      {"fuse-swish", "fuse Sigmoid(x) times x (SiLU) into ai.graphcore Swish", [](const graph& g) { return fuse_swish(g); }},
+       [](const graph& g) { return fuse_layer_normalization(g); }, true, {}},
+      {"fuse-swish", "fuse Sigmoid(x) times x (SiLU) into ai.graphcore Swish", [](const graph& g) { return fuse_swish(g); }, true, {}},
   };
   return passes;
 }
 
 inline std::vector<std::string> default_passes() {
   std::vector<std::string> names;
-  for (const auto& p : all_passes()) names.emplace_back(p.name);
+  for (const auto& p : all_passes())
+    if (p.by_default) names.emplace_back(p.name);
   return names;
 }
 
@@ -57,9 +67,9 @@ inline const pass_info& find_pass(std::string_view name) {
               "name passes from: " + known);
 }
 
-/// "a,b,c" as pass names, each checked; "none" is the empty list and "default" default_passes().
+/// "a,b,c" as pass names, each checked; "none" is the empty list and "default", alone or as an item,
+/// default_passes(). A pass that must precede another is refused after it.
 inline std::vector<std::string> parse_pass_list(std::string_view list) {
-  if (list == "default") return default_passes();
   if (list == "none") return {};
   std::vector<std::string> names;
   std::size_t from = 0;
@@ -69,9 +79,23 @@ inline std::vector<std::string> parse_pass_list(std::string_view list) {
     if (name.empty())
       throw error(error_category::usage, "the pass list '" + std::string(list) + "' has an empty name", "--passes",
                   "separate pass names with single commas, e.g. --passes fold-constants,eliminate-dead-code");
-    names.emplace_back(find_pass(name).name);
+    if (name == "default") {
+      for (auto& d : default_passes()) names.push_back(std::move(d));
+    } else {
+      names.emplace_back(find_pass(name).name);
+    }
     if (comma == std::string_view::npos) break;
     from = comma + 1;
+  }
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const auto& pass = find_pass(names[i]);
+    if (pass.before.empty()) continue;
+    for (std::size_t j = 0; j < i; ++j)
+      if (names[j] == pass.before)
+        throw error(error_category::usage,
+                    "pass '" + names[i] + "' comes after '" + names[j] + "' in '" + std::string(list) + "'", "--passes",
+                    "name " + names[i] + " before " + names[j] + " (e.g. --passes " + names[i] + ",default): " +
+                        names[j] + " would leave it nothing to match");
   }
   return names;
 }

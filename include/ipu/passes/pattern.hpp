@@ -2,7 +2,9 @@
 // What the fusion passes ask of a graph while they match a pattern of ops.
 #include <cstddef>
 #include <string>
+#include <cstdint>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "ipu/format.hpp"
@@ -42,6 +44,20 @@ constexpr tensor_id other_operand(const op_node& op, tensor_id t) {
   if (op.inputs[0] == t && op.inputs[1] != t) return op.inputs[1];
   if (op.inputs[1] == t && op.inputs[0] != t) return op.inputs[0];
   return no_tensor;
+}
+
+/// Integer attribute `name` of `op`, or `fallback` when absent or of another kind.
+constexpr std::int64_t int_attribute(const op_node& op, std::string_view name, std::int64_t fallback) {
+  if (const auto* a = op.find_attribute(name))
+    if (const auto* v = std::get_if<std::int64_t>(&a->value)) return *v;
+  return fallback;
+}
+
+/// Float attribute `name` of `op`, or `fallback` when absent or of another kind.
+constexpr float float_attribute(const op_node& op, std::string_view name, float fallback) {
+  if (const auto* a = op.find_attribute(name))
+    if (const auto* v = std::get_if<float>(&a->value)) return *v;
+  return fallback;
 }
 
 }  // namespace ipu::passes::detail
