@@ -104,6 +104,34 @@ TEST_CASE("ConvInteger on oneDNN int8 and on the float GEMM equals an integer lo
   MESSAGE("oneDNN's int8 convolution " << path);
 }
 
+TEST_CASE("ConvInteger keeps its converted weights between runs, and reads a changed run-time zero point") {
+  // The weights are a constant; the weight zero point is a run-time input that changes between
+  // runs: 0 (oneDNN's path where the CPU has VNNI), then 1 and 2 (the float GEMM), then 0 again.
+  const auto entry = registry().find("", "ConvInteger");
+  REQUIRE(entry);
+  ipu::op_node op;
+  op.type = "ConvInteger";
+  op.name = "cached";
+  const std::vector<std::int64_t> xv{1, 9, 3, 250, 7, 0, 5, 6, 200, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+  const std::vector<std::int64_t> wv{1, -2, 3, -4, 5, -6, 7, -128, 127, 0, -1, 2, 30, -40, 50, -60};
+  const auto x = u8({1, 2, 3, 3}, std::vector<std::uint8_t>(xv.begin(), xv.end()));
+  const auto w = s8({2, 2, 2, 2}, std::vector<std::int8_t>(wv.begin(), wv.end()));
+  const auto xzp = u8({}, {3});
+  ipu::op_cache cache;
+  for (const std::int8_t zw : {0, 1, 2, 0}) {
+    CAPTURE(int{zw});
+    const auto wzp = s8({2}, {zw, zw});
+    const std::vector<ipu::const_tensor_view> in{x.view(), w.view(), xzp.view(), wzp.view()};
+    host_tensor y(info(data_type::S32, {1, 2, 2, 2}));
+    const std::vector<ipu::tensor_view> out{y.view()};
+    ipu::kernel_context ctx{op, in, out, chunked_for};
+    ctx.cache = &cache;
+    ctx.constant_inputs = 0b10;  // w
+    entry->kernel(ctx);
+    CHECK(values<std::int32_t>(y) == naive_conv2d(xv, wv, {1, 2, 3, 3}, {2, 2, 2, 2}, 2, 2, 1, 1, 1, 0, 3, {zw, zw}));
+  }
+}
+
 TEST_CASE("ConvInteger in one dimension, and an exact-chunk length per operand range") {
   // x - 1 = [0, 1, 2, 3], kernel [1, -1] with stride 1: x[i] - x[i+1] = -1 each.
   auto y = run1("ConvInteger", {u8({1, 1, 4}, {1, 2, 3, 4}), s8({1, 1, 2}, {1, -1}), u8({}, {1})},

@@ -46,6 +46,28 @@ constexpr std::int64_t exact_float_chunk(std::int64_t bound_a, std::int64_t boun
   return std::max<std::int64_t>((std::int64_t{1} << 24) / largest, 1);
 }
 
+/// Weights minus their output channel's zero point, as floats, [M][K]; kept in the op's cache.
+struct integer_conv_weights {
+  const void* source = nullptr;
+  std::vector<double> zero_points;  // those subtracted (a zero point may be a run-time input)
+  std::vector<float> values;
+  std::int64_t bound = 0;  // the largest |w - zero point|
+};
+
+/// What an integer convolution keeps in its op's cache, a slot per path: the path can change
+/// between runs when a zero point is a run-time input, so neither reads the other's.
+struct integer_conv_cache {
+  op_cache dnnl;                               // oneDNN's reordered weights (conv_dnnl.hpp)
+  std::shared_ptr<integer_conv_weights> gemm;  // the float GEMM's weights
+};
+
+/// The op's integer_conv_cache, made on first use; null when the runner keeps nothing.
+inline integer_conv_cache* integer_conv_cache_of(const kernel_context& ctx) {
+  if (!ctx.cache) return nullptr;
+  if (!ctx.cache->prepared) ctx.cache->prepared = std::make_shared<integer_conv_cache>();
+  return static_cast<integer_conv_cache*>(ctx.cache->prepared.get());  // only integer convolutions write it
+}
+
 /// Whether this CPU runs oneDNN's int8 convolutions on VNNI dot products (AVX-512 VNNI or AVX-VNNI;
 /// later ISAs include them), which sum u8 x s8 products in int32 exactly.
 inline bool dnnl_int8_is_exact() {
@@ -84,16 +106,12 @@ inline bool integer_conv_on_dnnl(const kernel_context& ctx, std::size_t ix, std:
   s.weights_type = dt::s8;
   s.dst_type = dt::s32;
   out.assign(static_cast<std::size_t>(ys.num_elements()), 0);
-  return math_ops::dnnl_conv_run(ctx, s, x.data(), w.data(), nullptr, out.data(), ctx.input_is_constant(iw),
+  auto* held = integer_conv_cache_of(ctx);
+  kernel_context own_slot = ctx;  // oneDNN's path keeps its weights in its own slot
+  own_slot.cache = held ? &held->dnnl : nullptr;
+  return math_ops::dnnl_conv_run(own_slot, s, x.data(), w.data(), nullptr, out.data(), ctx.input_is_constant(iw),
                                  static_cast<std::int32_t>(xzp));
 }
-
-/// Weights minus their output channel's zero point, as floats, [M][K]; kept in the op's cache.
-struct integer_conv_weights {
-  const void* source = nullptr;
-  std::vector<float> values;
-  std::int64_t bound = 0;  // the largest |w - zero point|
-};
 
 /// The 2-D window of an integer convolution (1-D as height 1).
 struct integer_window {
@@ -127,12 +145,14 @@ inline bool integer_conv_by_gemm(const kernel_context& ctx, std::size_t ix, std:
 
   // Weights, converted once (and kept when they are constant).
   const void* source = w.data();
-  const bool keep = ctx.cache && ctx.input_is_constant(iw);
-  auto* kept = keep ? static_cast<integer_conv_weights*>(ctx.cache->prepared.get()) : nullptr;  // only this path writes it
+  auto* held = integer_conv_cache_of(ctx);
+  const bool keep = held && ctx.input_is_constant(iw);
+  auto* kept = keep ? held->gemm.get() : nullptr;
   std::shared_ptr<integer_conv_weights> made;
-  if (!kept || kept->source != source || kept->values.size() != static_cast<std::size_t>(m * K)) {
+  if (!kept || kept->source != source || kept->zero_points != wzp || kept->values.size() != static_cast<std::size_t>(m * K)) {
     made = std::make_shared<integer_conv_weights>();
     made->source = source;
+    made->zero_points = wzp;
     made->values.resize(static_cast<std::size_t>(m * K));
     for (std::int64_t oc = 0; oc < m; ++oc) {
       const auto z = static_cast<std::int64_t>(wzp[static_cast<std::size_t>(oc)]);
@@ -144,7 +164,7 @@ inline bool integer_conv_by_gemm(const kernel_context& ctx, std::size_t ix, std:
       }
     }
     kept = made.get();
-    if (keep) ctx.cache->prepared = made;
+    if (keep) held->gemm = made;
   }
   const float* wf = kept->values.data();
   const auto chunk = exact_float_chunk(max_offset_from(xt, xzp), kept->bound, K);
