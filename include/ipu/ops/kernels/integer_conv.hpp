@@ -14,8 +14,7 @@
 //   chunks are summed in 32-bit integers, wrapping as the reference loop does.
 //
 // One or two spatial dimensions; the reference loop takes the rest. Constant weights are converted
-// once and kept in the op's cache (the path is a function of the CPU and the shapes, so an op's
-// cache only ever holds one path's form).
+// once and kept in the op's cache, a slot per path (integer_conv_cache).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
