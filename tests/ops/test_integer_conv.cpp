@@ -1,7 +1,7 @@
 // ConvInteger / QLinearConv's fast products (ipu/ops/kernels/integer_conv.hpp: oneDNN's int8
 // convolution where the CPU has VNNI, the float GEMM otherwise) against an integer loop written
-// here: groups, strides, dilations, padding, zero points, both 8-bit types, several images a GEMM,
-// and reductions long enough to need several exact chunks.
+// here: groups, strides, dilations, padding, zero points, both 8-bit types, several images, and
+// reductions long enough to need several exact chunks.
 #include "ipu/ops/kernels/integer_conv.hpp"
 
 #include <doctest/doctest.h>
@@ -59,8 +59,11 @@ TEST_CASE("ConvInteger on oneDNN int8 and on the float GEMM equals an integer lo
                          conv_case{2, 4, 9, 9, 6, 3, 2, 2, 1, 0, true, true, false},
                          conv_case{1, 8, 6, 5, 8, 3, 8, 1, 2, 2, false, true, false},  // depthwise, dilated
                          conv_case{1, 5, 4, 4, 3, 1, 1, 1, 1, 0, false, false, false},  // 1x1
-                         conv_case{3, 2, 16, 16, 3, 1, 1, 1, 1, 0, true, false, false},  // images 2 + 1 a GEMM
+                         conv_case{3, 2, 16, 16, 3, 1, 1, 1, 1, 0, true, false, false},  // three images
                          conv_case{1, 3, 5, 7, 2, 3, 1, 3, 2, 3, false, true, false},  // rows of padding only
+                         // One channel's 17x17 window of 255 * 255 products is longer than an exact
+                         // chunk (258): neither fast path takes it, the reference loop does.
+                         conv_case{1, 1, 17, 17, 1, 17, 1, 1, 1, 0, false, false, true},
                          conv_case{1, 24, 5, 5, 2, 5, 1, 1, 1, 2, false, false, true},
                          conv_case{1, 128, 3, 3, 2, 3, 1, 1, 1, 1, false, true, true}}) {
     CAPTURE(cc.c);

@@ -10,8 +10,9 @@
 //   magnitude at most 255, so each product is an integer below 2^16 and a sum of up to 2^24 /
 //   (largest product) of them is an integer a float holds exactly, whatever order the GEMM adds
 //   them in and whether it fuses the multiply-adds. The reduction (input channels times window) is
-//   cut into chunks of that length, each chunk one float GEMM (vectorised, on oneDNN), and the
-//   chunks are summed in 32-bit integers, wrapping as the reference loop does.
+//   cut into chunks of that length (whole input channels, laid out by conv.hpp's im2col), each
+//   chunk one float GEMM, and the chunks are summed in 32-bit integers, wrapping as the reference
+//   loop does.
 //
 // One or two spatial dimensions; the reference loop takes the rest. Constant weights are converted
 // once and kept in the op's cache, a slot per path (integer_conv_cache).
@@ -19,12 +20,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <span>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "ipu/ops/kernels/blas.hpp"
+#include "ipu/ops/kernels/conv.hpp"
 #include "ipu/ops/kernels/conv_dnnl.hpp"
 #include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/kernels/window.hpp"
@@ -79,32 +80,28 @@ inline bool dnnl_int8_is_exact() {
 }
 
 /// out (int32, [N, M, out spatial...]) = x (input `ix`, u8 or s8) convolved with w (input `iw`, s8,
-/// every zero point 0) with x's zero point `xzp` subtracted, on oneDNN's int8 convolution; false
-/// when this path does not apply (see the header) or oneDNN does not take the shape.
-inline bool integer_conv_on_dnnl(const kernel_context& ctx, std::size_t ix, std::size_t iw, std::int64_t xzp,
-                                 const std::vector<double>& wzp, std::int64_t group, std::vector<std::int32_t>& out) {
+/// every zero point 0) over window `g` with x's zero point `xzp` subtracted, on oneDNN's int8
+/// convolution; false when this path does not apply (see the header) or oneDNN does not take it.
+inline bool integer_conv_on_dnnl(const kernel_context& ctx, const math_ops::window_geometry& g, std::size_t ix,
+                                 std::size_t iw, std::int64_t xzp, const std::vector<double>& wzp, std::int64_t group,
+                                 std::vector<std::int32_t>& out) {
   const auto x = ctx.input(ix);
   const auto w = ctx.input(iw);
   const auto xt = x.info().type;
   if (!dnnl_int8_is_exact() || w.info().type != data_type::S8 || (xt != data_type::U8 && xt != data_type::S8)) return false;
   for (const auto z : wzp)
     if (z != 0.0) return false;
-  const shape xs = x.info().shape;
-  const shape ws = w.info().shape;
-  const shape ys = ctx.outputs[0].info().shape;
-  if (xs.rank() < 3 || xs.rank() > 4 || ws.rank() != xs.rank()) return false;
-  const std::vector<std::int64_t> kernel(ws.dims().begin() + 2, ws.dims().end());
   math_ops::dnnl_conv_shape s;
-  if (!math_ops::dnnl_conv_shape_of(math_ops::make_window_geometry(ctx, xs, ys, kernel), s)) return false;
-  s.n = xs[0];
-  s.ic = xs[1];
-  s.oc = ws[0];
+  if (!math_ops::dnnl_conv_shape_of(g, s)) return false;
+  s.n = x.info().shape[0];
+  s.ic = x.info().shape[1];
+  s.oc = w.info().shape[0];
   s.group = group;
   using dt = dnnl::memory::data_type;
   s.src_type = xt == data_type::U8 ? dt::u8 : dt::s8;
   s.weights_type = dt::s8;
   s.dst_type = dt::s32;
-  out.assign(static_cast<std::size_t>(ys.num_elements()), 0);
+  out.assign(static_cast<std::size_t>(ctx.outputs[0].info().num_elements()), 0);
   auto* held = integer_conv_cache_of(ctx);
   kernel_context own_slot = ctx;  // oneDNN's path keeps its weights in its own slot
   own_slot.cache = held ? &held->dnnl : nullptr;
@@ -112,35 +109,22 @@ inline bool integer_conv_on_dnnl(const kernel_context& ctx, std::size_t ix, std:
                                  static_cast<std::int32_t>(xzp));
 }
 
-/// The 2-D window of an integer convolution (1-D as height 1).
-struct integer_window {
-  std::int64_t ih, iw, oh, ow, kh, kw, sh, sw, dh, dw, ph, pw;
-};
-
-/// out (int32, [N, M, out spatial...]) = the convolution of x and w with zero points subtracted;
-/// false when the layout is not one this path takes (then out is untouched). `pads` are the
-/// resolved begin pads; `xzp` and `wzp` (one per output channel) are the zero points.
-inline bool integer_conv_by_gemm(const kernel_context& ctx, std::size_t ix, std::size_t iw, std::int64_t xzp,
-                                 const std::vector<double>& wzp, std::span<const std::int64_t> strides,
-                                 std::span<const std::int64_t> dilations, std::span<const std::int64_t> begin_pads,
-                                 std::int64_t group, std::vector<std::int32_t>& out) {
+/// out (int32, [N, M, out spatial...]) = x (input `ix`) convolved with w (input `iw`) over window
+/// `g`, zero points subtracted, on the float GEMM in exact chunks (see the header): per image, group
+/// and block of output columns, conv.hpp's im2col of as many whole input channels as a chunk holds,
+/// each one GEMM summed into int32. False when this path does not apply: not 8-bit, or one channel's
+/// window alone longer than an exact chunk.
+inline bool integer_conv_by_gemm(const kernel_context& ctx, const math_ops::window_geometry& g, std::size_t ix,
+                                 std::size_t iw, std::int64_t xzp, const std::vector<double>& wzp, std::int64_t group,
+                                 std::vector<std::int32_t>& out) {
   const auto x = ctx.input(ix);
   const auto w = ctx.input(iw);
+  const auto xt = x.info().type, wt = w.info().type;
+  if ((xt != data_type::U8 && xt != data_type::S8) || (wt != data_type::U8 && wt != data_type::S8)) return false;
   const shape xs = x.info().shape;
   const shape ws = w.info().shape;
-  const shape ys = ctx.outputs[0].info().shape;
-  const auto xt = x.info().type, wt = w.info().type;
-  const bool eight_bit = (xt == data_type::U8 || xt == data_type::S8) && (wt == data_type::U8 || wt == data_type::S8);
-  const std::size_t sp = xs.rank() < 2 ? 0 : xs.rank() - 2;
-  if (!eight_bit || (sp != 1 && sp != 2) || ws.rank() != xs.rank() || ys.rank() != xs.rank()) return false;
-  const bool two = sp == 2;
-  const integer_window win{two ? xs[2] : 1,          xs[sp + 1],   two ? ys[2] : 1, ys[sp + 1],
-                           two ? ws[2] : 1,          ws[sp + 1],   two ? strides[0] : 1,
-                           strides[sp - 1],          two ? dilations[0] : 1,       dilations[sp - 1],
-                           two ? begin_pads[0] : 0, begin_pads[sp - 1]};
-  const auto batch = xs[0], cin = xs[1], m = ws[0], cg = ws[1];
-  const auto mg = m / group;
-  const auto K = cg * win.kh * win.kw, P = win.oh * win.ow, in_plane = win.ih * win.iw;
+  const auto batch = xs[0], cin = xs[1], m = ws[0], cg = ws[1], mg = m / group;
+  const auto ks = g.kernel_size(), K = cg * ks, s_out = g.out_size(), s_in = g.in_size();
 
   // Weights, converted once (and kept when they are constant).
   const void* source = w.data();
@@ -166,66 +150,46 @@ inline bool integer_conv_by_gemm(const kernel_context& ctx, std::size_t ix, std:
     if (keep) held->gemm = made;
   }
   const float* wf = kept->values.data();
-  const auto chunk = exact_float_chunk(max_offset_from(xt, xzp), kept->bound, K);
+  const auto channels_per_chunk = exact_float_chunk(max_offset_from(xt, xzp), kept->bound, K) / std::max<std::int64_t>(ks, 1);
+  if (channels_per_chunk == 0) return false;
 
-  // Per group and block of images: x minus its zero point as floats, laid out as the GEMM's
-  // [K][images * P] operand (im2col, padding 0), then [mg][K] x [K][images * P] in exact chunks.
-  // Small outputs (late layers) share one GEMM between images, so each call has enough columns.
-  const auto per_gemm = std::clamp<std::int64_t>(512 / std::max<std::int64_t>(P, 1), 1, std::max<std::int64_t>(batch, 1));
-  const auto ld = per_gemm * P;
-  std::vector<float> cols(static_cast<std::size_t>(K * ld));
-  std::vector<float> part(static_cast<std::size_t>(mg * ld));
-  out.assign(static_cast<std::size_t>(batch * m * P), 0);
-  auto gather = [&](const auto* src, std::int64_t b0, std::int64_t images, std::int64_t g) {
-    math_ops::parallel_blocks(ctx, static_cast<std::size_t>(K), 8, [&](std::size_t r0, std::size_t r1) {
-      for (auto r = static_cast<std::int64_t>(r0); r < static_cast<std::int64_t>(r1); ++r) {
-        const auto c = r / (win.kh * win.kw), i = r / win.kw % win.kh, j = r % win.kw;
-        // Output column ox reads input column ox * sw + first_x.
-        const auto first_x = j * win.dw - win.pw;
-        const auto lo = std::min(win.ow, first_x >= 0 ? 0 : (-first_x + win.sw - 1) / win.sw);
-        const auto hi = std::max(lo, std::min(win.ow, first_x >= win.iw ? 0 : (win.iw - 1 - first_x) / win.sw + 1));
-        for (std::int64_t n = 0; n < images; ++n) {
-          const auto* plane = src + ((b0 + n) * cin + g * cg + c) * in_plane;
-          float* row = cols.data() + r * ld + n * P;
-          for (std::int64_t oy = 0; oy < win.oh; ++oy) {
-            const auto y = oy * win.sh - win.ph + i * win.dh;
-            float* o = row + oy * win.ow;
-            if (y < 0 || y >= win.ih) {
-              std::fill(o, o + win.ow, 0.0f);
-              continue;
-            }
-            // Output columns [lo, hi) read inside the row; the others read padding.
-            const auto* in = plane + y * win.iw;
-            std::fill(o, o + lo, 0.0f);
-            for (std::int64_t ox = lo; ox < hi; ++ox)
-              o[ox] = static_cast<float>(std::int64_t{in[ox * win.sw + first_x]} - xzp);
-            std::fill(o + hi, o + win.ow, 0.0f);
-          }
+  // x minus its zero point, as floats: what im2col lays out.
+  std::vector<float> xf(static_cast<std::size_t>(x.info().num_elements()));
+  for (std::size_t i = 0; i < xf.size(); ++i) {
+    const std::int64_t v = xt == data_type::S8 ? std::int64_t{data_as<std::int8_t>(x)[i]} : std::int64_t{data_as<std::uint8_t>(x)[i]};
+    xf[i] = static_cast<float>(v - xzp);
+  }
+  out.assign(static_cast<std::size_t>(batch * m * s_out), 0);
+  // Column blocks as conv_im2col's: the im2col scratch near 512 KiB, work for the pool to share.
+  const auto rows = std::min(K, channels_per_chunk * ks);
+  const std::int64_t block =
+      std::clamp<std::int64_t>(((std::int64_t{1} << 17) / std::max<std::int64_t>(rows, 1) + 15) / 16 * 16,
+                               std::min<std::int64_t>(128, std::max<std::int64_t>(s_out, 1)), std::max<std::int64_t>(s_out, 1));
+  const std::int64_t blocks = (s_out + block - 1) / block;
+  const double unit_flops = 2.0 * static_cast<double>(mg) * static_cast<double>(K) * static_cast<double>(block);
+  const auto grain = static_cast<std::size_t>(std::max(1.0, 2.0e6 / std::max(unit_flops, 1.0)));
+  math_ops::parallel_blocks(ctx, static_cast<std::size_t>(batch * group * blocks), grain, [&](std::size_t u0, std::size_t u1) {
+    for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
+      const std::int64_t n = u / (group * blocks), gi = (u / blocks) % group, bi = u % blocks;
+      const std::int64_t c0 = bi * block, cols = std::min(block, s_out - c0);
+      auto col = math_ops::scratch<float, 8>(static_cast<std::size_t>(rows * cols));
+      auto part = math_ops::scratch<float, 9>(static_cast<std::size_t>(mg * cols));
+      const float* xg = xf.data() + (n * cin + gi * cg) * s_in;
+      for (std::int64_t ch0 = 0; ch0 < cg; ch0 += channels_per_chunk) {
+        const auto chs = std::min(channels_per_chunk, cg - ch0);
+        math_ops::im2col(xg + ch0 * s_in, chs, g, c0, cols, col.data());
+        math_ops::gemm<float>(false, false, mg, cols, chs * ks, 1.0f, wf + gi * mg * K + ch0 * ks, K, col.data(), cols,
+                              0.0f, part.data(), cols);
+        for (std::int64_t i = 0; i < mg; ++i) {
+          std::int32_t* o = out.data() + (n * m + gi * mg + i) * s_out + c0;
+          const float* p = part.data() + i * cols;
+          for (std::int64_t e = 0; e < cols; ++e)  // wraps modulo 2^32, as the reference's int32 result does
+            o[e] = static_cast<std::int32_t>(static_cast<std::uint32_t>(o[e]) +
+                                             static_cast<std::uint32_t>(static_cast<std::int32_t>(p[e])));
         }
       }
-    });
-  };
-  for (std::int64_t b0 = 0; b0 < batch; b0 += per_gemm)
-    for (std::int64_t g = 0; g < group; ++g) {
-      const auto images = std::min(per_gemm, batch - b0);
-      const auto cols_used = images * P;
-      if (xt == data_type::S8) gather(data_as<std::int8_t>(x), b0, images, g);
-      else gather(data_as<std::uint8_t>(x), b0, images, g);
-      const float* A = wf + g * mg * K;
-      for (std::int64_t k0 = 0; k0 < K; k0 += chunk) {
-        const auto kn = std::min(chunk, K - k0);
-        math_ops::parallel_gemm<float>(ctx, false, false, mg, cols_used, kn, 1.0f, A + k0, K, cols.data() + k0 * ld, ld,
-                                       0.0f, part.data(), ld);
-        for (std::int64_t n = 0; n < images; ++n)
-          for (std::int64_t i = 0; i < mg; ++i) {
-            std::int32_t* c = out.data() + ((b0 + n) * m + g * mg + i) * P;
-            const float* p = part.data() + i * ld + n * P;
-            for (std::int64_t e = 0; e < P; ++e)  // wraps modulo 2^32, as the reference's int32 result does
-              c[e] = static_cast<std::int32_t>(static_cast<std::uint32_t>(c[e]) +
-                                               static_cast<std::uint32_t>(static_cast<std::int32_t>(p[e])));
-          }
-      }
     }
+  });
   return true;
 }
 

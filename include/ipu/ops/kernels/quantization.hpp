@@ -23,8 +23,10 @@
 
 namespace ipu::detail::tensor_ops {
 
-/// Round half to even (the default rounding mode, which the library never changes).
-inline float round_half_even(float v) noexcept { return std::nearbyint(v); }
+/// saturate_quantized's rounding: values are clamped to +-2^22 and rounded by adding and
+/// subtracting 1.5 * 2^23 in the default rounding mode (half to even, which the library never
+/// changes).
+inline constexpr float quantize_clamp = 4194304.0f, quantize_round_shift = 12582912.0f;
 
 /// `v` rounded half to even, plus `zero_point` (an 8-bit value), saturated at Q's range (NaN maps
 /// to the zero point). Written as selects without branches, so that loops over it vectorise: the
@@ -36,11 +38,10 @@ template <class Q>
 Q saturate_quantized(float v, float zero_point) noexcept {
   constexpr auto lo = static_cast<float>(std::numeric_limits<Q>::min());
   constexpr auto hi = static_cast<float>(std::numeric_limits<Q>::max());
-  constexpr float limit = 4194304.0f, shift = 12582912.0f;  // 2^22, 1.5 * 2^23
   v = v == v ? v : 0.0f;  // NaN
-  v = v < -limit ? -limit : v;
-  v = v > limit ? limit : v;
-  float r = ((v + shift) - shift) + zero_point;
+  v = v < -quantize_clamp ? -quantize_clamp : v;
+  v = v > quantize_clamp ? quantize_clamp : v;
+  float r = ((v + quantize_round_shift) - quantize_round_shift) + zero_point;
   r = r < lo ? lo : r;
   r = r > hi ? hi : r;
   return static_cast<Q>(r);
@@ -55,8 +56,8 @@ Q saturate_quantized(float v, float zero_point) noexcept {
 template <class Q>
 __m128i saturate_quantized4(__m128 v, __m128 zero_point) noexcept {
   v = _mm_and_ps(v, _mm_cmpord_ps(v, v));  // NaN -> 0
-  v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(-4194304.0f)), _mm_set1_ps(4194304.0f));
-  const __m128 shift = _mm_set1_ps(12582912.0f);
+  v = _mm_min_ps(_mm_max_ps(v, _mm_set1_ps(-quantize_clamp)), _mm_set1_ps(quantize_clamp));
+  const __m128 shift = _mm_set1_ps(quantize_round_shift);
   v = _mm_add_ps(_mm_sub_ps(_mm_add_ps(v, shift), shift), zero_point);
   v = _mm_max_ps(v, _mm_set1_ps(static_cast<float>(std::numeric_limits<Q>::min())));
   return _mm_cvttps_epi32(_mm_min_ps(v, _mm_set1_ps(static_cast<float>(std::numeric_limits<Q>::max()))));
@@ -302,9 +303,12 @@ inline std::vector<std::int32_t> integer_conv(const kernel_context& ctx, std::si
     }
   }
   std::vector<std::int32_t> out;
-  if (integer_conv_on_dnnl(ctx, ix, iw, xzp, wzp, group, out)) return out;
-  if (integer_conv_by_gemm(ctx, ix, iw, xzp, wzp, strides, dil, std::span<const std::int64_t>(pads).first(sp), group, out))
-    return out;
+  if (sp == 1 || sp == 2) {
+    const std::vector<std::int64_t> kernel(ws.dims().begin() + 2, ws.dims().end());
+    const auto g = math_ops::make_window_geometry(ctx, xs, ys, kernel);
+    if (integer_conv_on_dnnl(ctx, g, ix, iw, xzp, wzp, group, out)) return out;
+    if (integer_conv_by_gemm(ctx, g, ix, iw, xzp, wzp, group, out)) return out;
+  }
   const auto x = read_int32s(ctx, ix, "x"), w = read_int32s(ctx, iw, "w");
   std::int64_t out_sp = 1, in_sp = 1, k_sp = 1;
   for (std::size_t d = 0; d < sp; ++d) {
