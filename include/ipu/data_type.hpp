@@ -1,6 +1,7 @@
 #pragma once
 // Element types: the PopEF set, with sizes and names. New types go at the end: the numeric values
-// are stored in PopEF files (as value + 1).
+// are stored in PopEF files (as value + 1). STRING is ONNX's: its elements are ipu::string_ref
+// (tensor.hpp), a pointer and a length into characters the tensor's owner keeps.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -9,14 +10,14 @@
 namespace ipu {
 
 enum class data_type : std::uint8_t {
-  BOOL, U8, S8, U16, S16, S32, U32, S64, U64, F16, F32, F64, F8143, F8152, BF16,
+  BOOL, U8, S8, U16, S16, S32, U32, S64, U64, F16, F32, F64, F8143, F8152, BF16, STRING,
 };
 
 inline constexpr data_type all_data_types[] = {
     data_type::BOOL, data_type::U8,  data_type::S8,  data_type::U16, data_type::S16,
     data_type::S32,  data_type::U32, data_type::S64, data_type::U64, data_type::F16,
     data_type::F32,  data_type::F64, data_type::F8143, data_type::F8152,
-    data_type::BF16,
+    data_type::BF16, data_type::STRING,
 };
 
 /// Bytes per element.
@@ -37,6 +38,7 @@ constexpr std::size_t size_of(data_type t) noexcept {
     case data_type::S64:
     case data_type::U64:
     case data_type::F64: return 8;
+    case data_type::STRING: return 16;  // sizeof(string_ref): a pointer and a 64-bit length
   }
   return 0;
 }
@@ -59,6 +61,7 @@ constexpr std::string_view to_string(data_type t) noexcept {
     case data_type::F8143: return "F8143";
     case data_type::F8152: return "F8152";
     case data_type::BF16: return "BF16";
+    case data_type::STRING: return "STRING";
   }
   return "?";
 }
@@ -74,6 +77,9 @@ constexpr bool is_floating_point(data_type t) noexcept {
   return t == data_type::F16 || t == data_type::F32 || t == data_type::F64 || t == data_type::F8143 ||
          t == data_type::F8152 || t == data_type::BF16;
 }
+
+/// Numbers of some kind (BOOL included): every type but STRING.
+constexpr bool is_numeric(data_type t) noexcept { return t != data_type::STRING; }
 
 constexpr bool is_signed_integer(data_type t) noexcept {
   return t == data_type::S8 || t == data_type::S16 || t == data_type::S32 || t == data_type::S64;
@@ -96,6 +102,7 @@ constexpr std::optional<data_type> data_type_from_onnx_code(std::int64_t v) noex
     case 5: return data_type::S16;
     case 6: return data_type::S32;
     case 7: return data_type::S64;
+    case 8: return data_type::STRING;
     case 9: return data_type::BOOL;
     case 10: return data_type::F16;
     case 11: return data_type::F64;

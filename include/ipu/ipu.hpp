@@ -17,6 +17,7 @@
 #include "ipu/shape.hpp"
 #include "ipu/tensor.hpp"
 #include "ipu/tensor_info.hpp"
+#include "ipu/utf8.hpp"
 
 // NumPy files
 #include "ipu/io/npy.hpp"

@@ -1,14 +1,23 @@
 #pragma once
 // Tensors: an owning host tensor, non-owning views, a static-extent tensor whose shape is part of
 // its type, and the `tensor` concept they all satisfy.
+//
+// STRING tensors keep the fixed-size bytes every other part of the library moves: each element is
+// a string_ref (a pointer and a length), and the characters live in a string_heap that whoever
+// owns the tensor keeps alive: a host_tensor its own, a device's run one per run. Copying a STRING
+// host_tensor copies its characters, so a copy never points into someone else's heap. The bytes
+// are addresses, so they are never written to a file as they are: every writer encodes the strings.
+#include <algorithm>
 #include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -21,6 +30,51 @@
 #include "ipu/tensor_info.hpp"
 
 namespace ipu {
+
+// --- strings ---------------------------------------------------------------------------------------
+/// An element of a STRING tensor: `size` bytes (UTF-8 as ONNX says, not checked, not NUL-terminated)
+/// at `data`, in a string_heap its tensor's owner keeps. All-zero bytes are the empty string, so a
+/// fresh tensor holds empty strings.
+struct string_ref {
+  const char* data = nullptr;
+  std::uint64_t size = 0;
+  [[nodiscard]] std::string_view view() const noexcept {
+    return size ? std::string_view(data, static_cast<std::size_t>(size)) : std::string_view();
+  }
+};
+static_assert(sizeof(string_ref) == 16, "ipu: size_of(data_type::STRING) assumes a 16-byte string_ref");
+
+/// Characters that string_refs point at: appended, never moved, freed with the heap. Safe to append
+/// to from several threads (a kernel's parallel chunks write their elements at once).
+class string_heap {
+ public:
+  string_heap() = default;
+  string_heap(const string_heap&) = delete;
+  string_heap& operator=(const string_heap&) = delete;
+
+  /// A copy of `s` that lives as long as the heap.
+  [[nodiscard]] string_ref keep(std::string_view s) {
+    if (s.empty()) return {};
+    std::lock_guard lock(mutex_);
+    if (s.size() > capacity_ - used_) {
+      // Long strings get a block of their own, so a block wastes at most a short string's tail.
+      const std::size_t n = std::max(s.size(), block_bytes);
+      blocks_.push_back(std::make_unique<char[]>(n));
+      used_ = 0;
+      capacity_ = n;
+    }
+    char* at = blocks_.back().get() + used_;
+    std::memcpy(at, s.data(), s.size());
+    used_ += s.size();
+    return {at, s.size()};
+  }
+
+ private:
+  static constexpr std::size_t block_bytes = 4096;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  std::size_t used_ = 0, capacity_ = 0;
+};
 
 // --- element type <-> data_type -------------------------------------------------------------------
 template <class T>
@@ -40,6 +94,7 @@ template <> struct data_type_of<double> { static constexpr data_type value = dat
 template <> struct data_type_of<float8_143> { static constexpr data_type value = data_type::F8143; };
 template <> struct data_type_of<float8_152> { static constexpr data_type value = data_type::F8152; };
 template <> struct data_type_of<bfloat16> { static constexpr data_type value = data_type::BF16; };
+template <> struct data_type_of<string_ref> { static constexpr data_type value = data_type::STRING; };
 template <class T>
 inline constexpr data_type data_type_of_v = data_type_of<T>::value;
 
@@ -144,7 +199,8 @@ class tensor_view {
 };
 
 // --- owning host tensor ---------------------------------------------------------------------------
-/// A tensor that owns its bytes (zero-initialised), 64-byte aligned for vector kernels.
+/// A tensor that owns its bytes (zero-initialised), 64-byte aligned for vector kernels, and, for
+/// STRING, the characters its elements point at.
 class host_tensor {
  public:
   using tensor_concept = tensor_tag;
@@ -168,13 +224,36 @@ class host_tensor {
   static host_tensor from(ipu::shape s, std::initializer_list<T> values) {
     return from<T>(std::move(s), std::span<const T>(values.begin(), values.size()));
   }
-  /// A tensor holding a copy of any tensor's bytes.
+  /// A STRING tensor holding copies of `values`, with `s` giving the shape.
+  static host_tensor from_strings(ipu::shape s, std::span<const std::string_view> values) {
+    host_tensor t({data_type::STRING, std::move(s)});
+    if (values.size() != static_cast<std::size_t>(t.info_.num_elements()))
+      throw error(error_category::shape,
+                  std::to_string(values.size()) + " strings given for shape " + to_string(t.info_.shape) + " of " +
+                      std::to_string(t.info_.num_elements()) + " elements",
+                  {}, "give exactly one string per element");
+    for (std::size_t i = 0; i < values.size(); ++i) t.set_string(i, values[i]);
+    return t;
+  }
+  static host_tensor from_strings(ipu::shape s, std::initializer_list<std::string_view> values) {
+    return from_strings(std::move(s), std::span<const std::string_view>(values.begin(), values.size()));
+  }
+  /// A tensor holding a copy of any tensor's bytes; of a STRING tensor's, its characters too.
   template <class Src>
   static host_tensor copy_of(const Src& src) {
     static_assert(detail::check_tensor<Src>(), "ipu: host_tensor::copy_of takes an ipu::tensor");
     host_tensor t(tensor_info(src.info()));
     auto b = std::span<const std::byte>(src.bytes());
-    if (!b.empty()) std::memcpy(t.storage_.get(), b.data(), b.size());
+    if (b.empty()) return t;
+    if (t.info_.type != data_type::STRING) {
+      std::memcpy(t.storage_.get(), b.data(), b.size());
+      return t;
+    }
+    for (std::size_t i = 0; i * sizeof(string_ref) < b.size(); ++i) {
+      string_ref r;  // the source may be any tensor's bytes, aligned or not
+      std::memcpy(&r, b.data() + i * sizeof(string_ref), sizeof r);
+      t.set_string(i, r.view());
+    }
     return t;
   }
 
@@ -203,6 +282,15 @@ class host_tensor {
   [[nodiscard]] tensor_view view() noexcept { return {info_, storage_.get()}; }
   [[nodiscard]] const_tensor_view view() const noexcept { return {info_, storage_.get()}; }
 
+  /// Element i of a STRING tensor.
+  [[nodiscard]] std::string_view string_at(std::size_t i) const { return string_element(i).view(); }
+  /// Sets element i of a STRING tensor to a copy of `s`, kept in this tensor's heap.
+  void set_string(std::size_t i, std::string_view s) {
+    string_ref& r = string_element(i);
+    if (!strings_ && !s.empty()) strings_ = std::make_shared<string_heap>();
+    r = s.empty() ? string_ref{} : strings_->keep(s);
+  }
+
  private:
   struct aligned_delete {
     void operator()(std::byte* p) const noexcept { ::operator delete[](p, std::align_val_t{64}); }
@@ -213,8 +301,20 @@ class host_tensor {
     return std::unique_ptr<std::byte[], aligned_delete>(p);
   }
 
+  string_ref& string_element(std::size_t i) const {
+    check_element_type_is_string();
+    if (!storage_ || i >= static_cast<std::size_t>(info_.num_elements()))
+      throw error(error_category::usage,
+                  "string element " + std::to_string(i) + " of a tensor of " +
+                      std::to_string(storage_ ? info_.num_elements() : 0) + " elements",
+                  {}, "index the elements from 0 to their count - 1");
+    return reinterpret_cast<string_ref*>(storage_.get())[i];
+  }
+  void check_element_type_is_string() const { detail::check_element_type<string_ref>(info_); }
+
   tensor_info info_;
   std::unique_ptr<std::byte[], aligned_delete> storage_;
+  std::shared_ptr<string_heap> strings_;  // STRING only: the characters the elements point at
 };
 
 // --- static-extent tensor -------------------------------------------------------------------------

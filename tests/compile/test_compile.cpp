@@ -66,6 +66,27 @@ TEST_CASE("compile then load gives back the same executable") {
   }
 }
 
+TEST_CASE("compiling refuses STRING tensors: the IPU has no strings, and an executable carries no addresses") {
+  graph g("text");
+  const auto words = g.add_tensor("words", {data_type::STRING, {2}}, tensor_kind::input);
+  const auto numbers = g.add_tensor("numbers", {data_type::F32, {2}});
+  op_node cast;
+  cast.type = "Cast";
+  cast.name = "to_float";
+  cast.inputs = {words};
+  cast.outputs = {numbers};
+  cast.attributes = {{"to", std::int64_t{1}}};
+  g.add_op(std::move(cast));
+  g.mark_output(numbers);
+  CHECK_THROWS_WITH_AS(popef::compile(g, sharded_options(), device_from_name("mk2", 1)),
+                       doctest::Contains("tensor 'words' is STRING: the IPU has no string type"), error);
+  // The CPU device runs it.
+  cpu::device dev(g, {.threads = 1});
+  const auto out = dev.run(std::vector<host_tensor>{host_tensor::from_strings({2}, {"1.5", "-2"})});
+  CHECK(out.at(0).as<float>()[0] == 1.5f);
+  CHECK(out.at(0).as<float>()[1] == -2.0f);
+}
+
 TEST_CASE("the metadata describes the anchors and the device") {
   test_popef::scratch_dir dir("meta");
   const auto g = load_onnx("transformer_encoder");

@@ -138,6 +138,13 @@ std::string compare(const ipu::host_tensor& actual, const ipu::host_tensor& expe
   if (actual.info() != expected.info())
     return "is " + ipu::to_string(actual.info()) + ", expected " + ipu::to_string(expected.info());
   const auto type = expected.info().type;
+  if (type == ipu::data_type::STRING) {  // strings match exactly
+    for (std::size_t i = 0; i < static_cast<std::size_t>(expected.info().num_elements()); ++i)
+      if (actual.string_at(i) != expected.string_at(i))
+        return "element " + std::to_string(i) + " is \"" + std::string(actual.string_at(i)) + "\", expected \"" +
+               std::string(expected.string_at(i)) + "\"";
+    return {};
+  }
   const bool exact = !ipu::is_floating_point(type);
   if (exact && ipu::size_of(type) == 8) {  // 64-bit integers do not round-trip through double
     if (std::memcmp(actual.data(), expected.data(), expected.bytes().size()) == 0) return {};
@@ -320,7 +327,7 @@ result run_test(const fs::path& test_dir, const options& o) {
       data.push_back(std::move(d));
     }
   } catch (const std::exception& e) {
-    // Data of a type the library lacks (STRING) does not load: the model says why.
+    // Data that does not load: the model may say why.
     try {
       (void)ipu::onnx::load_model(test_dir / "model.onnx", {});
     } catch (const ipu::error& imported) {

@@ -23,7 +23,7 @@ TEST_CASE("data types: PopEF names round-trip and are unique") {
     REQUIRE(ipu::data_type_from_string(name).has_value());
     CHECK(*ipu::data_type_from_string(name) == t);
   }
-  CHECK(names.size() == 15);  // the PopEF set
+  CHECK(names.size() == 16);  // the PopEF set and ONNX's STRING
   CHECK_FALSE(ipu::data_type_from_string("f32").has_value());  // PopEF spelling is exact
   CHECK_FALSE(ipu::data_type_from_string("FLOAT").has_value());
   CHECK_FALSE(ipu::data_type_from_string("").has_value());
@@ -66,7 +66,8 @@ TEST_CASE("data types: classification is a partition of the numeric types") {
   int floats = 0, signed_ints = 0, unsigned_ints = 0;
   for (auto t : ipu::all_data_types) {
     const int kinds = int(ipu::is_floating_point(t)) + int(ipu::is_signed_integer(t)) + int(ipu::is_unsigned_integer(t));
-    CHECK(kinds == (t == data_type::BOOL ? 0 : 1));
+    CHECK(kinds == (t == data_type::BOOL || t == data_type::STRING ? 0 : 1));
+    CHECK(ipu::is_numeric(t) == (t != data_type::STRING));
     floats += ipu::is_floating_point(t);
     signed_ints += ipu::is_signed_integer(t);
     unsigned_ints += ipu::is_unsigned_integer(t);
@@ -77,6 +78,16 @@ TEST_CASE("data types: classification is a partition of the numeric types") {
   CHECK(ipu::is_floating_point(data_type::F8143));
   CHECK(ipu::is_floating_point(data_type::F8152));
   CHECK(ipu::is_floating_point(data_type::BF16));
+}
+
+TEST_CASE("data types: STRING is appended after BF16 and is ONNX's code 8") {
+  CHECK(static_cast<int>(data_type::STRING) == 15);
+  CHECK(ipu::all_data_types[15] == data_type::STRING);
+  CHECK(ipu::to_string(data_type::STRING) == "STRING");
+  CHECK(ipu::data_type_from_onnx_code(8) == data_type::STRING);
+  CHECK(ipu::onnx_code_of(data_type::STRING) == 8);
+  static_assert(ipu::size_of(data_type::STRING) == sizeof(ipu::string_ref));
+  static_assert(ipu::data_type_of_v<ipu::string_ref> == data_type::STRING);
 }
 
 TEST_CASE("data_type_of maps element types, including both float8 formats") {

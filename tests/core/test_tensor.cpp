@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ipu/error.hpp"
@@ -166,6 +167,41 @@ TEST_CASE("static_tensor: type and shape in the type, usable in constant express
   const auto h = ipu::host_tensor::copy_of(t);
   CHECK(h.info() == ipu::tensor_info{data_type::F32, {2, 3}});
   CHECK(h.as<float>()[5] == 5.0f);
+}
+
+TEST_CASE("host_tensor: STRING elements are empty when fresh, and owned by the tensor") {
+  ipu::host_tensor fresh({data_type::STRING, {2}});
+  CHECK(fresh.string_at(0).empty());
+  CHECK(fresh.string_at(1).empty());
+  CHECK(fresh.info().num_bytes() == 2 * sizeof(ipu::string_ref));
+
+  const std::string long_one(5000, 'x');  // longer than a heap block: a block of its own
+  auto t = ipu::host_tensor::from_strings({3}, {"alpha", "", long_one});
+  CHECK(t.as<ipu::string_ref>()[0].view() == "alpha");
+  CHECK(t.string_at(2) == long_one);
+  // A copy has characters of its own: the source may change or go.
+  auto copy = t;
+  t.set_string(0, "changed");
+  CHECK(copy.string_at(0) == "alpha");
+  CHECK(copy.as<ipu::string_ref>()[0].data != t.as<ipu::string_ref>()[0].data);
+  { const auto gone = std::move(t); }
+  CHECK(copy.string_at(2) == long_one);
+  // copy_of a view reads the strings through whatever the view points at, aligned or not.
+  std::vector<std::byte> raw(1 + sizeof(ipu::string_ref));
+  const ipu::string_ref r{"view", 4};
+  std::memcpy(raw.data() + 1, &r, sizeof r);
+  const auto from_view = ipu::host_tensor::copy_of(ipu::const_tensor_view({data_type::STRING, {1}}, raw.data() + 1));
+  CHECK(from_view.string_at(0) == "view");
+  CHECK(from_view.as<ipu::string_ref>()[0].data != r.data);
+}
+
+TEST_CASE("host_tensor: string access refuses other types, indices and counts") {
+  auto f = ipu::host_tensor::from<float>({1}, {1.0f});
+  CHECK_THROWS_WITH_AS(f.set_string(0, "x"), doctest::Contains("holds F32 elements, not STRING"), ipu::error);
+  auto t = ipu::host_tensor::from_strings({2}, {"a", "b"});
+  CHECK_THROWS_WITH_AS((void)t.string_at(2), doctest::Contains("string element 2 of a tensor of 2 elements"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::host_tensor::from_strings({3}, {"a"}), doctest::Contains("1 strings given for shape [3]"),
+                       ipu::error);
 }
 
 }  // namespace test_tensor

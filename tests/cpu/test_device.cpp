@@ -263,6 +263,39 @@ TEST_CASE("cpu device: outputs that are inputs or weights are copies") {
   CHECK(values(out[2]) == std::vector<float>{0, 2});
 }
 
+TEST_CASE("cpu device: STRING outputs own their characters, written in place or copied") {
+  const ipu::tensor_info text{ipu::data_type::STRING, {2}};
+  ipu::graph g("strings");
+  auto x = g.add_tensor("x", text, ipu::tensor_kind::input);
+  auto a = op(g, "StringNormalizer", {x}, "a", text);  // the test kernel: appends "!"
+  auto b = op(g, "StringNormalizer", {a}, "b", text);
+  auto c = op(g, "Identity", {a}, "c", text);           // a view of an arena tensor
+  g.mark_output(b);
+  g.mark_output(c);
+  std::vector<ipu::host_tensor> out;
+  {
+    ipu::cpu::device dev(std::move(g), opts());
+    auto in = ipu::host_tensor::from_strings({2}, {"hi", ""});
+    out = dev.run(std::vector<ipu::host_tensor>{in});
+    auto again = dev.run(std::vector<ipu::host_tensor>{ipu::host_tensor::from_strings({2}, {"x", "y"})});
+    CHECK(again[0].string_at(0) == "x!!");
+  }  // the device, its arenas and its runs' heaps are gone
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].string_at(0) == "hi!!");
+  CHECK(out[0].string_at(1) == "!!");
+  CHECK(out[1].string_at(0) == "hi!");
+  CHECK(out[1].string_at(1) == "!");
+}
+
+TEST_CASE("cpu device: an op that does not take strings is refused one, naming it") {
+  const ipu::tensor_info text{ipu::data_type::STRING, {2}};
+  ipu::graph g("strings");
+  auto x = g.add_tensor("x", text, ipu::tensor_kind::input);
+  g.mark_output(op(g, "Relu", {x}, "y", text));
+  CHECK_THROWS_WITH_AS(ipu::cpu::device(std::move(g), opts()),
+                       doctest::Contains("is given STRING tensor 'x', which it does not take"), ipu::error);
+}
+
 TEST_CASE("cpu device: in-place and view-only steps give the same results as fresh buffers") {
   ipu::graph g("views");
   auto x = g.add_tensor("x", f32({2, 3}), ipu::tensor_kind::input);

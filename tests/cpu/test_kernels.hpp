@@ -3,6 +3,7 @@
 // the library's kernel groups. Results are checked against hand-computed values.
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "ipu/graph/graph.hpp"
@@ -56,6 +57,13 @@ inline void reduce_sum(const ipu::kernel_context& c) {
   c.outputs[0].as<float>()[0] = total;
 }
 inline void throws(const ipu::kernel_context&) { throw std::runtime_error("kernel exploded"); }
+// Under StringNormalizer's name (a row that takes strings): each string with "!" appended, its
+// characters kept in the runner's heap.
+inline void shout(const ipu::kernel_context& c) {
+  auto in = c.input(0).as<ipu::string_ref>();
+  auto out = c.outputs[0].as<ipu::string_ref>();
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = c.keep_string(std::string(in[i].view()) + "!");
+}
 
 // "If": runs then_branch or else_branch (no inputs) and copies its single output.
 inline void if_op(const ipu::kernel_context& c) {
@@ -78,6 +86,7 @@ inline const ipu::op_registry& registry() {
     reg.add({"", "Dropout", copy});
     reg.add({"", "ReduceSum", reduce_sum});
     reg.add({"", "Throw", throws});
+    reg.add({"", "StringNormalizer", shout});
     reg.add({"", "If", if_op});
     return reg;
   }();

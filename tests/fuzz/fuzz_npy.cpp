@@ -1,6 +1,7 @@
 // libFuzzer target for the .npy readers: any bytes must parse or raise ipu::error — never crash,
 // read out of bounds or allocate more than the file holds. What parses must round-trip: writing
-// the tensor and reading it back gives the same type, shape and bytes. The row reader
+// the tensor and reading it back gives the same type, shape and bytes (the same strings, for a
+// STRING tensor, whose bytes are addresses). The row reader
 // (npy_row_reader) is driven on the same bytes, as an in-memory file: it must refuse what
 // parse_npy refuses with the same error, and read every row of what it accepts as parse_npy does.
 #include <sys/mman.h>
@@ -22,6 +23,21 @@ namespace {
 
 bool same_bytes(std::span<const std::byte> a, std::span<const std::byte> b) {
   return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
+// `part`'s elements are `whole`'s from element `first` on.
+bool same_elements(const ipu::host_tensor& part, const ipu::host_tensor& whole, std::size_t first = 0) {
+  if (part.info().type != whole.info().type) return false;
+  if (part.info().type != ipu::data_type::STRING) {
+    const auto size = ipu::size_of(part.info().type);
+    return first * size + part.bytes().size() <= whole.bytes().size() &&
+           same_bytes(part.bytes(), whole.bytes().subspan(first * size, part.bytes().size()));
+  }
+  const auto n = static_cast<std::size_t>(part.info().num_elements());
+  if (first + n > static_cast<std::size_t>(whole.info().num_elements())) return false;
+  for (std::size_t i = 0; i < n; ++i)
+    if (part.string_at(i) != whole.string_at(first + i)) return false;
+  return true;
 }
 
 // The bytes as an open file (a memfd: no path, nothing left behind).
@@ -46,10 +62,11 @@ void check_rows(const std::uint8_t* data, std::size_t size, const ipu::host_tens
     if (!whole) std::abort();  // parse_npy refused it
     if (r.info() != whole->info()) std::abort();
     const auto all = r.read(0, r.rows());
-    if (!same_bytes(all.bytes(), whole->bytes())) std::abort();
+    if (all.info() != whole->info() || !same_elements(all, *whole)) std::abort();
     if (r.rows() > 1) {  // a last row alone lies where the whole file has it
       const auto last = r.read(r.rows() - 1, 1);
-      if (!same_bytes(last.bytes(), whole->bytes().subspan(whole->bytes().size() - r.row_bytes()))) std::abort();
+      const auto per_row = static_cast<std::size_t>(whole->info().num_elements() / r.rows());
+      if (!same_elements(last, *whole, static_cast<std::size_t>(whole->info().num_elements()) - per_row)) std::abort();
     }
     return;
   } catch (const ipu::error& e) {
@@ -72,6 +89,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   check_rows(data, size, &t, {});
   const auto bytes = ipu::io::to_npy(t);
   const auto back = ipu::io::parse_npy(bytes, "to_npy");
-  if (back.info() != t.info() || !same_bytes(back.bytes(), t.bytes())) std::abort();
+  if (back.info() != t.info() || !same_elements(back, t)) std::abort();
   return 0;
 }

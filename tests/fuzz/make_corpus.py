@@ -8,7 +8,7 @@ onnx:    small models built with onnx.helper (each op family the importer treats
          external data), plus up to 300 model.onnx files of ONNX's node tests when their directory
          is given and exists (the conformance fixture writes it).
 options: PopTorch option files: each call the parser knows, chained, nested and commented.
-npy:     numpy.save of every dtype the reader takes, versions 1.0/2.0/3.0, Fortran order, scalars.
+npy:     numpy.save of every dtype the reader takes (strings too), versions 1.0/2.0/3.0, Fortran order, scalars.
 cli:     --input-shape lists (first byte even) and TensorProto .pb files (first byte odd).
 """
 import io
@@ -156,7 +156,8 @@ def npy_corpus(d):
               (np.float32, np.float64, np.float16, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32,
                np.int64, np.uint64)]
     arrays += [np.array(3.5, np.float32), np.zeros((0, 4), np.float32), np.array([True, False]),
-               np.arange(6, dtype=">f4").reshape(3, 2), np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3))]
+               np.arange(6, dtype=">f4").reshape(3, 2), np.asfortranarray(np.arange(6, dtype=np.float32).reshape(2, 3)),
+               np.array([["monday", "tuesday"], ["caf\u00e9", ""]]), np.array([b"a\xff", b"bc"])]
     for i, a in enumerate(arrays):
         b = io.BytesIO()
         np.save(b, a)

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 
+#include "ipu/io/npy_rows.hpp"
 #include "numpy_scratch.hpp"
 
 namespace test_npy {
@@ -136,6 +137,50 @@ open(f'{D}/ok', 'w').write('ok')
   // And they read back here unchanged.
   CHECK(ipu::io::read_npy(s / "f32.npy").as<float>()[23] == f[23]);
   CHECK(ipu::io::read_npy(s / "long_header.npy").info().shape.rank() == 25000);
+}
+
+TEST_CASE("npy: numpy's string arrays read as STRING tensors, and STRING tensors write as numpy reads them") {
+  scratch s;
+  REQUIRE(python(s, R"(
+np.save(f'{D}/u.npy', np.array([['monday', 'caf\u00e9'], ['\U0001F600', '']]))
+np.save(f'{D}/s.npy', np.array([b'ab', b'\xff\x00z', b'']))
+np.save(f'{D}/bad_code_point.npy', np.frombuffer(np.array([0xD800], '<u4').tobytes(), '<U1'))
+)") == 0);
+  const auto u = ipu::io::read_npy(s / "u.npy");
+  CHECK(u.info() == ipu::tensor_info{ipu::data_type::STRING, {2, 2}});
+  CHECK(u.string_at(0) == "monday");
+  CHECK(u.string_at(1) == "caf\xc3\xa9");          // UTF-32 becomes UTF-8
+  CHECK(u.string_at(2) == "\xf0\x9f\x98\x80");
+  CHECK(u.string_at(3).empty());
+  const auto b = ipu::io::read_npy(s / "s.npy");
+  CHECK(b.info() == ipu::tensor_info{ipu::data_type::STRING, {3}});
+  CHECK(b.string_at(0) == "ab");
+  CHECK(b.string_at(1) == std::string("\xff\0z", 3));  // bytes as they are, inner NUL kept
+  CHECK(b.string_at(2).empty());
+  CHECK_THROWS_WITH_AS(ipu::io::read_npy(s / "bad_code_point.npy"), doctest::Contains("not a Unicode code point"),
+                       ipu::error);
+  // Rows of a string array read as the whole file has them.
+  {
+    ipu::io::npy_row_reader rows(s / "u.npy");
+    const auto last = rows.read(1, 1);
+    CHECK(last.info() == ipu::tensor_info{ipu::data_type::STRING, {1, 2}});
+    CHECK(last.string_at(0) == "\xf0\x9f\x98\x80");
+  }
+
+  // Written: UTF-8 as '<U', anything else as '|S'; numpy reads back the same strings.
+  ipu::io::write_npy(s / "out_u.npy", u);
+  ipu::io::write_npy(s / "out_s.npy", b);
+  REQUIRE(python(s, R"(
+a = np.load(f'{D}/out_u.npy')
+assert a.dtype == np.dtype('<U6') and a.tolist() == [['monday', 'caf\u00e9'], ['\U0001F600', '']], a
+b = np.load(f'{D}/out_s.npy')
+assert b.dtype == np.dtype('|S3') and b.tolist() == [b'ab', b'\xff\x00z', b''], b
+open(f'{D}/ok', 'w').write('ok')
+)") == 0);
+  CHECK(read_text(s / "ok") == "ok");
+  // A trailing NUL would be taken for padding: refused rather than lost.
+  CHECK_THROWS_WITH_AS(ipu::io::to_npy(ipu::host_tensor::from_strings({1}, {std::string_view("a\0", 2)})),
+                       doctest::Contains("ends in a NUL character"), ipu::error);
 }
 
 TEST_CASE("npy: bad files give clear errors") {

@@ -277,6 +277,53 @@ TEST_CASE("save_tensor and load_tensor round-trip") {
   CHECK(std::memcmp(back.data(), h.data(), h.bytes().size()) == 0);
 }
 
+TEST_CASE("STRING tensors round-trip through string_data, and a tensor keeps its strings after the message goes") {
+  scratch_dir dir("strings");
+  auto h = host_tensor::from_strings(shape{3}, {"monday", "", std::string_view("nul\0inside", 10)});
+  ipu::onnx::save_tensor(h, dir.path / "s.pb", "s");
+  ::onnx::TensorProto proto;
+  ipu::onnx::read_proto_file(proto, dir.path / "s.pb", "ONNX tensor");
+  CHECK(proto.data_type() == ::onnx::TensorProto_DataType_STRING);
+  REQUIRE(proto.string_data_size() == 3);
+  CHECK(proto.string_data(2) == std::string("nul\0inside", 10));
+  CHECK_FALSE(proto.has_raw_data());  // never the elements' addresses
+  auto back = ipu::onnx::load_tensor(dir.path / "s.pb");
+  CHECK(back.info() == h.info());
+  for (std::size_t i = 0; i < 3; ++i) CHECK(back.string_at(i) == h.string_at(i));
+  host_tensor copied;
+  {
+    const auto message = ipu::onnx::to_tensor_proto(h, "s");
+    copied = ipu::onnx::to_host_tensor(message);
+  }
+  CHECK(copied.string_at(0) == "monday");
+}
+
+TEST_CASE("STRING tensors with raw data or the wrong count are refused") {
+  ::onnx::TensorProto t;
+  t.set_name("words");
+  t.set_data_type(::onnx::TensorProto_DataType_STRING);
+  t.add_dims(2);
+  t.add_string_data("one");
+  CHECK(contains(message_of([&] { (void)ipu::onnx::to_host_tensor(t); }), "1 values in string_data but STRING[2] has 2"));
+  t.add_string_data("two");
+  t.set_raw_data(std::string(32, '\0'));
+  CHECK(contains(message_of([&] { (void)ipu::onnx::to_host_tensor(t); }), "is STRING but has raw or external data"));
+}
+
+TEST_CASE("load_tensor reads strings written by ONNX's Python numpy_helper") {
+  scratch_dir dir("numpy_strings");
+  test_onnx::python(
+      "import numpy as np\n"
+      "from onnx import numpy_helper\n"
+      "a = np.array(['caf\\u00e9', 'x', ''], dtype=object)\n"
+      "open('" + dir.path.string() + "/s.pb', 'wb').write(numpy_helper.from_array(a, 's').SerializeToString())\n");
+  const auto s = ipu::onnx::load_tensor(dir.path / "s.pb");
+  CHECK(s.info() == tensor_info{data_type::STRING, shape{3}});
+  CHECK(s.string_at(0) == "caf\xc3\xa9");
+  CHECK(s.string_at(1) == "x");
+  CHECK(s.string_at(2).empty());
+}
+
 TEST_CASE("BF16 tensors round-trip through raw_data as BFLOAT16") {
   scratch_dir dir("bf16");
   const std::vector<std::uint16_t> bits = {0x3F80, 0x8000, 0x0001, 0x7F80, 0xFF7F, 0x7FC1};

@@ -58,7 +58,11 @@ inline std::vector<host_tensor> run_in(const std::string& domain, const std::str
   std::vector<ipu::tensor_view> out_views;
   for (auto& o : out) out_views.push_back(o.view());
   ipu::kernel_context ctx{op, in, out_views, chunked_for, subgraphs};
+  ipu::string_heap strings;  // the run's strings: copied into each STRING output before it ends
+  ctx.strings = &strings;
   entry->kernel(ctx);
+  for (auto& o : out)
+    if (o.info().type == data_type::STRING) o = host_tensor::copy_of(o);
   return out;
 }
 

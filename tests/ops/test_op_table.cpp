@@ -35,7 +35,7 @@ std::string key(std::string_view domain, std::string_view type) {
 // Adding a rule means removing the op here.
 const std::set<std::string> no_shape_rule_yet = {"Range",  "Compress", "Resize",           "If",
                                                    "Loop",   "Scan",     "NonMaxSuppression", "Unique",
-                                                   "NonZero"};
+                                                   "NonZero", "StringNormalizer"};
 
 }  // namespace
 
@@ -146,6 +146,33 @@ TEST_CASE("the random ops, and only they, are flagged random: drawn afresh, neve
   CHECK(random == std::set<std::string>{key("", "Bernoulli"), key("", "Multinomial"), key("", "RandomNormal"),
                                         key("", "RandomNormalLike"), key("", "RandomUniform"),
                                         key("", "RandomUniformLike")});
+}
+
+TEST_CASE("the ops that take strings are flagged so, and an op that is not refuses one, naming it") {
+  std::set<std::string> takes;
+  for (const auto& row : ipu::op_table())
+    if (row.flags.strings) takes.insert(key(row.domain, row.type));
+  CHECK(takes == std::set<std::string>{"Constant", "Cast", "CastLike", "Gather", "Transpose", "Concat", "Split", "Slice",
+                                       "StringNormalizer"});
+  const ipu::tensor_info text{ipu::data_type::STRING, {2}};
+  auto one_op = [&](const char* type, ipu::tensor_info out, std::string domain = {}) {
+    ipu::graph g("g");
+    const auto x = g.add_tensor("words", text, ipu::tensor_kind::input);
+    const auto y = g.add_tensor("y", std::move(out));
+    ipu::op_node n;
+    n.type = type;
+    n.domain = std::move(domain);
+    n.inputs = {x};
+    n.outputs = {y};
+    g.add_op(n);
+    ipu::check_string_operands(g, g.op(0), "here");
+  };
+  CHECK_NOTHROW(one_op("Transpose", text));
+  CHECK_NOTHROW(one_op("Reshape", text));  // views move whole elements
+  CHECK_NOTHROW(one_op("MyTokenizer", text, "my.domain"));  // custom ops declare their own types
+  CHECK_THROWS_WITH_AS(one_op("Relu", text), doctest::Contains("is given STRING tensor 'words', which it does not take"),
+                       ipu::error);
+  CHECK_THROWS_WITH_AS(one_op("Where", {ipu::data_type::F32, {2}}), doctest::Contains("STRING tensor 'words'"), ipu::error);
 }
 
 TEST_CASE("Dropout is a view in inference only, for the IPU's memory plan and its cost alike") {

@@ -77,8 +77,11 @@ TEST_CASE("a BF16 tensor round trips, stored as PopEF data type 15") {
   CHECK(static_cast<int>(popef::detail::to_proto(data_type::BF16)) == 15);
   CHECK(popef::detail::to_proto(data_type::BF16) == popef::pb::BF16);
   CHECK(popef::detail::data_type_from_proto(15, "t", "here") == data_type::BF16);
+  CHECK_THROWS_WITH_AS((void)popef::detail::data_type_from_proto(17, "t", "here"),
+                       doctest::Contains("t has unknown data type 17"), error);
+  // 16 would be STRING, whose elements are addresses: no executable carries one.
   CHECK_THROWS_WITH_AS((void)popef::detail::data_type_from_proto(16, "t", "here"),
-                       doctest::Contains("t has unknown data type 16"), error);
+                       doctest::Contains("t has element type STRING, which PopEF files do not carry"), error);
   test_popef::scratch_dir dir("bf16");
   const std::vector<std::uint16_t> bits = {0x3f80, 0x8000, 0x7fc1, 0x0001};
   std::vector<std::byte> bytes(8);

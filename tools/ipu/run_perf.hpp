@@ -19,7 +19,7 @@
 
 namespace ipu_cli::run_perf {
 
-/// Calls f(T{}) with the element type of `t` (every data_type has one).
+/// Calls f(T{}) with the element type of `t`, a number's (STRING is for the callers to handle).
 template <class F>
 decltype(auto) visit_type(ipu::data_type t, F&& f) {
   using ipu::data_type;
@@ -39,16 +39,20 @@ decltype(auto) visit_type(ipu::data_type t, F&& f) {
     case data_type::F8143: return f(ipu::float8_143{});
     case data_type::F8152: return f(ipu::float8_152{});
     case data_type::BF16: return f(ipu::bfloat16{});
+    case data_type::STRING: break;
   }
-  throw ipu::error(ipu::error_category::internal, "unknown data type", "ipu run", "please report this");
+  throw ipu::error(ipu::error_category::internal, "not a number type: " + std::string(ipu::to_string(t)), "ipu run",
+                   "please report this");
 }
 
 /// An input of `info` made up: "zeros", or "random" from `rng` — floats uniform in [-1, 1), integers
-/// in [0, 4) (small, so an index input stays in range for most models), booleans 0 or 1.
+/// in [0, 4) (small, so an index input stays in range for most models), booleans 0 or 1, strings
+/// the digits of such an integer ("zeros": empty strings).
 inline ipu::host_tensor synthetic_tensor(const ipu::tensor_info& info, const std::string& mode, std::mt19937_64& rng) {
   ipu::host_tensor t(info);
-  if (mode == "zeros") {
-    std::fill(t.bytes().begin(), t.bytes().end(), std::byte{0});
+  if (mode == "zeros") return t;  // zero bytes: 0, false, empty strings
+  if (info.type == ipu::data_type::STRING) {
+    for (std::size_t i = 0; i < static_cast<std::size_t>(info.num_elements()); ++i) t.set_string(i, std::to_string(rng() % 4));
     return t;
   }
   visit_type(info.type, [&](auto tag) {
@@ -165,6 +169,15 @@ inline std::vector<double> to_doubles(const ipu::host_tensor& t) {
 inline std::string compare(const ipu::host_tensor& got, const ipu::host_tensor& want, double rtol, double atol) {
   if (got.info() != want.info())
     return "the reference is " + ipu::to_string(want.info()) + ", the output " + ipu::to_string(got.info());
+  if (got.info().type == ipu::data_type::STRING) {  // strings match exactly
+    std::size_t bad = 0, first = 0;
+    for (std::size_t i = 0; i < static_cast<std::size_t>(got.info().num_elements()); ++i)
+      if (got.string_at(i) != want.string_at(i) && bad++ == 0) first = i;
+    if (!bad) return {};
+    return std::to_string(bad) + " of " + std::to_string(got.info().num_elements()) + " strings differ; first at " +
+           std::to_string(first) + ": \"" + std::string(got.string_at(first).substr(0, 40)) + "\" vs \"" +
+           std::string(want.string_at(first).substr(0, 40)) + "\"";
+  }
   const auto a = to_doubles(got), b = to_doubles(want);
   std::size_t bad = 0, worst = 0;
   double worst_err = -1;

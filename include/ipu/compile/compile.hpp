@@ -26,6 +26,7 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/graph/validate.hpp"
 #include "ipu/log.hpp"
 #include "ipu/poptorch/options.hpp"
 #include "ipu/compile/cache.hpp"
@@ -188,6 +189,7 @@ inline compiled_model compile_uncached(const graph& g, const ipu::options& optio
   const auto t0 = std::chrono::steady_clock::now();
   bar("validating the options", 0);
   options.validate(false);
+  check_no_strings(g, "an executable");
   // The compiled executable streams every output of every batch to the host; other return types
   // are a DataFlow's business (PopART's sessions), so an outputMode asking for them is refused.
   if (const auto mode = options.resolved_output_mode(false); mode != output_mode::all)

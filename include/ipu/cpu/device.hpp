@@ -283,6 +283,7 @@ class device final : public subgraph_runner {
       ~restore() { cur = saved; }
     } restore_current{current_, saved};
 
+    string_heap strings;  // this run's STRING elements; outputs copy theirs out below
     std::vector<const_tensor_view> in_views;
     std::vector<tensor_view> out_views;
     const bool observed = parent == nullptr && options_.on_op;
@@ -317,6 +318,7 @@ class device final : public subgraph_runner {
       ctx.random = &random_;
       ctx.cache = &c.caches[step_index];
       ctx.constant_inputs = c.constant_inputs[step_index];
+      ctx.strings = &strings;
       try {
         step.kernel(ctx);
       } catch (const error&) {
@@ -331,7 +333,9 @@ class device final : public subgraph_runner {
     for (std::size_t i = 0; i < g.outputs().size(); ++i) {
       const auto t = g.outputs()[i];
       const auto& pl = plan.tensors[t];
-      if (pl.where == storage::output && pl.index == i) continue;
+      // A STRING output written in place points into `strings`, which ends with this run: copying
+      // gives the tensor characters of its own.
+      if (pl.where == storage::output && pl.index == i && f.info[t]->type != data_type::STRING) continue;
       outputs[i] = host_tensor::copy_of(const_tensor_view(*f.info[t], f.at[t]));
     }
     return outputs;

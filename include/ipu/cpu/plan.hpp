@@ -180,6 +180,7 @@ inline execution_plan make_plan(const graph& g, const op_registry& registry, con
                                 bool is_subgraph = false) {
   if (!is_subgraph) validate(g);
   check_kernels(g, registry);
+  for (const auto& op : g.ops()) check_string_operands(g, op, "graph '" + g.name() + "'");
   if (options.alignment == 0 || (options.alignment & (options.alignment - 1)) != 0)
     throw error(error_category::usage, "arena alignment " + std::to_string(options.alignment) + " is not a power of two",
                 "cpu plan options", "use 64");

@@ -49,6 +49,7 @@
 #include "ipu/cpu/device.hpp"
 #include "ipu/error.hpp"
 #include "ipu/event_count.hpp"
+#include "ipu/graph/validate.hpp"
 #include "ipu/bfloat16.hpp"
 #include "ipu/float8.hpp"
 #include "ipu/half.hpp"
@@ -175,7 +176,9 @@ inline void accumulate(std::byte* dst, const std::byte* src, const tensor_info& 
     case data_type::F8152: add_elements<float8_152>(dst, src, n); break;
     case data_type::BF16: add_elements<bfloat16>(dst, src, n); break;
     case data_type::BOOL:
-      throw error(error_category::internal, "Sum of BOOL tensors", "executor");  // refused at construction
+    case data_type::STRING:
+      throw error(error_category::internal, "Sum of " + std::string(to_string(info.type)) + " tensors",
+                  "executor");  // refused at construction
   }
 }
 
@@ -352,6 +355,7 @@ class engine_base {
                                 step_counts{exe_->batches_per_step, exe_->gradient_accumulation, exe_->replication_factor},
                                 exe_->input_group_size)),
         plan_(detail::exec::analyse(*exe_, layout_)) {
+    check_no_strings(exe_->model, "the executor");
     for (const auto& a : layout_.anchors)
       if (a.type.id() == anchor_return_type_id::sum && a.info.type == data_type::BOOL)
         throw error(error_category::usage, "anchor '" + a.name + "' is BOOL and cannot be returned as a Sum",

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "ipu/error.hpp"
+#include "ipu/graph/captures.hpp"
 #include "ipu/graph/concepts.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/topological_order.hpp"
@@ -122,6 +123,22 @@ constexpr void validate(const graph& g) {
   detail::check_all_or_none(
       g, [](const annotation& a) -> const auto& { return a.phase; }, "execution phase",
       "annotate every op with an execution phase, or none");
+}
+
+/// Refuses a graph holding a STRING tensor, in it or in an If / Loop / Scan body, for the IPU's
+/// executables: the IPU has no string type, and a STRING element is a host address, which no
+/// executable or PopEF file may carry. The CPU device runs such graphs.
+inline void check_no_strings(const graph& g, const std::string& doing) {
+  for (std::size_t t = 0; t < g.num_tensors(); ++t) {
+    const auto& node = g.tensor(static_cast<tensor_id>(t));
+    if (node.info.type == data_type::STRING)
+      throw error(error_category::usage,
+                  "tensor '" + node.name + "' is STRING: the IPU has no string type, so " + doing + " cannot carry it",
+                  detail::where(g),
+                  "run the ONNX model on the CPU device (ipu::cpu::device, `ipu run MODEL.onnx`), or do the "
+                  "string work on the host before the IPU part of the model");
+  }
+  for (const auto& op : g.ops()) for_each_subgraph(op, [&](const graph& body) { check_no_strings(body, doing); });
 }
 
 /// Validates a user graph type through its conversion to ipu::graph (see concepts.hpp).

@@ -4,7 +4,12 @@
 // Format (numpy.lib.format): "\x93NUMPY", major, minor, a little-endian header length (2 bytes in
 // version 1, 4 in versions 2 and 3), a Python dict literal with 'descr', 'fortran_order' and
 // 'shape', padded so the data starts on a 64-byte boundary, then the raw elements. Only what maps
-// onto ipu tensors is accepted: little-endian numbers and bools in C order.
+// onto ipu tensors is accepted: little-endian numbers and bools in C order, and fixed-width strings
+// as STRING tensors: bytes ('|S<n>', kept as they are) or UTF-32 ('<U<n>', turned into UTF-8),
+// each padded with NULs to its n characters, which numpy drops on reading as this reader does.
+// STRING tensors are written as '<U<n>' when all their elements are UTF-8, '|S<n>' otherwise;
+// an element ending in NUL is refused, since the padding would swallow it.
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -16,12 +21,14 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
 #include "ipu/file.hpp"
 #include "ipu/tensor.hpp"
+#include "ipu/utf8.hpp"
 
 namespace ipu::io {
 
@@ -46,7 +53,8 @@ constexpr std::optional<std::string_view> npy_descr(data_type t) noexcept {
     case data_type::F64: return "<f8";
     case data_type::F8143:
     case data_type::F8152:
-    case data_type::BF16: return std::nullopt;
+    case data_type::BF16:
+    case data_type::STRING: return std::nullopt;  // strings are '|S<n>' / '<U<n>': their width varies
   }
   return std::nullopt;
 }
@@ -168,7 +176,31 @@ class npy_header_parser {
   const std::string& where_;
 };
 
+/// A fixed-width string dtype: 'S' (bytes) or 'U' (UTF-32 code points), `width` of them each.
+struct npy_string_kind {
+  char code = 0;
+  std::uint64_t width = 0;
+  [[nodiscard]] std::uint64_t element_bytes() const noexcept { return code == 'U' ? 4 * width : width; }
+};
+
+/// The string dtype `descr` names ("|S5", "<U12"), or nullopt for any other dtype.
+inline std::optional<npy_string_kind> npy_string_type(const std::string& descr, const std::string& where) {
+  if (descr.size() < 3 || (descr[1] != 'S' && descr[1] != 'U')) return std::nullopt;
+  std::uint64_t width = 0;
+  for (std::size_t i = 2; i < descr.size(); ++i) {
+    if (descr[i] < '0' || descr[i] > '9' || width > (std::uint64_t{1} << 32)) return std::nullopt;
+    width = width * 10 + static_cast<std::uint64_t>(descr[i] - '0');
+  }
+  if (descr[1] == 'U' && descr[0] == '>')
+    throw npy_error("dtype '" + descr + "' is big-endian", where,
+                    "convert it in numpy first: a.astype(a.dtype.newbyteorder('<'))");
+  if (descr[0] != '<' && descr[0] != '|' && descr[0] != '=' && !(descr[1] == 'S' && descr[0] == '>'))
+    return std::nullopt;
+  return npy_string_kind{descr[1], width};
+}
+
 inline data_type npy_type(const std::string& descr, const std::string& where) {
+  if (npy_string_type(descr, where)) return data_type::STRING;
   if (descr.size() >= 2) {
     const char order = descr[0];
     const std::string_view code = std::string_view(descr).substr(1);
@@ -184,7 +216,7 @@ inline data_type npy_type(const std::string& descr, const std::string& where) {
     }
   }
   throw npy_error("dtype '" + descr + "' is not supported", where,
-                  "use bool, (u)int8/16/32/64, float16, float32 or float64");
+                  "use bool, (u)int8/16/32/64, float16, float32, float64 or fixed-width strings (S or U)");
 }
 
 inline std::uint64_t read_le(std::span<const std::byte> b) {
@@ -236,6 +268,7 @@ struct npy_layout {
   tensor_info info;
   std::uint64_t data_offset = 0;
   std::uint64_t data_bytes = 0;
+  npy_string_kind strings{};  // for STRING: how the file holds each element
 };
 
 /// Parses the header `text` found at `p` and checks that the file's `file_size` bytes hold the
@@ -248,7 +281,8 @@ inline npy_layout read_npy_header(std::string_view text, const npy_preamble& p, 
     throw npy_error("the array is stored in Fortran (column-major) order", where,
                     "save a C-ordered array: numpy.save(path, numpy.ascontiguousarray(a))");
   tensor_info info{type, shape(h.shape)};
-  std::uint64_t bytes = size_of(type);
+  const auto strings = type == data_type::STRING ? *npy_string_type(h.descr, where) : npy_string_kind{};
+  std::uint64_t bytes = type == data_type::STRING ? strings.element_bytes() : size_of(type);
   for (auto d : h.shape) {
     if (d != 0 && bytes > (std::uint64_t{1} << 50) / static_cast<std::uint64_t>(d))
       throw npy_error("the shape " + to_string(info.shape) + " is impossibly large", where, "the header is corrupt");
@@ -263,7 +297,53 @@ inline npy_layout read_npy_header(std::string_view text, const npy_preamble& p, 
   if (have > bytes)
     throw npy_error(std::to_string(have - bytes) + " unexpected bytes follow the " + to_string(info) + " array data",
                     where, "save one array per .npy file");
-  return {info, data_start, bytes};
+  if (type == data_type::STRING && strings.width == 0) {
+    // Zero-width strings take no bytes, so the file's size does not bound how many there are.
+    constexpr std::uint64_t most = std::uint64_t{1} << 16;
+    std::uint64_t n = 1;
+    for (auto d : h.shape) {
+      if (d != 0 && n > most / static_cast<std::uint64_t>(d))
+        throw npy_error("the shape " + to_string(info.shape) + " holds more than " + std::to_string(most) +
+                            " zero-width strings",
+                        where, "save the strings with a width of at least 1 (numpy does by default)");
+      n *= static_cast<std::uint64_t>(d);
+    }
+  }
+  return {info, data_start, bytes, strings};
+}
+
+/// Element i of a string array's data, NUL padding dropped, as UTF-8.
+inline std::string npy_string_element(std::span<const std::byte> data, const npy_string_kind& k, std::uint64_t i,
+                                      const std::string& where) {
+  const auto* at = data.data() + i * k.element_bytes();
+  std::string s;
+  if (k.code == 'S') {
+    std::size_t n = static_cast<std::size_t>(k.width);
+    while (n > 0 && at[n - 1] == std::byte{0}) --n;
+    s.assign(reinterpret_cast<const char*>(at), n);
+    return s;
+  }
+  std::size_t n = static_cast<std::size_t>(k.width);
+  auto unit = [&](std::size_t j) { return static_cast<char32_t>(read_le(std::span(at + 4 * j, 4))); };
+  while (n > 0 && unit(n - 1) == 0) --n;
+  for (std::size_t j = 0; j < n; ++j) {
+    const char32_t cp = unit(j);
+    if (!utf8::is_scalar_value(cp))
+      throw npy_error("string element " + std::to_string(i) + " holds " + std::to_string(cp) +
+                          ", which is not a Unicode code point",
+                      where, "the file is damaged; write it again with numpy.save");
+    utf8::append(s, cp);
+  }
+  return s;
+}
+
+/// A STRING tensor of `info` from a string array's data.
+inline host_tensor npy_strings(const tensor_info& info, std::span<const std::byte> data, const npy_string_kind& k,
+                               const std::string& where) {
+  host_tensor t(info);
+  const auto n = static_cast<std::uint64_t>(info.num_elements());
+  for (std::uint64_t i = 0; i < n; ++i) t.set_string(static_cast<std::size_t>(i), npy_string_element(data, k, i, where));
+  return t;
 }
 
 /// numpy's truth (any nonzero byte) as ipu's bools (0 or 1).
@@ -278,6 +358,9 @@ inline host_tensor parse_npy(std::span<const std::byte> file, const std::string&
   const auto p = detail::read_npy_preamble(file, file.size(), where);
   const std::string_view text(reinterpret_cast<const char*>(file.data()) + p.text_offset, p.text_size);
   const auto layout = detail::read_npy_header(text, p, file.size(), where);
+  if (layout.info.type == data_type::STRING)
+    return detail::npy_strings(layout.info, file.subspan(static_cast<std::size_t>(layout.data_offset)), layout.strings,
+                               where);
   host_tensor t(layout.info);
   if (layout.data_bytes) std::memcpy(t.data(), file.data() + layout.data_offset, layout.data_bytes);
   if (layout.info.type == data_type::BOOL) detail::normalize_npy_bools(t.bytes());
@@ -291,11 +374,57 @@ inline host_tensor read_npy(const std::filesystem::path& path) {
   return parse_npy(std::as_bytes(std::span<const char>(raw.data(), raw.size())), where);
 }
 
+namespace detail {
+/// A STRING tensor's elements as a string array's data: its dtype and bytes.
+inline std::pair<std::string, std::vector<std::byte>> npy_string_data(const tensor_info& info,
+                                                                     std::span<const std::byte> bytes) {
+  const auto n = static_cast<std::size_t>(info.num_elements());
+  std::vector<std::string_view> s(n);
+  bool utf8_all = true;
+  std::size_t width = 0;
+  for (std::size_t i = 0; i < n && !bytes.empty(); ++i) {
+    string_ref r;
+    std::memcpy(&r, bytes.data() + i * sizeof r, sizeof r);
+    s[i] = r.view();
+    if (!s[i].empty() && s[i].back() == '\0')
+      throw error(error_category::io, "string element " + std::to_string(i) + " ends in a NUL character", "writing .npy",
+                  "numpy's fixed-width strings drop trailing NULs: remove them, or write the tensor another way");
+    utf8_all = utf8_all && utf8::is_valid(s[i]);
+  }
+  for (auto v : s) {
+    std::size_t chars = v.size();
+    if (utf8_all) {
+      chars = 0;
+      for (std::size_t j = 0; j < v.size(); j += utf8::decode(v, j).length) ++chars;
+    }
+    width = std::max(width, chars);
+  }
+  width = std::max<std::size_t>(width, 1);  // numpy writes at least one character
+  const std::size_t element = utf8_all ? 4 * width : width;
+  std::vector<std::byte> data(n * element);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto* at = data.data() + i * element;
+    if (!utf8_all) {
+      std::memcpy(at, s[i].data(), s[i].size());
+      continue;
+    }
+    for (std::size_t j = 0, k = 0; j < s[i].size(); ++k) {
+      const auto d = utf8::decode(s[i], j);
+      for (int b = 0; b < 4; ++b) at[4 * k + static_cast<std::size_t>(b)] = static_cast<std::byte>((d.code_point >> (8 * b)) & 0xff);
+      j += d.length;
+    }
+  }
+  return {(utf8_all ? "<U" : "|S") + std::to_string(width), std::move(data)};
+}
+}  // namespace detail
+
 /// The .npy bytes of any tensor (version 1.0, or 2.0 when the header needs it).
 template <tensor T>
 std::vector<std::byte> to_npy(const T& t) {
   const tensor_info info = t.info();
-  const auto descr = npy_descr(info.type);
+  std::pair<std::string, std::vector<std::byte>> strings;
+  if (info.type == data_type::STRING) strings = detail::npy_string_data(info, std::span<const std::byte>(t.bytes()));
+  const auto descr = info.type == data_type::STRING ? std::optional<std::string_view>(strings.first) : npy_descr(info.type);
   if (!descr)
     throw error(error_category::io, std::string(to_string(info.type)) + " has no NumPy dtype", "writing .npy",
                 info.type == data_type::BF16 ? "NumPy has no bfloat16: cast the tensor to float32 (exact) first"
@@ -316,7 +445,7 @@ std::vector<std::byte> to_npy(const T& t) {
   const int major = header.size() > 0xffff ? 2 : 1;
   if (major == 2) header = header_for(12);
   std::vector<std::byte> out;
-  auto span = std::span<const std::byte>(t.bytes());
+  auto span = info.type == data_type::STRING ? std::span<const std::byte>(strings.second) : std::span<const std::byte>(t.bytes());
   out.reserve(12 + header.size() + span.size());
   for (char c : detail::npy_magic) out.push_back(static_cast<std::byte>(c));
   out.push_back(static_cast<std::byte>(major));

@@ -71,8 +71,14 @@ class npy_row_reader {
                   where_, "read rows within [0, " + std::to_string(rows_) + ")");
     auto dims = layout_.info.shape.dims();
     dims[0] = count;
+    const auto offset = layout_.data_offset + static_cast<std::uint64_t>(first) * row_bytes_;
+    if (layout_.info.type == data_type::STRING) {  // the file's fixed-width strings, decoded
+      std::vector<std::byte> raw(static_cast<std::size_t>(row_bytes_ * static_cast<std::uint64_t>(count)));
+      pread_exact(raw, offset);
+      return detail::npy_strings(tensor_info{data_type::STRING, shape(dims)}, raw, layout_.strings, where_);
+    }
     host_tensor t(tensor_info{layout_.info.type, shape(dims)});
-    pread_exact(t.bytes(), layout_.data_offset + static_cast<std::uint64_t>(first) * row_bytes_);
+    pread_exact(t.bytes(), offset);
     if (layout_.info.type == data_type::BOOL) detail::normalize_npy_bools(t.bytes());
     return t;
   }

@@ -137,7 +137,9 @@ class exporter {
   }
 
   ::onnx::TensorProto initializer(const tensor_node& t) {
-    if (!sink_ || !sink_->out || t.data.size() < sink_->threshold) return to_tensor_proto(t.info, t.data.bytes(), t.name);
+    // Strings stay inline: ONNX's external data holds raw bytes, and a STRING tensor's are addresses.
+    if (!sink_ || !sink_->out || t.data.size() < sink_->threshold || t.info.type == data_type::STRING)
+      return to_tensor_proto(t.info, t.data.bytes(), t.name);
     ::onnx::TensorProto p;
     p.set_name(t.name);
     p.set_data_type(to_onnx_type(t.info.type));

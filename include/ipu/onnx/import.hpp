@@ -492,9 +492,17 @@ class graph_builder {
       std::vector<std::int64_t> v(a.ints().begin(), a.ints().end());
       c.info = {data_type::S64, shape{static_cast<std::int64_t>(v.size())}};
       c.data = byte_buffer::from_values(std::span<const std::int64_t>(v));
+    } else if (name == "value_string" || name == "value_strings") {
+      const bool one = name == "value_string";
+      auto held = std::make_shared<host_tensor>(
+          tensor_info{data_type::STRING, one ? shape{} : shape{static_cast<std::int64_t>(a.strings_size())}});
+      if (one) held->set_string(0, a.s());
+      for (int i = 0; !one && i < a.strings_size(); ++i) held->set_string(static_cast<std::size_t>(i), a.strings(i));
+      c.info = held->info();
+      c.data = byte_buffer::share(held, held->data(), held->bytes().size());
     } else {
       throw error(error_category::onnx, "Constant attribute '" + name + "' is not supported", label,
-                  "string and sparse constants have no ipu equivalent");
+                  "sparse constants have no ipu equivalent: give the value as a dense tensor");
     }
     s.ids[n.output(0)] = s.g->add_tensor(n.output(0), c.info, tensor_kind::constant, std::move(c.data));
   }

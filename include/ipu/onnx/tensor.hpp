@@ -156,6 +156,20 @@ inline constant_tensor to_constant_tensor(const ::onnx::TensorProto& t, const te
   const auto n = static_cast<std::size_t>(info.num_elements());
   const auto nbytes = info.num_bytes();
 
+  if (info.type == data_type::STRING) {  // ONNX keeps strings in string_data only
+    if (t.has_raw_data() || (t.has_data_location() && t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL))
+      throw error(error_category::onnx, label + " is STRING but has raw or external data", {},
+                  "store the strings in string_data, as ONNX says");
+    if (static_cast<std::size_t>(t.string_data_size()) != n)
+      throw error(error_category::onnx,
+                  label + " has " + std::to_string(t.string_data_size()) + " values in string_data but " +
+                      to_string(info) + " has " + std::to_string(n) + " elements",
+                  {}, "the tensor is truncated or its dims are wrong");
+    auto held = std::make_shared<host_tensor>(info);
+    for (std::size_t i = 0; i < n; ++i) held->set_string(i, t.string_data(static_cast<int>(i)));
+    out.data = byte_buffer::share(held, held->data(), nbytes);
+    return out;
+  }
   if (t.has_data_location() && t.data_location() == ::onnx::TensorProto_DataLocation_EXTERNAL) {
     out.data = detail::external_bytes(t, info, src, label);
     if (info.type == data_type::BOOL) out.data = detail::as_truth_values(std::move(out.data));
@@ -216,6 +230,7 @@ inline constant_tensor to_constant_tensor(const ::onnx::TensorProto& t, const te
       check_count(t.int32_data_size(), "int32_data");
       out.data = detail::narrow(t.int32_data(), info.type);
       break;
+    case data_type::STRING: break;  // read above
   }
   return out;
 }
@@ -225,9 +240,7 @@ inline host_tensor to_host_tensor(const ::onnx::TensorProto& t, external_data_re
   // Borrow (no owner needed: the message outlives this call) and copy once into the host tensor.
   auto alias = std::shared_ptr<const void>(&t, [](const void*) {});
   auto c = to_constant_tensor(t, {alias, external});
-  host_tensor h(c.info);
-  if (!c.data.empty()) std::memcpy(h.data(), c.data.data(), c.data.size());
-  return h;
+  return host_tensor::copy_of(const_tensor_view(c.info, c.data.data()));
 }
 
 /// A TensorProto holding a copy of `data` as raw_data.
@@ -242,6 +255,14 @@ inline ::onnx::TensorProto to_tensor_proto(const tensor_info& info, std::span<co
   if (!name.empty()) t.set_name(std::string(name));
   t.set_data_type(to_onnx_type(info.type));
   for (auto d : info.shape) t.add_dims(d);
+  if (info.type == data_type::STRING) {  // the bytes are addresses: write the characters
+    for (std::size_t i = 0; i < data.size(); i += sizeof(string_ref)) {
+      string_ref r;
+      std::memcpy(&r, data.data() + i, sizeof r);
+      t.add_string_data(std::string(r.view()));
+    }
+    return t;
+  }
   t.set_raw_data(reinterpret_cast<const char*>(data.data()), data.size());
   return t;
 }
@@ -266,9 +287,7 @@ inline host_tensor load_tensor(const std::filesystem::path& path) {
                   "check that this is a tensor .pb file, not a model or another message");
     external_data_resolver resolver(path.parent_path());
     auto c = to_constant_tensor(*proto, {proto, &resolver}, "tensor");
-    host_tensor h(c.info);
-    if (!c.data.empty()) std::memcpy(h.data(), c.data.data(), c.data.size());
-    return h;
+    return host_tensor::copy_of(const_tensor_view(c.info, c.data.data()));
   } catch (const error& e) {
     throw error(e.category(), e.message(), path.string() + (e.location().empty() ? "" : ", " + e.location()),
                 e.hint());

@@ -39,6 +39,7 @@ constexpr std::optional<data_type> to_data_type(std::int32_t onnx_type) noexcept
     case ::onnx::TensorProto_DataType_UINT32: return data_type::U32;
     case ::onnx::TensorProto_DataType_UINT64: return data_type::U64;
     case ::onnx::TensorProto_DataType_BFLOAT16: return data_type::BF16;
+    case ::onnx::TensorProto_DataType_STRING: return data_type::STRING;
     case onnx_float8e4m3fnuz: return data_type::F8143;
     case onnx_float8e5m2fnuz: return data_type::F8152;
     default: return std::nullopt;
@@ -63,6 +64,7 @@ constexpr std::int32_t to_onnx_type(data_type t) noexcept {
     case data_type::F8143: return onnx_float8e4m3fnuz;
     case data_type::F8152: return onnx_float8e5m2fnuz;
     case data_type::BF16: return ::onnx::TensorProto_DataType_BFLOAT16;
+    case data_type::STRING: return ::onnx::TensorProto_DataType_STRING;
   }
   return ::onnx::TensorProto_DataType_UNDEFINED;
 }
@@ -85,7 +87,7 @@ inline data_type data_type_from_onnx(std::int32_t onnx_type, std::string_view wh
   throw error(error_category::onnx,
               std::string(what) + " has element type " + onnx_type_name(onnx_type) +
                   ", which the library does not support",
-              {}, "use FLOAT, FLOAT16, BFLOAT16, DOUBLE, BOOL or an 8-64 bit integer type");
+              {}, "use FLOAT, FLOAT16, BFLOAT16, DOUBLE, BOOL, STRING or an 8-64 bit integer type");
 }
 
 }  // namespace ipu::onnx

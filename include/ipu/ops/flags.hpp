@@ -8,6 +8,11 @@
 // A random op (RandomNormal, Bernoulli...) draws afresh each time it runs (ops/kernels/random.hpp):
 // the constant folder must not run it once and keep the result, however constant its inputs.
 //
+// A STRING element is a pointer and a length into a heap its runner keeps (tensor.hpp). Only ops
+// whose kernels move whole elements or convert them (Cast, StringNormalizer) may take one; the
+// others are refused at import and by the CPU device's plan, rather than reading addresses as
+// numbers.
+//
 // Dropout is a view only in inference: with training_mode absent or a constant false it is the
 // identity (ONNX), and without its mask output nothing needs computing. In training, or when the
 // mask is wanted, its kernel runs.
@@ -23,12 +28,15 @@ struct op_flags {
   bool elementwise = false;  // out[i] from the inputs' [i] alone, after broadcasting
   bool in_place = false;     // output 0 may take the bytes of input 0 or 1 when that input dies at the op
   bool random = false;       // outputs are random draws, not functions of the inputs: never folded or shared
+  bool strings = false;      // takes STRING tensors: its kernel moves or converts whole elements (views all do)
   friend constexpr bool operator==(const op_flags&, const op_flags&) = default;
 };
 
 /// The flags of a view, and of an element-wise op: both may write in place.
 inline constexpr op_flags view_op{true, false, true};
 inline constexpr op_flags elementwise_op{false, true, true};
+/// The flags of an op that is not a view but takes STRING tensors (Cast, Gather, Concat...).
+inline constexpr op_flags string_op{.strings = true};
 
 namespace detail {
 /// Whether tensor `t` of `g` is known to hold only zero bytes (a constant false / 0).

@@ -73,6 +73,7 @@ constexpr std::vector<tensor_info> infer_outputs(const graph& g, const op_node& 
 constexpr void check_shape_rules(const graph& g, const std::string& where) {
   std::vector<infer_input> in;
   for (const auto& op : g.ops()) {
+    check_string_operands(g, op, where);
     try {
       check_plan_annotations(op);
     } catch (const error& e) {

@@ -99,6 +99,16 @@ struct kernel_context {
   /// Bit i: input i is a constant of the graph (a weight or initializer), the same bytes at the
   /// same address on every run of this op. Only inputs 0 to 63 can be marked.
   std::uint64_t constant_inputs = 0;
+  /// Where a STRING output's characters go: the runner's heap, kept at least until it has copied
+  /// the outputs out. Null when the runner takes no strings.
+  string_heap* strings = nullptr;
+
+  /// A copy of `s` for an element of a STRING output.
+  [[nodiscard]] string_ref keep_string(std::string_view s) const {
+    if (!strings)
+      throw fail("the runner of this op keeps no strings", "run STRING ops on the CPU device (ipu::cpu::device)");
+    return strings->keep(s);
+  }
 
   [[nodiscard]] bool input_is_constant(std::size_t i) const noexcept {
     return i < 64 && has_input(i) && ((constant_inputs >> i) & 1u) != 0;

@@ -8,9 +8,11 @@
 #include <array>
 #include <cstddef>
 #include <span>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
+#include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/families/activation.hpp"
 #include "ipu/ops/families/control_flow.hpp"
@@ -121,6 +123,24 @@ constexpr bool is_view(const graph& g, const op_node& op) {
   if (!flags_of(op.domain, op.type).view) return false;
   if (op.outputs.empty() || op.inputs.empty() || op.inputs[0] == no_tensor) return false;
   return op.type != "Dropout" || dropout_is_identity(g, op);
+}
+
+/// Refuses a STRING input or output of an op whose kernel does not take strings (ops/flags.hpp):
+/// its elements are addresses, which other kernels would read as numbers. Ops the table does not
+/// list (custom ops) declare their own types and are not checked.
+constexpr void check_string_operands(const graph& g, const op_node& op, const std::string& where) {
+  const auto i = op_def_index(op.domain, op.type);
+  if (i == no_op_def || op_row_at(i).flags.strings || op_row_at(i).flags.view) return;
+  auto refuse = [&](tensor_id t) {
+    if (t != no_tensor && g.tensor(t).info.type == data_type::STRING)
+      throw error(error_category::graph,
+                  "op " + graph::describe(op) + " is given STRING tensor '" + g.tensor(t).name + "', which it does not take",
+                  where,
+                  "strings go through Cast, CastLike, StringNormalizer and the ops that move elements (Identity, "
+                  "Reshape, Transpose, Gather, Concat, Split, Slice...); cast them to numbers first");
+  };
+  for (auto t : op.inputs) refuse(t);
+  for (auto t : op.outputs) refuse(t);
 }
 
 }  // namespace ipu

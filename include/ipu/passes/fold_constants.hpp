@@ -92,6 +92,7 @@ inline graph fold_constants(const graph& g, constant_folding_options o = {}) {
     if (!entry || !entry->kernel) continue;
     std::vector<host_tensor> outs;
     std::vector<tensor_view> out_views;
+    string_heap strings;  // a STRING output's characters, until copied into its own tensor below
     for (auto t : op.outputs) {
       outs.emplace_back(g.tensor(t).info);
       out_views.push_back(outs.back().view());
@@ -102,8 +103,13 @@ inline graph fold_constants(const graph& g, constant_folding_options o = {}) {
         std::memcpy(outs[0].data(), inputs[0].data(), outs[0].info().num_bytes());
       } else {
         kernel_context ctx{op, inputs, out_views};
+        ctx.strings = &strings;
         entry->kernel(ctx);
       }
+      // A STRING output points into `strings` or into the graph's constants: it gets characters of
+      // its own, so it outlives both.
+      for (auto& out : outs)
+        if (out.info().type == data_type::STRING) out = host_tensor::copy_of(out);
     } catch (const error&) {
       continue;  // left for run time, which reports it as the unoptimised graph would
     }

@@ -141,6 +141,10 @@ inline data_type data_type_from_proto(int v, const std::string& what, const std:
   if (v < 1 || v > static_cast<int>(std::size(all_data_types)))
     throw error(error_category::popef, what + " has " + (v == 0 ? std::string("no data type") : "unknown data type " + std::to_string(v)),
                 where, "the file is damaged or was written by a newer ipu");
+  // STRING's elements are addresses; an executable never holds strings (compile refuses them).
+  if (all_data_types[static_cast<std::size_t>(v - 1)] == data_type::STRING)
+    throw error(error_category::popef, what + " has element type STRING, which PopEF files do not carry", where,
+                "the file is damaged or was not written by ipu");
   return all_data_types[static_cast<std::size_t>(v - 1)];
 }
 

@@ -11,14 +11,14 @@ namespace ipu::op_families {
 
 inline constexpr op_def generators[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
-    {"", "Constant", detail::infer::constant, detail::cost_rules::free_op, {}},
+    {"", "Constant", detail::infer::constant, detail::cost_rules::free_op, string_op},
     {"", "ConstantOfShape", detail::infer::constant_of_shape, detail::cost_rules::data_movement, {}},
     {"", "Range", {}, detail::cost_rules::data_movement, {}},
     {"", "EyeLike", detail::infer::eye_like, detail::cost_rules::data_movement, {}},
     {"", "OneHot", detail::infer::one_hot, detail::cost_rules::data_movement, {}},
     {"", "Trilu", detail::infer::unary, detail::cost_rules::data_movement, {}},
-    {"", "Cast", detail::infer::cast, detail::cost_rules::cast, {}, detail::grad::cast},
-    {"", "CastLike", detail::infer::cast_like, detail::cost_rules::cast, {}},
+    {"", "Cast", detail::infer::cast, detail::cost_rules::cast, string_op, detail::grad::cast},
+    {"", "CastLike", detail::infer::cast_like, detail::cost_rules::cast, string_op},
 };
 
 }  // namespace ipu::op_families

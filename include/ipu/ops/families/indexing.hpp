@@ -36,7 +36,7 @@ namespace op_families {
 
 inline constexpr op_def indexing[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
-    {"", "Gather", detail::infer::gather, detail::cost_rules::data_movement, {}, detail::grad::gather},
+    {"", "Gather", detail::infer::gather, detail::cost_rules::data_movement, string_op, detail::grad::gather},
     {"", "GatherElements", detail::infer::gather_elements, detail::cost_rules::data_movement, {},
      detail::grad::gather_elements},
     {"", "GatherND", detail::infer::gather_nd, detail::cost_rules::data_movement, {}},

@@ -15,7 +15,7 @@ inline constexpr op_def shape_ops[] = {
     // The seeded mask of a training-mode Dropout in a training step (ipu/train/training_graph.hpp):
     // the library's own op, in domain "ipu". BOOL out: no gradient flows through it.
     {"ipu", "DropoutMask", detail::infer::dropout_mask, detail::cost_rules::dropout_mask, {}},
-    {"", "Transpose", detail::infer::transpose, detail::cost_rules::data_movement, {}, detail::grad::transpose},
+    {"", "Transpose", detail::infer::transpose, detail::cost_rules::data_movement, string_op, detail::grad::transpose},
     {"", "DepthToSpace", detail::infer::depth_to_space, detail::cost_rules::data_movement, {}},
     {"", "SpaceToDepth", detail::infer::space_to_depth, detail::cost_rules::data_movement, {}},
     {"", "Shape", detail::infer::shape_of, detail::cost_rules::free_op, {}},

@@ -10,9 +10,9 @@ namespace ipu::op_families {
 inline constexpr op_def slice_ops[] = {
     // domain, type, shape rule, cost rule, flags[, gradient rule]
     {"", "ReverseSequence", detail::infer::unary, detail::cost_rules::data_movement, {}},
-    {"", "Concat", detail::infer::concat, detail::cost_rules::data_movement, {}, detail::grad::concat},
-    {"", "Split", detail::infer::split, detail::cost_rules::data_movement, {}, detail::grad::split},
-    {"", "Slice", detail::infer::slice, detail::cost_rules::data_movement, {}, detail::grad::slice},
+    {"", "Concat", detail::infer::concat, detail::cost_rules::data_movement, string_op, detail::grad::concat},
+    {"", "Split", detail::infer::split, detail::cost_rules::data_movement, string_op, detail::grad::split},
+    {"", "Slice", detail::infer::slice, detail::cost_rules::data_movement, string_op, detail::grad::slice},
     {"", "Pad", detail::infer::pad, detail::cost_rules::data_movement, {}, detail::grad::pad},
     {"", "Expand", detail::infer::expand, detail::cost_rules::data_movement, {}, detail::grad::expand},
     {"", "Tile", detail::infer::tile, detail::cost_rules::data_movement, {},

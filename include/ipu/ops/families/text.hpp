@@ -1,14 +1,17 @@
 #pragma once
-// The op table's text family: TfIdfVectorizer (opset 9). A row holds what the library knows about
-// an op: shape rule, cost rule, flags and the slot for its gradient rule; the host kernel sits
-// beside it, in ipu/ops/kernels/text.hpp.
+// The op table's text family: TfIdfVectorizer (opset 9) and StringNormalizer (opset 10). A row
+// holds what the library knows about an op: shape rule, cost rule, flags and the slot for its
+// gradient rule; the host kernels sit beside it, in ipu/ops/kernels/text.hpp.
+//
+// StringNormalizer drops the stopwords of a [C] or [1, C] STRING tensor and changes the case of the
+// rest. How many remain depends on the values, so it has no shape rule: the model declares the
+// output's shape and the kernel checks it.
 //
 // TfIdfVectorizer counts, per row of token ids, how often each n-gram of its pool occurs and writes
 // the counts (TF), the n-grams' weights where they occur (IDF) or both multiplied (TFIDF) into the
 // columns ngram_indexes names. The attributes are read and checked in one place (tfidf_spec), by
-// the shape rule at import and by the kernel at run time, so both refuse a bad model alike. The
-// library has no STRING tensors, so a pool of strings is refused. No gradient rule: the input is
-// integer token ids.
+// the shape rule at import and by the kernel at run time, so both refuse a bad model alike. A pool
+// of strings (pool_strings) is not supported yet. No gradient rule: the input is integer token ids.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,7 +47,7 @@ template <class Ctx>
 tfidf_spec tfidf_attributes(const Ctx& c) {
   const auto num = [](auto v) { return std::to_string(v); };
   if (c.has_attr("pool_strings"))
-    throw c.fail("pool_strings is given, but this library has no STRING tensors, so string n-grams are unsupported",
+    throw c.fail("pool_strings is given: string n-grams are not supported",
                  "map the tokens to integer ids, feed them as an INT32 or INT64 tensor and give the pool as "
                  "pool_int64s");
   for (const char* name : {"mode", "min_gram_length", "max_gram_length", "max_skip_count", "ngram_counts",
@@ -180,6 +183,7 @@ namespace op_families {
 inline constexpr op_def text[] = {
     // domain, type, shape rule, cost rule, flags
     {"", "TfIdfVectorizer", detail::infer::tfidf_vectorizer, detail::cost_rules::tfidf_vectorizer, {}},
+    {"", "StringNormalizer", {}, detail::cost_rules::data_movement, string_op},
 };
 
 }  // namespace op_families

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ipu/ops/kernels/tensor_support.hpp"
+#include "ipu/ops/kernels/text.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::detail::tensor_ops {
@@ -209,6 +210,10 @@ inline void cast_kernel(const kernel_context& ctx) {
   const auto n = static_cast<std::size_t>(x.info().num_elements());
   if (x.info().type == out.info().type) {
     copy_whole(ctx, 0, 0);
+    return;
+  }
+  if (x.info().type == data_type::STRING || out.info().type == data_type::STRING) {
+    cast_strings(ctx);
     return;
   }
   visit_castable_type(x.info().type, ctx, [&]<class From>() {
