@@ -3,7 +3,8 @@
 // the tensor and reading it back gives the same type, shape and bytes (the same strings, for a
 // STRING tensor, whose bytes are addresses). The row reader
 // (npy_row_reader) is driven on the same bytes, as an in-memory file: it must refuse what
-// parse_npy refuses with the same error, and read every row of what it accepts as parse_npy does.
+// parse_npy refuses with the same error (when it opens the file, or, for a bad string element,
+// when it reads the rows), and read every row of what it accepts as parse_npy does.
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -59,9 +60,10 @@ void check_rows(const std::uint8_t* data, std::size_t size, const ipu::host_tens
   std::string error;
   try {
     ipu::io::npy_row_reader r(memory_file(data, size), "fuzz");
+    // A string array's elements are decoded as they are read, so a bad one is refused here at the latest.
+    const auto all = r.read(0, r.rows());
     if (!whole) std::abort();  // parse_npy refused it
     if (r.info() != whole->info()) std::abort();
-    const auto all = r.read(0, r.rows());
     if (all.info() != whole->info() || !same_elements(all, *whole)) std::abort();
     if (r.rows() > 1) {  // a last row alone lies where the whole file has it
       const auto last = r.read(r.rows() - 1, 1);

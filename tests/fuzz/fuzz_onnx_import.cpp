@@ -50,6 +50,14 @@ void run_once(ipu::graph g, const std::uint8_t* data, std::size_t size) {
     // Fill with the fuzzer's own bytes: NaNs, infinities, huge indices and negative sizes reach
     // the kernels as a stranger's inputs would.
     // (BOOL elements hold 0 or 1, as every reader of inputs makes them.)
+    if (t.info().type == ipu::data_type::STRING) {  // strings as a reader makes them: characters, not addresses
+      for (std::size_t i = 0; i < static_cast<std::size_t>(t.info().num_elements()) && size > 0; ++i) {
+        const std::size_t at = i % size, length = std::min<std::size_t>(data[at] % 12, size - at);
+        t.set_string(i, std::string_view(reinterpret_cast<const char*>(data + at), length));
+      }
+      inputs.push_back(std::move(t));
+      continue;
+    }
     auto bytes = std::span(reinterpret_cast<std::uint8_t*>(t.data()), t.info().num_bytes());
     const bool truth = t.info().type == ipu::data_type::BOOL;
     for (std::size_t i = 0; i < bytes.size() && size > 0; ++i)

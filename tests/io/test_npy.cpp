@@ -191,7 +191,7 @@ np.save(f'{D}/good.npy', a)
 np.save(f'{D}/fortran.npy', np.asfortranarray(np.ones((2, 3), dtype=np.float32)))
 np.save(f'{D}/big_endian.npy', a.astype('>f4'))
 np.save(f'{D}/complex.npy', np.ones(2, dtype=np.complex64))
-np.save(f'{D}/unicode.npy', np.array(['ab', 'c']))
+np.save(f'{D}/unicode_big_endian.npy', np.array(['ab', 'c'], dtype='>U2'))
 np.save(f'{D}/structured.npy', np.zeros(2, dtype=[('x', '<f4'), ('y', '<i4')]))
 np.save(f'{D}/object.npy', np.array([1, 'a'], dtype=object), allow_pickle=True)
 raw = open(f'{D}/good.npy', 'rb').read()
@@ -218,7 +218,7 @@ open(f'{D}/bad_dict.npy', 'wb').write(raw[:10] + raw[10:].replace(b"'shape'", b"
   fails_with("fortran.npy", "Fortran (column-major) order");
   fails_with("big_endian.npy", "dtype '>f4' is big-endian");
   fails_with("complex.npy", "dtype '<c8' is not supported");
-  fails_with("unicode.npy", "dtype '<U2' is not supported");
+  fails_with("unicode_big_endian.npy", "dtype '>U2' is big-endian");
   fails_with("structured.npy", "structured dtype");
   fails_with("object.npy", "dtype '|O' is not supported");
   fails_with("truncated_data.npy", "truncated: F32[10] needs 40 bytes of data but only 36 follow");

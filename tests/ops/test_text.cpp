@@ -83,11 +83,18 @@ TEST_CASE("text: TfIdfVectorizer's shape rule") {
   CHECK(ipu::infer_outputs(op, one, 1)[0] == tensor_info{data_type::F32, {5}});
   CHECK(ipu::infer_outputs(op, two, 1)[0] == tensor_info{data_type::F32, {4, 5}});
   CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, wrong, 1), doctest::Contains("INT32 or INT64"), ipu::error);
-  // A pool of strings is refused when the model is imported, saying what to do instead.
+  const tensor_info words{data_type::STRING, {6}};
+  const ipu::infer_input text_in[] = {{&words, nullptr}};
+  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, text_in, 1), doctest::Contains("give the pool as pool_strings"), ipu::error);
+  // One pool, of the input's kind.
   op.attributes.push_back(attr("pool_strings", std::vector<std::string>{"a", "b"}));
-  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, one, 1), doctest::Contains("string n-grams are not supported"), ipu::error);
-  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, one, 1), doctest::Contains("pool_int64s"), ipu::error);
+  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, one, 1), doctest::Contains("both pool_int64s and pool_strings"), ipu::error);
+  op.attributes.erase(op.attributes.begin() + 6);  // pool_int64s
+  op.attributes.back() = attr("pool_strings", std::vector<std::string>{"one", "three", "one", "two", "two", "one", "one", "three"});
+  CHECK(ipu::infer_outputs(op, text_in, 1)[0] == tensor_info{data_type::F32, {5}});
+  CHECK_THROWS_WITH_AS(ipu::infer_outputs(op, one, 1), doctest::Contains("the words must be STRING"), ipu::error);
 }
+
 
 TEST_CASE("text: TfIdfVectorizer refuses bad attributes") {
   const auto x = i64({6}, {1, 2, 1, 3, 2, 1});
@@ -118,7 +125,7 @@ TEST_CASE("text: TfIdfVectorizer refuses bad attributes") {
           "non-finite");
   auto missing = pool_attrs("TF", 1, 1);
   missing.erase(missing.begin() + 6);
-  refused(missing, "pool_int64s is missing");
+  refused(missing, "the pool (pool_int64s or pool_strings) is missing");
   // The output must be what the attributes say.
   CHECK_THROWS_AS(tfidf(x, pool_attrs("TF", 1, 1), {6}), ipu::error);
 }
@@ -236,6 +243,23 @@ TEST_CASE("text: strings move through Transpose, Gather, Concat and Slice as who
         strings{"a", "bb", "ccc", "", "d", "e"});
   CHECK(read(run1("Slice", {x, i64({1}, {1}), i64({1}, {2}), i64({1}, {1})}, info(data_type::STRING, {2, 1}))) ==
         strings{"bb", ""});
+}
+
+TEST_CASE("text: TfIdfVectorizer counts n-grams of words as it counts token ids") {
+  // The TF case above with 1 -> "one", 2 -> "two", 3 -> "three"; words the pool lacks match nothing.
+  auto attrs = pool_attrs("TF", 1, 1);
+  attrs[6] = attr("pool_strings", std::vector<std::string>{"one", "three", "one", "two", "two", "one", "one", "three"});
+  const auto words = text({6}, {"one", "two", "one", "three", "two", "one"});
+  CHECK(tfidf(words, attrs, {5}) == std::vector<float>{1, 2, 2, 1, 3});
+  const auto rows = text({2, 3}, {"one", "two", "zero", "three", "One", "three"});
+  // Row 0: the 1-gram one (column 4), the 2-gram (one, two) (column 1). Row 1: three twice
+  // (column 0); "One" is not "one": words are matched with their case.
+  CHECK(tfidf(rows, attrs, {2, 5}) == std::vector<float>{0, 1, 0, 0, 1, 2, 0, 0, 0, 0});
+  attrs[0] = attr("mode", "IDF");
+  attrs.push_back(attr("weights", std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f, 4.5f}));
+  // Every n-gram occurs, so each column holds its n-gram's weight: n-gram j writes ngram_indexes[j].
+  CHECK(tfidf(words, attrs, {5}) == std::vector<float>{1.5f, 2.5f, 3.5f, 4.5f, 0.5f});
+  CHECK_THROWS_WITH_AS(tfidf(i64({6}, {1, 2, 1, 3, 2, 1}), attrs, {5}), doctest::Contains("STRING words"), ipu::error);
 }
 
 }  // namespace test_text

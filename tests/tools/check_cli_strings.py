@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """STRING tensors from the command line: `ipu run` reads numpy's string arrays (str and bytes) as
 STRING inputs, runs StringNormalizer and Cast on them and writes STRING outputs numpy reads back;
-`ipu convert` writes string constants ONNX's checker accepts; `ipu compile` refuses a model with
-strings in one line, since the IPU has none.
+`ipu convert` writes string constants ONNX's checker accepts; `ipu compile` and `ipu plan` refuse a
+model with strings in one line, since the IPU has none.
 Usage: check_cli_strings.py IPU WORK_DIR
 """
 import os
@@ -100,6 +100,8 @@ expect(all(v in (0.0, 1.0, 2.0, 3.0) for v in synthetic), f"synthetic strings ar
 p = run("compile", path("strings.onnx"), "-o", path("strings.popef"), fail=True)
 expect("is STRING: the IPU has no string type" in p.stderr, f"compile refusal: {p.stderr!r}")
 expect(not os.path.exists(path("strings.popef")), "compile left a file behind")
+p = run("plan", path("strings.onnx"), fail=True)
+expect("is STRING: the IPU has no string type, so an IPU plan cannot carry it" in p.stderr, f"plan refusal: {p.stderr!r}")
 np.save(path("bad_numbers.npy"), np.array(["1", "one", "3"]))
 p = run("run", path("strings.onnx"), "--input", "words=" + path("words.npy"), "--input", "numbers=" + path("bad_numbers.npy"),
         "--output-dir", path("out_bad"), fail=True)

@@ -42,6 +42,7 @@
 #include "ipu/device/device_model.hpp"
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/graph/validate.hpp"
 #include "ipu/onnx/import.hpp"
 #include "ipu/onnx/proto.hpp"
 #include "ipu/poptorch/options.hpp"
@@ -456,6 +457,7 @@ inline void plan_into(report& rep, const plan_args& args) {
   o.partials_type = detail::parse_float_type(a.partials, "--partials");
 
   graph model = load_model_with_batch(a.model, a.batch, parse_input_shapes(a.input_shapes));
+  check_no_strings(model, "an IPU plan");
   if (a.train)
     // The cost model reads shapes, never weight values: dropping them lets a large model (BERT-Large's
     // 1.3 GB) be planned and its training step built without copies of its weights.

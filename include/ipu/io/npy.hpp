@@ -405,7 +405,7 @@ inline std::pair<std::string, std::vector<std::byte>> npy_string_data(const tens
   for (std::size_t i = 0; i < n; ++i) {
     auto* at = data.data() + i * element;
     if (!utf8_all) {
-      std::memcpy(at, s[i].data(), s[i].size());
+      if (!s[i].empty()) std::memcpy(at, s[i].data(), s[i].size());
       continue;
     }
     for (std::size_t j = 0, k = 0; j < s[i].size(); ++k) {

@@ -136,7 +136,7 @@ constexpr void check_string_operands(const graph& g, const op_node& op, const st
       throw error(error_category::graph,
                   "op " + graph::describe(op) + " is given STRING tensor '" + g.tensor(t).name + "', which it does not take",
                   where,
-                  "strings go through Cast, CastLike, StringNormalizer and the ops that move elements (Identity, "
+                  "strings go through Cast, CastLike, StringNormalizer, TfIdfVectorizer and the ops that move elements (Identity, "
                   "Reshape, Transpose, Gather, Concat, Split, Slice...); cast them to numbers first");
   };
   for (auto t : op.inputs) refuse(t);

@@ -139,6 +139,10 @@ class infer_context {
     if (const attribute* a = op_->find_attribute(name)) return *as<std::vector<float>>(*a);
     return {};
   }
+  [[nodiscard]] constexpr std::vector<std::string> attr_strings(std::string_view name) const {
+    if (const attribute* a = op_->find_attribute(name)) return *as<std::vector<std::string>>(*a);
+    return {};
+  }
   [[nodiscard]] constexpr const constant_tensor* attr_tensor(std::string_view name) const {
     if (const attribute* a = op_->find_attribute(name)) return as<constant_tensor>(*a);
     return nullptr;

@@ -11,11 +11,14 @@
 // the counts (TF), the n-grams' weights where they occur (IDF) or both multiplied (TFIDF) into the
 // columns ngram_indexes names. The attributes are read and checked in one place (tfidf_spec), by
 // the shape rule at import and by the kernel at run time, so both refuse a bad model alike. A pool
-// of strings (pool_strings) is not supported yet. No gradient rule: the input is integer token ids.
+// of strings (pool_strings) is numbered, each distinct word once, and a STRING input looked up by
+// those numbers, so both kinds of pool count alike. No gradient rule: the input is token ids or
+// words.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "ipu/ops/op_def.hpp"
@@ -39,6 +42,9 @@ struct tfidf_spec {
   std::vector<std::int64_t> index;
   std::vector<float> weight;  // all 1 when the model gives none
   std::int64_t columns = 0;   // max(ngram_indexes) + 1
+  /// With pool_strings: the pool's distinct words, word i numbered i in `pool`; X is then STRING.
+  std::vector<std::string> words;
+  bool strings = false;
 };
 
 /// Reads and checks the attributes of `c` (an infer_context or a kernel_context: both have
@@ -46,16 +52,16 @@ struct tfidf_spec {
 template <class Ctx>
 tfidf_spec tfidf_attributes(const Ctx& c) {
   const auto num = [](auto v) { return std::to_string(v); };
-  if (c.has_attr("pool_strings"))
-    throw c.fail("pool_strings is given: string n-grams are not supported",
-                 "map the tokens to integer ids, feed them as an INT32 or INT64 tensor and give the pool as "
-                 "pool_int64s");
   for (const char* name : {"mode", "min_gram_length", "max_gram_length", "max_skip_count", "ngram_counts",
-                           "ngram_indexes", "pool_int64s"})
+                           "ngram_indexes"})
     if (!c.has_attr(name))
       throw c.fail(std::string("the required attribute ") + name + " is missing",
                    "give it as the ONNX TfIdfVectorizer specification says");
   tfidf_spec s;
+  s.strings = c.has_attr("pool_strings");
+  if (s.strings == c.has_attr("pool_int64s"))
+    throw c.fail(s.strings ? "both pool_int64s and pool_strings are given" : "the pool (pool_int64s or pool_strings) is missing",
+                 "give the n-grams in one of them: pool_int64s for token ids, pool_strings for words");
   const auto mode = c.attr_string("mode");
   if (mode == "TF") s.mode = tfidf_mode::tf;
   else if (mode == "IDF") s.mode = tfidf_mode::idf;
@@ -70,7 +76,17 @@ tfidf_spec tfidf_attributes(const Ctx& c) {
                  "count n-grams of lengths min_gram_length to max_gram_length, both at least 1");
   if (s.max_skip < 0)
     throw c.fail("max_skip_count is " + num(s.max_skip) + "; it must be at least 0", "give 0 for contiguous n-grams");
-  s.pool = c.attr_ints("pool_int64s");
+  if (s.strings) {
+    std::vector<std::string> pool = c.attr_strings("pool_strings");
+    std::unordered_map<std::string, std::int64_t> number;
+    for (auto& w : pool) {
+      const auto [it, added] = number.emplace(w, static_cast<std::int64_t>(s.words.size()));
+      if (added) s.words.push_back(w);
+      s.pool.push_back(it->second);
+    }
+  } else {
+    s.pool = c.attr_ints("pool_int64s");
+  }
   const auto counts = c.attr_ints("ngram_counts");
   const auto pool_size = static_cast<std::int64_t>(s.pool.size());
   if (counts.empty() || counts[0] != 0)
@@ -85,11 +101,11 @@ tfidf_spec tfidf_attributes(const Ctx& c) {
     const auto n = static_cast<std::int64_t>(k) + 1;
     if (begin > end || end > pool_size)
       throw c.fail("ngram_counts[" + num(k) + "] = " + num(begin) + " and the next start " + num(end) +
-                       " are not ordered within pool_int64s' " + num(pool_size) + " values",
+                       " are not ordered within the pool's " + num(pool_size) + " values",
                    "give non-decreasing starts no greater than the pool's size");
     if ((end - begin) % n != 0)
       throw c.fail("the " + num(n) + "-grams take " + num(end - begin) + " pool values, not a multiple of " + num(n),
-                   "give whole n-grams in each part of pool_int64s");
+                   "give whole n-grams in each part of the pool");
     for (auto p = begin; p < end; p += n) {
       s.at.push_back(static_cast<std::size_t>(p));
       s.length.push_back(static_cast<std::size_t>(n));
@@ -140,13 +156,18 @@ tfidf_spec tfidf_attributes(const Ctx& c) {
 
 namespace detail::infer {
 
-/// TfIdfVectorizer: X [C] or [N, C] of INT32 / INT64 token ids -> F32 [columns] or [N, columns].
+/// TfIdfVectorizer: X [C] or [N, C] of INT32 / INT64 token ids (pool_int64s) or STRING words
+/// (pool_strings) -> F32 [columns] or [N, columns].
 inline std::vector<tensor_info> tfidf_vectorizer(const infer_context& c) {
   const auto s = text::tfidf_attributes(c);
   const auto& x = c.input(0);
-  if (x.type != data_type::S32 && x.type != data_type::S64)
-    throw c.fail("X is " + to_string(x) + "; TfIdfVectorizer takes INT32 or INT64 token ids here",
-                 "cast the ids to INT64 (STRING input is unsupported)");
+  if (s.strings && x.type != data_type::STRING)
+    throw c.fail("X is " + to_string(x) + " but the pool is pool_strings: the words must be STRING",
+                 "feed the words as a STRING tensor, or give the pool as pool_int64s token ids");
+  if (!s.strings && x.type != data_type::S32 && x.type != data_type::S64)
+    throw c.fail("X is " + to_string(x) + "; with pool_int64s TfIdfVectorizer takes INT32 or INT64 token ids",
+                 x.type == data_type::STRING ? "give the pool as pool_strings to count words"
+                                             : "cast the ids to INT64");
   if (x.shape.rank() == 1) return {tensor_info{data_type::F32, shape{s.columns}}};
   if (x.shape.rank() == 2) return {tensor_info{data_type::F32, shape{x.shape[0], s.columns}}};
   throw c.fail("X is " + to_string(x) + "; it must be [C] or [N, C]", "reshape the token ids to one or two axes");
@@ -182,7 +203,7 @@ namespace op_families {
 
 inline constexpr op_def text[] = {
     // domain, type, shape rule, cost rule, flags
-    {"", "TfIdfVectorizer", detail::infer::tfidf_vectorizer, detail::cost_rules::tfidf_vectorizer, {}},
+    {"", "TfIdfVectorizer", detail::infer::tfidf_vectorizer, detail::cost_rules::tfidf_vectorizer, string_op},
     {"", "StringNormalizer", {}, detail::cost_rules::data_movement, string_op},
 };
 

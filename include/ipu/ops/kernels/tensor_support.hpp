@@ -164,7 +164,7 @@ decltype(auto) visit_type(data_type t, const kernel_context& ctx, F&& f) {
     case data_type::BF16: break;
     case data_type::STRING:
       throw ctx.fail("STRING tensors are not supported by this host kernel",
-                     "only Cast, CastLike, StringNormalizer and ops that move elements take strings");
+                     "only Cast, CastLike, StringNormalizer, TfIdfVectorizer and ops that move elements take strings");
   }
   throw ctx.fail("element type " + std::string(to_string(t)) + " is not supported by this host kernel",
                  "cast the tensor to F16 or F32 first");

@@ -69,14 +69,31 @@ inline void tfidf_vectorizer_kernel(const kernel_context& ctx) {
   const auto s = text::tfidf_attributes(ctx);
   const auto x = ctx.input(0);
   const auto& xs = x.info().shape;
-  if ((x.info().type != data_type::S32 && x.info().type != data_type::S64) || xs.rank() < 1 || xs.rank() > 2)
-    throw ctx.fail("X is " + to_string(x.info()) + "; it must be INT32 or INT64 token ids shaped [C] or [N, C]",
-                   "cast the ids to INT64 and reshape them to one or two axes");
+  const bool ids_ok = s.strings ? x.info().type == data_type::STRING
+                                : x.info().type == data_type::S32 || x.info().type == data_type::S64;
+  if (!ids_ok || xs.rank() < 1 || xs.rank() > 2)
+    throw ctx.fail("X is " + to_string(x.info()) + "; it must be " +
+                       (s.strings ? "STRING words (the pool is pool_strings)" : "INT32 or INT64 token ids") +
+                       " shaped [C] or [N, C]",
+                   "feed the tokens with the pool's kind and reshape them to one or two axes");
   const std::int64_t rows = xs.rank() == 2 ? xs[0] : 1, width = xs[xs.rank() - 1];
   check_output_shape(ctx, 0, xs.rank() == 2 ? shape{rows, s.columns} : shape{s.columns});
   if (ctx.outputs[0].info().type != data_type::F32)
     throw ctx.fail("the output is " + to_string(ctx.outputs[0].info()) + ", not F32", "declare it FLOAT");
-  const auto ids = read_ints(ctx, x, "X");
+  // Words become their numbers in the pool; a word the pool lacks is -1, which no n-gram holds.
+  std::vector<std::int64_t> ids;
+  if (s.strings) {
+    std::unordered_map<std::string_view, std::int64_t> number;
+    for (std::size_t i = 0; i < s.words.size(); ++i) number.emplace(s.words[i], static_cast<std::int64_t>(i));
+    const auto* words = data_as<string_ref>(x);
+    ids.resize(static_cast<std::size_t>(xs.num_elements()));
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto it = number.find(words[i].view());
+      ids[i] = it == number.end() ? -1 : it->second;
+    }
+  } else {
+    ids = read_ints(ctx, x, "X");
+  }
   const tfidf_pool pool(s);
   float* y = data_as<float>(ctx.outputs[0]);
   const auto cols = static_cast<std::size_t>(s.columns);
