@@ -186,6 +186,8 @@ TEST_CASE("text: StringNormalizer refuses bad input and attributes, saying which
   const auto x = text({2}, {"a", "b"});
   CHECK(refusal(x, {2}, {attr("case_change_action", "TITLE")}).find("case_change_action is 'TITLE'") != std::string::npos);
   CHECK(refusal(x, {2}, {attr("locale", "xx_NOWHERE")}).find("locale 'xx_NOWHERE' is not installed") != std::string::npos);
+  CHECK(refusal(x, {2}, {attr("stop_words", strings{"a"})}).find("attribute 'stop_words' is not one of") !=
+        std::string::npos);
   CHECK(refusal(text({2, 2}, {"a", "b", "c", "d"}), {2, 2}, {}).find("takes [C] or [1, C]") != std::string::npos);
   // The count depends on the values: a declared shape they contradict is refused.
   CHECK(refusal(x, {2}, {attr("stopwords", strings{"a"})}).find("the input values give [1]") != std::string::npos);

@@ -7,35 +7,16 @@ Usage: check_cli_convert.py IPU WORK_DIR
 """
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 import onnx
+from cli_script import CliScript
 from onnx import TensorProto, helper, numpy_helper
 
-ipu, work = sys.argv[1], sys.argv[2]
-os.makedirs(work, exist_ok=True)
-problems = []
+cli = CliScript(sys.argv[1], sys.argv[2])
+path, run, expect = cli.path, cli.run, cli.expect
 rng = np.random.default_rng(7)
-
-
-def path(name):
-    return os.path.join(work, name)
-
-
-def run(*args, fail=False):
-    p = subprocess.run([ipu, *args], capture_output=True, text=True, timeout=300)
-    if (p.returncode != 0) != fail:
-        sys.exit(f"ipu {' '.join(args)}: exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
-    if fail and (p.stdout or len(p.stderr.strip().splitlines()) != 1):
-        problems.append(f"ipu {' '.join(args)}: a refusal must be one line on stderr, got {p.stderr!r} / {p.stdout!r}")
-    return p
-
-
-def expect(cond, what):
-    if not cond:
-        problems.append(what)
 
 
 # x [2, 3, 6, 6] -> Conv (+B) -> BatchNormalization -> Relu -> Add(k) -> y, where k = Neg(c) is
@@ -171,6 +152,4 @@ for args, words in [
     expect(words in p.stderr, f"ipu {' '.join(args)}: {p.stderr.strip()!r} does not say {words!r}")
 expect(not os.path.exists(path("bad.onnx")) and not os.path.exists(path("bad.popef")), "a refused command wrote a file")
 
-if problems:
-    sys.exit("\n".join(problems))
-print("convert, --passes and --no-optimize: all checks passed")
+cli.finish("convert, --passes and --no-optimize: all checks passed")

@@ -6,35 +6,15 @@ model with strings in one line, since the IPU has none.
 Usage: check_cli_strings.py IPU WORK_DIR
 """
 import os
-import subprocess
 import sys
 
 import numpy as np
 import onnx
+from cli_script import CliScript
 from onnx import TensorProto, helper
 
-ipu, work = sys.argv[1], sys.argv[2]
-os.makedirs(work, exist_ok=True)
-problems = []
-
-
-def path(name):
-    return os.path.join(work, name)
-
-
-def run(*args, fail=False):
-    p = subprocess.run([ipu, *args], capture_output=True, text=True, timeout=300)
-    if (p.returncode != 0) != fail:
-        sys.exit(f"ipu {' '.join(args)}: exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}")
-    if fail and (p.stdout or len(p.stderr.strip().splitlines()) != 1):
-        problems.append(f"ipu {' '.join(args)}: a refusal must be one line on stderr, got {p.stderr!r} / {p.stdout!r}")
-    return p
-
-
-def expect(cond, what):
-    if not cond:
-        problems.append(what)
-
+cli = CliScript(sys.argv[1], sys.argv[2])
+path, run, expect = cli.path, cli.run, cli.expect
 
 # words [5] -> StringNormalizer(UPPER, stopwords "monday") -> kept [3]
 # numbers [3] (strings) -> Cast FLOAT -> values; values -> Cast STRING -> text
@@ -107,7 +87,4 @@ p = run("run", path("strings.onnx"), "--input", "words=" + path("words.npy"), "-
         "--output-dir", path("out_bad"), fail=True)
 expect('element 1 of the input, "one", is not a number' in p.stderr, f"bad number refusal: {p.stderr!r}")
 
-if problems:
-    print("FAILED:\n  " + "\n  ".join(problems))
-    sys.exit(1)
-print("ok: STRING inputs, outputs, constants and refusals")
+cli.finish("ok: STRING inputs, outputs, constants and refusals")

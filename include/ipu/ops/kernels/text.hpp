@@ -285,6 +285,7 @@ class utf8_case_map {
 /// case), then upper- or lower-cases what remains, or leaves it. With nothing left, the output is
 /// one empty string, [1] or [1, 1].
 inline void string_normalizer_kernel(const kernel_context& ctx) {
+  only_attributes(ctx, {"case_change_action", "is_case_sensitive", "locale", "stopwords"});
   const auto x = ctx.input(0);
   const auto& s = x.info().shape;
   if (x.info().type != data_type::STRING || ctx.outputs[0].info().type != data_type::STRING)
