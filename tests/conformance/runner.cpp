@@ -27,7 +27,9 @@
 // Sequence and optional data (SequenceProto / OptionalProto files) are bound as the importer lowers
 // them (ipu/onnx/sequences.hpp): a sequence input's element shapes and an empty optional go into
 // import_options, and expected sequences are compared element by element. Dynamic input dimensions
-// are fixed to the data's, as a user fixes them with --input-shape.
+// are fixed to the data's, as a user fixes them with --input-shape, and inputs whose values decide
+// a shape or a sequence's structure (a Loop's trip count, an If's condition) are fixed to the
+// data's values at import, as `ipu run` does (ipu/onnx/value_dependence.hpp).
 // The exit status is non-zero when a test listed in the expected file does not pass; tests that
 // pass without being listed are reported so the list can grow.
 #include <poll.h>
@@ -37,6 +39,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -293,7 +296,9 @@ result run_test(const fs::path& test_dir, const options& o) {
   const auto sets = sorted_dirs(test_dir, "test_data_set_");
   if (sets.empty()) return {outcome::fail, "no test_data_set_* directories"};
   struct data_set {
-    std::vector<ipu::host_tensor> inputs, expected;
+    std::vector<std::pair<std::string, ipu::host_tensor>> inputs;  // by the imported graph's names
+    std::vector<ipu::host_tensor> expected;
+    std::map<std::string, ipu::host_tensor, std::less<>> tensor_inputs;  // what import may fix
     ipu::onnx::import_options import;
   };
   std::vector<data_set> data;
@@ -316,7 +321,9 @@ result run_test(const fs::path& test_dir, const options& o) {
         if (v.sequence)
           for (const auto& t : v.tensors) d.import.sequence_inputs[name].push_back(t.info().shape.dims());
         if (v.sequence && v.tensors.empty()) d.import.sequence_inputs[name] = {};
-        for (auto& t : v.tensors) d.inputs.push_back(std::move(t));
+        if (!v.sequence && v.present && v.tensors.size() == 1) d.tensor_inputs.emplace(name, v.tensors[0]);
+        for (std::size_t e = 0; e < v.tensors.size(); ++e)
+          d.inputs.emplace_back(v.sequence ? ipu::onnx::sequence_element_name(name, e) : name, std::move(v.tensors[e]));
       }
       const auto out_files = numbered_files(set, "output");
       for (std::size_t i = 0; i < out_files.size(); ++i) {
@@ -341,10 +348,12 @@ result run_test(const fs::path& test_dir, const options& o) {
   bool draws = false;
   for (std::size_t k = 0; k < data.size(); ++k) {
     const auto& d = data[k];
-    // Each data set is imported with its own sequence lengths and absent optionals.
+    // Each data set is imported with its own sequence lengths and absent optionals, and with the
+    // values of the inputs that decide its shapes or its sequences' structure, as `ipu run` does.
     ipu::graph g;
+    std::vector<std::string> fixed;
     try {
-      g = ipu::onnx::load_model(test_dir / "model.onnx", d.import);
+      g = ipu::onnx::load_model_given_inputs(test_dir / "model.onnx", d.import, d.tensor_inputs, &fixed);
     } catch (const ipu::error& e) {  // the message without the model's path, which is the test's
       return {outcome::unsupported, "import: " + one_line(e.message() + (e.hint().empty() ? "" : " (" + e.hint() + ")"))};
     } catch (const std::exception& e) {
@@ -366,10 +375,13 @@ result run_test(const fs::path& test_dir, const options& o) {
       return {outcome::fail, "graph passes: " + one_line(e.what())};
     }
     const std::string set = sets[k].filename().string();
+    ipu::cpu::named_tensors inputs;
+    for (const auto& [name, t] : d.inputs)
+      if (std::find(fixed.begin(), fixed.end(), name) == fixed.end()) inputs.emplace_back(name, t.view());
     try {
       ipu::cpu::device dev(std::move(g), {.threads = o.threads});
       ipu::cpu::device opt_dev(std::move(optimised), {.threads = o.threads});
-      const auto actual = dev.run(d.inputs);
+      const auto actual = dev.run(inputs);
       if (actual.size() != d.expected.size())
         return {outcome::fail, set + ": " + std::to_string(actual.size()) + " outputs, expected " +
                                    std::to_string(d.expected.size())};
@@ -384,7 +396,7 @@ result run_test(const fs::path& test_dir, const options& o) {
         if (auto why = compare(actual[i], d.expected[i], o); !why.empty())
           return {outcome::fail, set + " output " + std::to_string(i) + " ('" +
                                      dev.model().tensor(dev.model().outputs()[i]).name + "') " + why};
-      const auto after_passes = opt_dev.run(d.inputs);
+      const auto after_passes = opt_dev.run(inputs);
       for (std::size_t i = 0; i < actual.size(); ++i)
         if (auto why = compare_optimised(after_passes.at(i), actual[i], o); !why.empty())
           return {outcome::fail, set + " output " + std::to_string(i) + " after the graph passes " + why};

@@ -164,6 +164,38 @@ TEST_CASE("float arithmetic and division by zero are left to run time") {
   CHECK(op_types(g) == std::vector<std::string>{"Add", "Add", "Div"});
 }
 
+TEST_CASE("a Cast of known integers to FLOAT or DOUBLE folds, so a Range of a computed size is static") {
+  // The window functions' expansions: Range(0.0, float(size), 1.0).
+  model m(13);
+  m.output("r", {"n"}).output("d", {2}, ::onnx::TensorProto_DataType_DOUBLE).output("u", {1}, ::onnx::TensorProto_DataType_FLOAT);
+  m.add(node("Constant", {}, {"size"}, {attr("value", test_onnx::int64_tensor("", {}, {5}))}));
+  m.add(node("Cast", {"size"}, {"size_f"}, {attr("to", ::onnx::TensorProto_DataType_FLOAT)}));
+  m.add(node("Constant", {}, {"zero"}, {attr("value", test_onnx::float_tensor("", {}, {0}))}));
+  m.add(node("Constant", {}, {"one"}, {attr("value", test_onnx::float_tensor("", {}, {1}))}));
+  m.add(node("Range", {"zero", "size_f", "one"}, {"r"}));
+  // Beyond 2^53 a double rounds to nearest, as the Cast kernel's conversion does.
+  m.add(node("Constant", {}, {"big"}, {attr("value", test_onnx::int64_tensor("", {2}, {-3, (std::int64_t{1} << 53) + 1}))}));
+  m.add(node("Cast", {"big"}, {"d"}, {attr("to", ::onnx::TensorProto_DataType_DOUBLE)}));
+  // UINT64 past 2^63 is held wrapped by the folder, so that Cast is left to the kernel.
+  ::onnx::TensorProto u64;
+  u64.set_data_type(::onnx::TensorProto_DataType_UINT64);
+  u64.add_dims(1);
+  u64.add_uint64_data(std::uint64_t{1} << 63);
+  m.add(node("Constant", {}, {"wide"}, {attr("value", u64)}));
+  m.add(node("Cast", {"wide"}, {"u"}, {attr("to", ::onnx::TensorProto_DataType_FLOAT)}));
+  auto g = import(m);
+  CHECK(op_types(g) == std::vector<std::string>{"Range", "Cast"});
+  CHECK(g.tensor(g.tensor_id_of("r")).info.shape == shape{5});
+  const auto& size_f = g.tensor(g.tensor_id_of("size_f"));
+  REQUIRE(size_f.kind == tensor_kind::constant);
+  CHECK(size_f.info.type == data_type::F32);
+  CHECK(size_f.data.load<float>(0) == 5.0f);
+  const auto& d = g.tensor(g.tensor_id_of("d"));
+  REQUIRE(d.kind == tensor_kind::constant);
+  CHECK(d.data.load<double>(0) == -3.0);
+  CHECK(d.data.load<double>(1) == 9007199254740992.0);  // 2^53 + 1 rounds to even
+}
+
 TEST_CASE("views keep their input's values: Identity and Flatten fold through the op flags") {
   model m(17);
   m.output("same", {2, 3}, i64).output("flat", {2, 3}, i64).output("flat0", {1, 6}, i64);

@@ -2,7 +2,8 @@
 // `--max-model-bytes N` and `--max-tensor-bytes N` on every subcommand that imports an ONNX model
 // (info, run, plan, compile, train): the importer's resource caps (ipu::onnx::import_options); and
 // with them how the model's sequence and optional inputs are bound (`--sequence-input`,
-// `--absent-input`; ipu/onnx/sequences.hpp).
+// `--absent-input`; ipu/onnx/sequences.hpp) and which inputs are fixed to a value (`--input-value`;
+// ipu/onnx/value_dependence.hpp).
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "input_files.hpp"
 #include "ipu/onnx/import.hpp"
 
 namespace ipu_cli {
@@ -22,19 +24,36 @@ inline ipu::onnx::import_options& import_limits() {
   return limits;
 }
 
-/// Import options carrying the command line's caps; every subcommand starts from these.
+/// `--input-value NAME=FILE`s, in order; read by limited_import_options.
+inline std::vector<std::pair<std::string, std::string>>& input_value_files() {
+  static std::vector<std::pair<std::string, std::string>> files;
+  return files;
+}
+
+/// Import options carrying the command line's caps, bindings and fixed input values; every
+/// subcommand starts from these.
 inline ipu::onnx::import_options limited_import_options() {
   ipu::onnx::import_options o;
   o.max_model_bytes = import_limits().max_model_bytes;
   o.max_tensor_bytes = import_limits().max_tensor_bytes;
   o.sequence_inputs = import_limits().sequence_inputs;
   o.absent_inputs = import_limits().absent_inputs;
+  for (const auto& [name, file] : input_value_files()) o.input_values.emplace(name, read_input_file(file));
   return o;
 }
 
-/// Whether the command line binds sequence or optional inputs (which a PopEF file has none of).
+/// Whether the command line binds sequence or optional inputs or fixes input values (which a
+/// PopEF file has none of).
 inline bool binds_structured_inputs() {
-  return !import_limits().sequence_inputs.empty() || !import_limits().absent_inputs.empty();
+  return !import_limits().sequence_inputs.empty() || !import_limits().absent_inputs.empty() ||
+         !input_value_files().empty();
+}
+
+/// The flag binds_structured_inputs() found, for its error message.
+inline const char* binding_flag() {
+  if (!import_limits().sequence_inputs.empty()) return "--sequence-input";
+  if (!import_limits().absent_inputs.empty()) return "--absent-input";
+  return "--input-value";
 }
 
 /// "xs=2,3:4:" -> {"xs", {{2, 3}, {4}, {}}}: the shapes of the elements, ':' between elements,
@@ -99,6 +118,21 @@ inline void add_import_limit_options(CLI::App& app) {
       "--absent-input",
       [&l](const std::vector<std::string>& names) { l.absent_inputs.insert(names.begin(), names.end()); },
       "give the optional input NAME no value (repeatable)");
+  app.add_option_function<std::vector<std::string>>(
+      "--input-value",
+      [](const std::vector<std::string>& texts) {
+        for (const auto& t : texts) {
+          const auto eq = t.find('=');
+          if (eq == std::string::npos || eq == 0 || eq + 1 == t.size())
+            throw CLI::ValidationError("--input-value", "'" + t + "' is not NAME=FILE; write --input-value n=n.npy");
+          const auto name = t.substr(0, eq);
+          for (const auto& [given, file] : input_value_files())
+            if (given == name) throw CLI::ValidationError("--input-value", "'" + name + "' is given twice");
+          input_value_files().emplace_back(name, t.substr(eq + 1));
+        }
+      },
+      "fix the input NAME to the value in FILE (.npy or .pb) at import, making it a constant: for inputs that decide "
+      "a shape or a sequence's structure, such as a Loop's trip count (repeatable)");
 }
 
 }  // namespace ipu_cli

@@ -53,6 +53,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -63,6 +64,7 @@
 #include <utility>
 #include <vector>
 
+#include "input_files.hpp"
 #include "input_shapes.hpp"
 #include "outputs.hpp"
 #include "common_options.hpp"
@@ -114,20 +116,6 @@ inline std::string output_file_name(std::string_view name) {
     if (!ok) c = '_';
   }
   return s + ".npy";
-}
-
-/// Reads a .npy or TensorProto .pb file, chosen by extension.
-inline ipu::host_tensor read_input_file(const std::filesystem::path& p) {
-  const auto ext = p.extension().string();
-  if (ext == ".npy") return ipu::io::read_npy(p);
-  if (ext == ".pb") {
-    if (!std::filesystem::is_regular_file(p))
-      throw ipu::error(ipu::error_category::io, "the file does not exist or is not a regular file", "file '" + p.string() + "'",
-                  "check the path");
-    return ipu::onnx::load_tensor(p);
-  }
-  throw ipu::error(ipu::error_category::usage, "unknown input file type '" + ext + "'", "file '" + p.string() + "'",
-              "give a NumPy .npy file or an ONNX TensorProto .pb file");
 }
 
 /// The most timed runs: every latency is kept for exact percentiles (80 MB of them at most).
@@ -340,6 +328,35 @@ inline std::vector<ipu::host_tensor> run_popef(const ipu::popef::compiled_model&
   return outputs;
 }
 
+/// The values of the tensor inputs given by --input and --data, by name, for a model whose
+/// structure depends on some of them; `declared` receives the model's declared inputs, in order
+/// (those without an initializer), which --data's input_<i>.pb files then follow.
+inline std::map<std::string, ipu::host_tensor, std::less<>> given_input_values(const run_args& a,
+                                                                              std::vector<std::string>& declared) {
+  namespace fs = std::filesystem;
+  ::onnx::ModelProto model;
+  ipu::onnx::read_proto_file(model, a.model, "ONNX model");
+  std::set<std::string> initializers;
+  for (const auto& t : model.graph().initializer()) initializers.insert(t.name());
+  std::set<std::string> tensors;
+  for (const auto& in : model.graph().input())
+    if (!initializers.count(in.name())) {
+      declared.push_back(in.name());
+      if (in.type().has_tensor_type()) tensors.insert(in.name());
+    }
+  std::map<std::string, ipu::host_tensor, std::less<>> values;
+  if (!a.data_dir.empty())
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+      const auto p = fs::path(a.data_dir) / ("input_" + std::to_string(i) + ".pb");
+      if (!fs::exists(p)) break;
+      if (tensors.count(declared[i])) values.emplace(declared[i], read_input_file(p));
+    }
+  for (const auto& spec : a.inputs)
+    if (const auto eq = spec.find('='); eq != std::string::npos && tensors.count(spec.substr(0, eq)))
+      values.emplace(spec.substr(0, eq), read_input_file(spec.substr(eq + 1)));
+  return values;
+}
+
 inline void run_command(const run_args& args) {
   namespace fs = std::filesystem;
   run_args a = args;  // with the options file's seed
@@ -400,6 +417,11 @@ inline void run_command(const run_args& args) {
                      "use random or zeros");
   std::optional<ipu::popef::compiled_model> compiled;
   ipu::graph onnx_graph;
+  // Inputs fixed at import because the model's structure depends on their values: their names,
+  // the values given, and the model's declared inputs (which --data's files then follow).
+  std::vector<std::string> fixed;
+  std::map<std::string, ipu::host_tensor, std::less<>> given;
+  std::vector<std::string> declared_inputs;
   nlohmann::json pass_report;
   if (is_popef) {
     // A PopEF file (ipu compile) holds the graph with its shapes fixed; weights are used in place.
@@ -407,25 +429,37 @@ inline void run_command(const run_args& args) {
       throw ipu::error(ipu::error_category::usage, "--input-shape does not apply to a PopEF file", "--input-shape",
                        "shapes are fixed when the file is compiled: pass --input-shape to ipu compile");
     if (binds_structured_inputs())
-      throw ipu::error(ipu::error_category::usage, "a PopEF file has no sequence or optional inputs to bind",
-                       import_limits().sequence_inputs.empty() ? "--absent-input" : "--sequence-input",
-                       "they are bound when the file is compiled: pass the flag to ipu compile");
+      throw ipu::error(ipu::error_category::usage, "a PopEF file's inputs were bound when it was compiled", binding_flag(),
+                       "pass the flag to ipu compile");
     if (a.optimize.passes || a.optimize.no_optimize)
       throw ipu::error(ipu::error_category::usage, "a PopEF file's graph was optimised when it was compiled",
                        a.optimize.passes ? "--passes" : "--no-optimize", "give these flags to ipu compile instead");
     compiled = ipu::popef::load(a.model);
   } else {
     (void)chosen_passes(a.optimize);  // a bad list fails before the import
-    onnx_graph = optimized(ipu::onnx::load_model(a.model, options), a.optimize, &pass_report);
+    ipu::graph imported;
+    try {
+      imported = ipu::onnx::load_model(a.model, options);
+    } catch (const ipu::onnx::value_dependent_error& e) {
+      // A shape or a sequence's structure depends on input values: import for the given ones.
+      if (e.inputs().empty() || (a.inputs.empty() && a.data_dir.empty())) throw;
+      given = given_input_values(a, declared_inputs);
+      imported = ipu::onnx::load_model_given_inputs(a.model, options, given, &fixed);
+    }
+    onnx_graph = optimized(std::move(imported), a.optimize, &pass_report);
   }
   const ipu::graph& g = compiled ? compiled->model() : onnx_graph;
+  auto is_fixed = [&](const std::string& name) { return std::find(fixed.begin(), fixed.end(), name) != fixed.end(); };
 
   // Bind files to input names; every graph input exactly once.
   std::map<std::string, ipu::host_tensor> bound;
   std::map<std::string, std::string> source;  // name -> where it came from, for "given twice"
   std::vector<fs::path> read_files{a.model};  // what the outputs must not replace
   auto bind = [&](const std::string& name, const std::string& file) {
-    bool known = false;
+    if (options.input_values.count(name))
+      throw ipu::error(ipu::error_category::usage, "input '" + name + "' is fixed at import by --input-value",
+                       "--input " + name + "=" + file, "give it once");
+    bool known = is_fixed(name);
     for (auto t : g.inputs()) known = known || g.tensor(t).name == name;
     if (!known) {
       std::string list;
@@ -436,9 +470,11 @@ inline void run_command(const run_args& args) {
     if (auto it = source.find(name); it != source.end())
       throw ipu::error(ipu::error_category::usage, "input '" + name + "' is given twice (" + it->second + " and " + file + ")",
                   "ipu run", "give each input once");
-    bound.emplace(name, read_input_file(file));
     source.emplace(name, file);
     read_files.emplace_back(file);
+    if (is_fixed(name)) return;
+    auto it = given.find(name);  // read already for the import
+    bound.emplace(name, it != given.end() ? std::move(it->second) : read_input_file(file));
   };
   if (!a.data_dir.empty()) {
     if (!fs::is_directory(a.data_dir))
@@ -446,12 +482,13 @@ inline void run_command(const run_args& args) {
     for (std::size_t i = 0;; ++i) {
       const auto p = fs::path(a.data_dir) / ("input_" + std::to_string(i) + ".pb");
       if (!fs::exists(p)) break;
-      if (i >= g.inputs().size())
+      // With inputs fixed at import, the files follow the model's declared inputs.
+      const std::size_t count = fixed.empty() ? g.inputs().size() : declared_inputs.size();
+      if (i >= count)
         throw ipu::error(ipu::error_category::usage,
-                    "'" + p.string() + "' has no graph input to bind to: the model has " +
-                        std::to_string(g.inputs().size()) + " inputs",
+                    "'" + p.string() + "' has no graph input to bind to: the model has " + std::to_string(count) + " inputs",
                     "--data '" + a.data_dir + "'", "use the data set that belongs to this model");
-      bind(g.tensor(g.inputs()[i]).name, p.string());
+      bind(fixed.empty() ? g.tensor(g.inputs()[i]).name : declared_inputs[i], p.string());
     }
   }
   for (const auto& spec : a.inputs) {
@@ -466,6 +503,12 @@ inline void run_command(const run_args& args) {
   if (!compiled) json["passes"] = pass_report;
   json["inputs"] = nlohmann::json::array();
   std::string text;  // stdout, printed once everything has succeeded
+  for (const auto& name : fixed) {
+    json["inputs"].push_back({{"name", name}, {"type", ipu::to_string(given.at(name).info())}, {"file", source.at(name)},
+                              {"fixed_at_import", true}});
+    run_perf::appendf(text, "input %s fixed at import to the value in %s (it decides a shape or a sequence's structure)\n",
+                      name.c_str(), source.at(name).c_str());
+  }
   const bool invent = bound.empty() || a.synthetic;
   const std::string mode = a.synthetic.value_or("random");
   std::mt19937_64 rng(static_cast<std::uint64_t>(a.seed.value_or(1)));

@@ -6,7 +6,8 @@
 // some shapes unknown. Like PopART's const-expr folding, this evaluates integer / bool ops whose
 // inputs are all known - Shape and Size of statically shaped tensors, Constant nodes, small integer
 // initializers - and replaces them with Constant nodes. Float ops are never folded (their results
-// would depend on host arithmetic), nor are outputs over `max_folded_elements`.
+// would depend on host arithmetic; a Cast of integers to FLOAT / DOUBLE, which involves none, is),
+// nor are outputs over `max_folded_elements`.
 // Works on the canonical (opset-17) form produced by normalize.hpp.
 #include <onnx/onnx_pb.h>
 
@@ -163,9 +164,13 @@ class folder {
     return count_;
   }
 
- private:
   using const_map = std::unordered_map<std::string, int_tensor>;
 
+  /// The value of `n`'s single output when its inputs are in `consts` (or its shape is static,
+  /// for Shape / Size) and the op is one this folder evaluates; nullopt otherwise.
+  static std::optional<int_tensor> evaluate(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts);
+
+ private:
   void graph(::onnx::GraphProto& g, const type_scope* parent, const_map consts) {
     const type_scope scope(g, parent);
     for (const auto& t : g.initializer())
@@ -197,12 +202,40 @@ class folder {
       }
       if (n.output_size() != 1 || n.output(0).empty()) continue;
       auto result = evaluate(n, scope, consts);
-      if (!result || result->size() > max_folded_elements) continue;
+      if (!result) {
+        if (auto c = integers_as_floats(n, consts)) {
+          n = std::move(*c);
+          ++count_;
+        }
+        continue;
+      }
+      if (result->size() > max_folded_elements) continue;
       ::onnx::NodeProto c = constant_node(n.name(), n.output(0), encode_int(*result));
       consts[n.output(0)] = std::move(*result);
       n = std::move(c);
       ++count_;
     }
+  }
+
+  /// A Cast of known integers to FLOAT or DOUBLE as a Constant: converting is exact up to 2^24
+  /// (2^53), rounds to nearest beyond as the kernel does, and involves no arithmetic, so the
+  /// result cannot depend on the host. It gives a Range of a computed float size (the window
+  /// functions' expansions) a static shape.
+  static std::optional<::onnx::NodeProto> integers_as_floats(const ::onnx::NodeProto& n, const const_map& consts) {
+    if (n.op_type() != "Cast" || n.input_size() != 1) return std::nullopt;
+    const auto to = attr_int(n, "to", 0);
+    if (to != ::onnx::TensorProto_DataType_FLOAT && to != ::onnx::TensorProto_DataType_DOUBLE) return std::nullopt;
+    const auto* x = in(n, 0, consts);
+    // UINT64 values past 2^63 are held wrapped, so they are left to the kernel.
+    if (!x || x->type == ::onnx::TensorProto_DataType_UINT64 || x->size() > max_folded_elements) return std::nullopt;
+    ::onnx::TensorProto t;
+    t.set_data_type(static_cast<std::int32_t>(to));
+    for (auto d : x->dims) t.add_dims(d);
+    for (auto v : x->values) {
+      if (to == ::onnx::TensorProto_DataType_FLOAT) t.add_float_data(static_cast<float>(v));
+      else t.add_double_data(static_cast<double>(v));
+    }
+    return constant_node(n.name(), n.output(0), std::move(t));
   }
 
   static const int_tensor* in(const ::onnx::NodeProto& n, int i, const const_map& consts) {
@@ -211,7 +244,7 @@ class folder {
     return it == consts.end() ? nullptr : &it->second;
   }
 
-  static std::optional<int_tensor> evaluate(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts) {
+  static std::optional<int_tensor> evaluate_node(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts) {
     const auto& op = n.op_type();
     if (op == "Shape" || op == "Size") {
       auto dims = scope.static_shape(n.input(0));
@@ -551,6 +584,10 @@ class folder {
   ::onnx::ModelProto& model_;
   std::size_t count_ = 0;
 };
+
+inline std::optional<int_tensor> folder::evaluate(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts) {
+  return evaluate_node(n, scope, consts);
+}
 
 }  // namespace detail
 

@@ -64,6 +64,7 @@
 #include "ipu/onnx/types.hpp"
 #include "ipu/onnx/unsupported.hpp"
 #include "ipu/onnx/upgrade.hpp"
+#include "ipu/onnx/value_dependence.hpp"
 #include "ipu/ops/all.hpp"
 #include "ipu/ops/infer.hpp"
 
@@ -80,6 +81,11 @@ struct import_options {
   /// Optional inputs given no value: they are no inputs of the imported graph, and
   /// OptionalHasElement on them is false. Optional inputs not listed here are present.
   std::set<std::string, std::less<>> absent_inputs;
+  /// Inputs fixed to a value at import: each becomes a constant of the model and is no input of
+  /// the imported graph, so what its value decides (an If's branch, a Loop's trip count, a
+  /// sequence position, a Range's length; value_dependence.hpp) is settled. The value's type and
+  /// shape must be those the model declares.
+  std::map<std::string, host_tensor, std::less<>> input_values;
   /// Where external data files are looked up; by default the model file's directory.
   std::filesystem::path base_dir;
   /// Refuse models using ops that `registry` does not implement, listing all of them.
@@ -160,6 +166,77 @@ inline std::string shape_hint(const ::onnx::GraphProto& g, const std::unordered_
 }
 
 /// Applies the input-shape map to the main graph and checks that every input shape is static.
+/// Replaces the inputs in opt.input_values by Constant nodes holding their values.
+inline void bind_input_values(::onnx::GraphProto& g, const import_options& opt) {
+  if (opt.input_values.empty()) return;
+  std::unordered_set<std::string> initializers;
+  for (const auto& t : g.initializer()) initializers.insert(t.name());
+  std::string list;  // the inputs that can be fixed, for the errors
+  for (const auto& in : g.input())
+    if (!initializers.count(in.name())) list += (list.empty() ? "'" : ", '") + in.name() + "'";
+  google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
+  for (const auto& [name, value] : opt.input_values) {
+    const std::string where = "input_values['" + name + "']";
+    if (opt.input_shapes.count(name))
+      throw error(error_category::usage, "input '" + name + "' is given both a shape and a value", where,
+                  "a value fixes the shape too: leave it out of input_shapes (--input-shape)");
+    auto it = std::find_if(g.input().begin(), g.input().end(), [&](const ::onnx::ValueInfoProto& v) { return v.name() == name; });
+    if (it == g.input().end() || initializers.count(name))
+      throw error(error_category::usage, "'" + name + "' is not an input of the model", where,
+                  "the model's inputs are " + (list.empty() ? std::string("none") : list));
+    if (!it->type().has_tensor_type())
+      throw error(error_category::usage, "input '" + name + "' is a sequence or an optional, not a tensor", where,
+                  "give a sequence's element shapes (sequence_inputs, --sequence-input) and its elements as inputs");
+    const auto& declared = it->type().tensor_type();
+    const auto info = tensor_info(value.info());
+    if (declared.elem_type() != to_onnx_type(info.type))
+      throw error(error_category::usage,
+                  "the value is " + to_string(info) + " but the model declares the element type " +
+                      std::string(::onnx::TensorProto_DataType_Name(declared.elem_type())),
+                  where, "give a value of the declared type");
+    if (declared.has_shape()) {
+      const auto& dims = declared.shape().dim();
+      bool same = static_cast<std::size_t>(dims.size()) == info.shape.rank();
+      for (int i = 0; same && i < dims.size(); ++i)
+        same = !dims[i].has_dim_value() || dims[i].dim_value() == info.shape[static_cast<std::size_t>(i)];
+      if (!same)
+        throw error(error_category::usage, "the value is " + to_string(info) + " but the model declares " + dims_text(it->type()),
+                    where, "give a value of the declared shape");
+    }
+    if (info.num_bytes() > opt.max_tensor_bytes)
+      throw error(error_category::usage,
+                  "the value holds " + std::to_string(info.num_bytes()) + " bytes, over max_tensor_bytes (" +
+                      std::to_string(opt.max_tensor_bytes) + ")",
+                  where, "raise max_tensor_bytes (--max-tensor-bytes)");
+    *nodes.Add() = constant_node("input value " + name, name, to_tensor_proto(value, name));
+  }
+  google::protobuf::RepeatedPtrField<::onnx::ValueInfoProto> inputs;
+  for (auto& in : *g.mutable_input())
+    if (!opt.input_values.count(in.name())) *inputs.Add() = std::move(in);
+  g.mutable_input()->Swap(&inputs);
+  for (auto& n : *g.mutable_node()) *nodes.Add() = std::move(n);
+  g.mutable_node()->Swap(&nodes);
+}
+
+/// `e` naming the inputs of `g` that its tensor is computed from and that import_options::
+/// input_values could fix: integer and bool tensors, whose values constant folding evaluates.
+inline value_dependent_error with_dependent_inputs(const value_dependent_error& e, const ::onnx::GraphProto& g) {
+  std::vector<std::string> inputs;
+  std::string list;
+  for (auto& name : inputs_computing(g, e.tensor())) {
+    auto it = std::find_if(g.input().begin(), g.input().end(), [&](const ::onnx::ValueInfoProto& v) { return v.name() == name; });
+    if (!it->type().has_tensor_type() || !is_int_type(it->type().tensor_type().elem_type())) continue;
+    list += (list.empty() ? "'" : ", '") + name + "'";
+    inputs.push_back(std::move(name));
+  }
+  if (inputs.empty()) return e;
+  return value_dependent_error(e.tensor(), std::move(inputs), e.category(),
+                               e.message() + ", from the value" + (inputs.size() > 1 ? "s of inputs " : " of input ") + list,
+                               e.location(),
+                               "import the model for given values: import_options::input_values (ipu --input-value "
+                               "NAME=FILE; ipu run fixes them from its inputs)");
+}
+
 inline void apply_input_shapes(::onnx::GraphProto& g, const import_options& opt) {
   std::unordered_set<std::string> initializers;
   for (const auto& t : g.initializer()) initializers.insert(t.name());
@@ -423,14 +500,16 @@ class graph_builder {
       throw error(error_category::shape, "the type of " + what + " is unknown after shape inference", where,
                   "ONNX cannot infer this op's outputs; give them in the model's value_info");
     const auto type = data_type_from_onnx(t->tensor_type().elem_type(), what);
+    // import_model names the inputs a shape depends on (value_dependence.hpp).
     if (!t->tensor_type().has_shape())
-      throw error(error_category::shape, "the shape of " + what + " is unknown after shape inference", where,
-                  "fix the model's input shapes with import_options::input_shapes, or give the shape in value_info");
+      throw value_dependent_error(name, {}, error_category::shape, "the shape of " + what + " is unknown after shape inference",
+                                  where, "fix the model's input shapes with import_options::input_shapes, or give the shape in value_info");
     std::vector<std::int64_t> dims;
     for (const auto& d : t->tensor_type().shape().dim()) {
       if (!d.has_dim_value())
-        throw error(error_category::shape, "the shape of " + what + " is dynamic after shape inference: " + dims_text(*t),
-                    where, "fix the model's input shapes with import_options::input_shapes (ipu --input-shape)");
+        throw value_dependent_error(name, {}, error_category::shape,
+                                    "the shape of " + what + " is dynamic after shape inference: " + dims_text(*t), where,
+                                    "fix the model's input shapes with import_options::input_shapes (ipu --input-shape)");
       dims.push_back(d.dim_value());
     }
     return {type, shape(std::move(dims))};
@@ -625,9 +704,9 @@ class graph_builder {
 
 }  // namespace detail
 
-/// Imports a parsed model. The model is rewritten in place (normalised, shapes inferred, constants
-/// folded) and kept alive by the returned graph's weights, which share its bytes.
-inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const import_options& options = {}) {
+namespace detail {
+
+inline graph import_in_place(std::shared_ptr<::onnx::ModelProto> model, const import_options& options) {
   auto& m = *model;
   if (!m.has_graph() || m.ir_version() <= 0)
     throw error(error_category::onnx, "the data parsed, but it holds no ONNX model (no IR version or graph)", {},
@@ -655,6 +734,7 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
                              : "the model uses ai.onnx opset " + std::to_string(version) + "; opsets 1 to " +
                                    std::to_string(canonical_opset) + " are supported",
                 "model graph '" + m.graph().name() + "'", "re-export the model at an opset from 1 to 17");
+  detail::bind_input_values(*m.mutable_graph(), options);
   detail::bind_structured_inputs(m, options.sequence_inputs, options.absent_inputs);
   detail::apply_input_shapes(*m.mutable_graph(), options);
   detail::check_declared_input_bytes(m.graph(), options, "model graph '" + detail::single_line(m.graph().name()) + "'");
@@ -687,6 +767,47 @@ inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const impor
   return g;
 }
 
+}  // namespace detail
+
+/// Imports a parsed model. The model is rewritten in place (normalised, shapes inferred, constants
+/// folded) and kept alive by the returned graph's weights, which share its bytes.
+inline graph import_model(std::shared_ptr<::onnx::ModelProto> model, const import_options& options = {}) {
+  const auto kept = model;  // the model as far as it got, to trace a value_dependent_error back
+  try {
+    return detail::import_in_place(std::move(model), options);
+  } catch (const value_dependent_error& e) {
+    if (!e.inputs().empty()) throw;
+    throw detail::with_dependent_inputs(e, kept->graph());
+  }
+}
+
+/// Imports `model` for the values a run will give its inputs (`values`, by name), fixing an input
+/// to its value (import_options::input_values) only when the importer reports that a shape or a
+/// sequence's structure depends on it; `bound`, when given, receives the names fixed. The imported
+/// graph has no such input: a run with other values must import again.
+inline graph import_model_given_inputs(const ::onnx::ModelProto& model, import_options options,
+                                       const std::map<std::string, host_tensor, std::less<>>& values,
+                                       std::vector<std::string>* bound = nullptr) {
+  for (;;) {  // each round fixes at least one more input, or ends
+    try {
+      auto g = import_model(std::make_shared<::onnx::ModelProto>(model), options);
+      if (bound) {
+        bound->clear();
+        for (const auto& entry : options.input_values) bound->push_back(entry.first);
+      }
+      return g;
+    } catch (const value_dependent_error& e) {
+      bool more = false;
+      for (const auto& name : e.inputs())
+        if (auto it = values.find(name); it != values.end() && !options.input_values.count(name)) {
+          options.input_values.emplace(name, it->second);
+          more = true;
+        }
+      if (!more) throw;
+    }
+  }
+}
+
 /// Imports a model from serialized bytes. External data needs import_options::base_dir.
 inline graph load_model_from_bytes(std::string_view bytes, const import_options& options = {}) {
   detail::check_model_bytes(bytes.size(), 0, options, "model bytes");
@@ -695,11 +816,16 @@ inline graph load_model_from_bytes(std::string_view bytes, const import_options&
   return import_model(std::move(model), options);
 }
 
-/// Imports a model file; external data is looked up next to it unless options.base_dir says else.
-inline graph load_model(const std::filesystem::path& path, const import_options& options = {}) {
+namespace detail {
+
+/// Reads the model file at `path` and hands it to `import` with options whose base_dir defaults to
+/// the file's directory; errors name the file.
+template <class Import>
+graph import_file(const std::filesystem::path& path, const import_options& options, Import import) {
+  auto located = [&](const error& e) { return path.string() + (e.location().empty() ? "" : ": " + e.location()); };
   try {
     std::error_code ec;
-    if (const auto size = std::filesystem::file_size(path, ec); !ec) detail::check_model_bytes(size, 0, options, path.string());
+    if (const auto size = std::filesystem::file_size(path, ec); !ec) check_model_bytes(size, 0, options, path.string());
     auto model = std::make_shared<::onnx::ModelProto>();
     read_proto_file(*model, path, "ONNX model");
     import_options opt = options;
@@ -707,11 +833,32 @@ inline graph load_model(const std::filesystem::path& path, const import_options&
       opt.base_dir = path.parent_path();
       if (opt.base_dir.empty()) opt.base_dir = ".";
     }
-    return import_model(std::move(model), opt);
+    return import(std::move(model), opt);
+  } catch (const value_dependent_error& e) {
+    if (e.location().find(path.string()) != std::string::npos) throw;
+    throw value_dependent_error(e.tensor(), e.inputs(), e.category(), e.message(), located(e), e.hint());
   } catch (const error& e) {
     if (e.location().find(path.string()) != std::string::npos) throw;
-    throw error(e.category(), e.message(), path.string() + (e.location().empty() ? "" : ": " + e.location()), e.hint());
+    throw error(e.category(), e.message(), located(e), e.hint());
   }
+}
+
+}  // namespace detail
+
+/// Imports a model file; external data is looked up next to it unless options.base_dir says else.
+inline graph load_model(const std::filesystem::path& path, const import_options& options = {}) {
+  return detail::import_file(path, options, [](std::shared_ptr<::onnx::ModelProto> m, const import_options& o) {
+    return import_model(std::move(m), o);
+  });
+}
+
+/// import_model_given_inputs for a model file.
+inline graph load_model_given_inputs(const std::filesystem::path& path, const import_options& options,
+                                     const std::map<std::string, host_tensor, std::less<>>& values,
+                                     std::vector<std::string>* bound = nullptr) {
+  return detail::import_file(path, options, [&](std::shared_ptr<::onnx::ModelProto> m, const import_options& o) {
+    return import_model_given_inputs(*m, o, values, bound);
+  });
 }
 
 }  // namespace ipu::onnx

@@ -15,7 +15,8 @@
 //   Loop carrying a sequence (or reading one) is unrolled when its trip count is a constant.
 // Positions (SequenceAt, SequenceInsert, SequenceErase, split sizes) must be constants. What
 // depends on run-time values (a sequence built by a Loop of run-time trip count, an If of run-time
-// condition returning a sequence) is refused with a message saying so.
+// condition returning a sequence) throws a value_dependent_error (value_dependence.hpp): the model
+// is then imported for given values of the inputs it depends on (import_options::input_values).
 //
 // At the model's boundary (import_options): a sequence input 'x' given N element shapes becomes
 // the tensor inputs 'x[0]' ... 'x[N-1]', in place of 'x'; an optional input is its value when
@@ -38,6 +39,7 @@
 #include "ipu/error.hpp"
 #include "ipu/onnx/fold.hpp"
 #include "ipu/onnx/proto_edit.hpp"
+#include "ipu/onnx/value_dependence.hpp"
 
 namespace ipu::onnx {
 
@@ -400,10 +402,14 @@ class sequence_lowering {
 
   std::int64_t known_scalar(const std::string& name, const std::string& what, const std::string& user) const {
     const auto* v = known(tensor_of(name, user));
-    if (!v || v->values.size() != 1)
-      throw error(error_category::onnx,
-                  what + " of " + user + " ('" + name + "') is " + (v ? "not a scalar" : "computed at run time"), graph_where_,
-                  "sequences are lowered to tensors at import, so their positions and lengths must be constants");
+    if (!v)
+      throw value_dependent_error(name, {}, error_category::onnx,
+                                  what + " of " + user + " ('" + name + "') is computed at run time", graph_where_,
+                                  "sequences are lowered to tensors at import, so their positions and lengths must be "
+                                  "constants");
+    if (v->values.size() != 1)
+      throw error(error_category::onnx, what + " of " + user + " ('" + name + "') is not a scalar", graph_where_,
+                  "give a scalar (or one-element) tensor");
     return v->values[0];
   }
 
@@ -523,6 +529,15 @@ class sequence_lowering {
         } else if (a.name() == "value_int") {
           ints_[copy.output(0)] = {::onnx::TensorProto_DataType_INT64, {}, {a.i()}};
         }
+      }
+    // So are integer ops of known values (Not of OptionalHasElement, the bounds of a Slice in an
+    // unrolled loop body), computed as constant folding would, and written as constants so that
+    // shape inference sees them.
+    if (onnx_domain && op != "Constant" && op != "Identity" && copy.output_size() == 1 && copy.input_size() > 0 &&
+        std::all_of(copy.input().begin(), copy.input().end(), [&](const std::string& i) { return !i.empty() && known(i); }))
+      if (auto v = folder::evaluate(copy, types_.back(), ints_); v && v->size() <= max_folded_elements) {
+        copy = constant_node(copy.name(), copy.output(0), encode_int(*v));
+        ints_[copy.output(0)] = std::move(*v);
       }
     out.push_back(std::move(copy));
   }
@@ -652,8 +667,8 @@ class sequence_lowering {
     } else {
       const auto* split = known(tensor_of(n.input(1), user));
       if (!split)
-        throw error(error_category::onnx, "the split sizes of " + user + " are computed at run time", graph_where_,
-                    "sequences are lowered to tensors at import, so the split sizes must be constants");
+        throw value_dependent_error(n.input(1), {}, error_category::onnx, "the split sizes of " + user + " are computed at run time",
+                                    graph_where_, "sequences are lowered to tensors at import, so the split sizes must be constants");
       if (split->dims.empty()) {
         const auto step = split->values.at(0);
         if (step <= 0)
