@@ -71,6 +71,7 @@
 // ONNX files
 #include "ipu/onnx/export.hpp"
 #include "ipu/onnx/import.hpp"
+#include "ipu/onnx/specializing_runner.hpp"
 #include "ipu/onnx/tensor.hpp"
 
 // PopTorch's options
