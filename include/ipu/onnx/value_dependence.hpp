@@ -11,6 +11,7 @@
 // does this for a run whose inputs are at hand, binding only the inputs the importer asks for.
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <set>
 #include <string>
 #include <string_view>
