@@ -166,10 +166,6 @@ class folder {
 
   using const_map = std::unordered_map<std::string, int_tensor>;
 
-  /// The value of `n`'s single output when its inputs are in `consts` (or its shape is static,
-  /// for Shape / Size) and the op is one this folder evaluates; nullopt otherwise.
-  static std::optional<int_tensor> evaluate(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts);
-
  private:
   void graph(::onnx::GraphProto& g, const type_scope* parent, const_map consts) {
     const type_scope scope(g, parent);
@@ -244,7 +240,10 @@ class folder {
     return it == consts.end() ? nullptr : &it->second;
   }
 
-  static std::optional<int_tensor> evaluate_node(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts) {
+ public:
+  /// The value of `n`'s single output when its inputs are in `consts` (or its shape is static,
+  /// for Shape / Size) and the op is one this folder evaluates; nullopt otherwise.
+  static std::optional<int_tensor> evaluate(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts) {
     const auto& op = n.op_type();
     if (op == "Shape" || op == "Size") {
       auto dims = scope.static_shape(n.input(0));
@@ -580,14 +579,11 @@ class folder {
     }
     return std::nullopt;
   }
+ private:
 
   ::onnx::ModelProto& model_;
   std::size_t count_ = 0;
 };
-
-inline std::optional<int_tensor> folder::evaluate(const ::onnx::NodeProto& n, const type_scope& scope, const const_map& consts) {
-  return evaluate_node(n, scope, consts);
-}
 
 }  // namespace detail
 

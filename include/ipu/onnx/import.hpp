@@ -165,7 +165,6 @@ inline std::string shape_hint(const ::onnx::GraphProto& g, const std::unordered_
   return s + ")";
 }
 
-/// Applies the input-shape map to the main graph and checks that every input shape is static.
 /// Replaces the inputs in opt.input_values by Constant nodes holding their values.
 inline void bind_input_values(::onnx::GraphProto& g, const import_options& opt) {
   if (opt.input_values.empty()) return;
@@ -237,6 +236,7 @@ inline value_dependent_error with_dependent_inputs(const value_dependent_error& 
                                "NAME=FILE; ipu run fixes them from its inputs)");
 }
 
+/// Applies the input-shape map to the main graph and checks that every input shape is static.
 inline void apply_input_shapes(::onnx::GraphProto& g, const import_options& opt) {
   std::unordered_set<std::string> initializers;
   for (const auto& t : g.initializer()) initializers.insert(t.name());
