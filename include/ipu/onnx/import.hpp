@@ -174,7 +174,9 @@ inline void bind_input_values(::onnx::GraphProto& g, const import_options& opt) 
   for (const auto& in : g.input())
     if (!initializers.count(in.name())) list += (list.empty() ? "'" : ", '") + in.name() + "'";
   google::protobuf::RepeatedPtrField<::onnx::NodeProto> nodes;
-  for (const auto& [name, value] : opt.input_values) {
+  for (const auto& entry : opt.input_values) {
+    const auto& name = entry.first;  // not a structured binding: clang 14 cannot capture one
+    const auto& value = entry.second;
     const std::string where = "input_values['" + name + "']";
     if (opt.input_shapes.count(name))
       throw error(error_category::usage, "input '" + name + "' is given both a shape and a value", where,
