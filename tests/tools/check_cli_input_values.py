@@ -110,5 +110,30 @@ expect("is not NAME=FILE" in p.stderr, f"no file: {p.stderr!r}")
 p = run("run", path("dependent.onnx"), "--input-value", "p=" + path("p.npy"), "--input-value", "n=" + path("n.npy"),
         "--input", "p=" + path("p.npy"), fail=True)
 expect("input 'p' is fixed at import by --input-value" in p.stderr, f"fixed and given: {p.stderr!r}")
+p = run("run", path("dependent.onnx"), "--input-value", "p=" + path("p.npy"), "--input-value", "p=" + path("p.npy"),
+        fail=True)
+expect("'p' is given twice" in p.stderr, f"a name fixed twice: {p.stderr!r}")
 
-cli.finish("ok: inputs fixed at import from --input, --data and --input-value, and the refusals")
+# No output replaces a value file: not --output-dir, -o (through a hard link) or --json.
+clash = path("clash")
+os.makedirs(clash, exist_ok=True)
+np.save(os.path.join(clash, "picked.npy"), np.array(1, dtype=np.int64))
+p = run("run", path("dependent.onnx"), "--input-value", "p=" + os.path.join(clash, "picked.npy"),
+        "--input-value", "n=" + path("n.npy"), "--input", "X=" + path("X.npy"), "--input", "s=" + path("s.npy"),
+        "--output-dir", clash, fail=True)
+expect("would destroy the input" in p.stderr, f"--output-dir over a value file: {p.stderr!r}")
+expect(np.load(os.path.join(clash, "picked.npy")).tolist() == 1, "--output-dir replaced the value file")
+for link in (path("n_link.popef"), path("n_link.json")):
+    if not os.path.exists(link):
+        os.link(path("n.npy"), link)
+for flags in (["-o", path("n_link.popef")], ["-o", path("other.popef"), "--json=" + path("n_link.json")]):
+    p = run("compile", path("dependent.onnx"), "--input-value", "p=" + path("p.npy"), "--input-value",
+            "n=" + path("n.npy"), *flags, fail=True)
+    expect("would destroy the input" in p.stderr, f"{flags} over a value file: {p.stderr!r}")
+    expect(np.load(path("n.npy")).tolist() == 4, f"{flags} replaced the value file")
+p = run("plan", path("dependent.onnx"), "--input-value", "p=" + path("p.npy"), "--input-value", "n=" + path("n.npy"),
+        "--trace", path("p.npy"), fail=True)
+expect("would destroy the input" in p.stderr, f"plan --trace over a value file: {p.stderr!r}")
+expect(np.load(path("p.npy")).tolist() == 1, "plan --trace replaced the value file")
+
+cli.finish("ok: inputs fixed at import from --input, --data and --input-value, the refusals, and value files kept")

@@ -15,6 +15,7 @@
 
 #include "input_files.hpp"
 #include "ipu/onnx/import.hpp"
+#include "outputs.hpp"
 
 namespace ipu_cli {
 
@@ -129,6 +130,7 @@ inline void add_import_limit_options(CLI::App& app) {
           for (const auto& [given, file] : input_value_files())
             if (given == name) throw CLI::ValidationError("--input-value", "'" + name + "' is given twice");
           input_value_files().emplace_back(name, t.substr(eq + 1));
+          files_read_by_options().emplace_back(t.substr(eq + 1));
         }
       },
       "fix the input NAME to the value in FILE (.npy or .pb) at import, making it a constant: for inputs that decide "

@@ -12,8 +12,16 @@
 
 namespace ipu_cli {
 
-inline void refuse_overwriting_inputs(const std::filesystem::path& output, const std::vector<std::filesystem::path>& inputs,
+/// Files that options shared by several subcommands read (`--input-value`'s values), which every
+/// output must spare as well as the files a subcommand names itself.
+inline std::vector<std::filesystem::path>& files_read_by_options() {
+  static std::vector<std::filesystem::path> files;
+  return files;
+}
+
+inline void refuse_overwriting_inputs(const std::filesystem::path& output, std::vector<std::filesystem::path> inputs,
                                       std::string_view flag) {
+  inputs.insert(inputs.end(), files_read_by_options().begin(), files_read_by_options().end());
   for (const auto& in : inputs)
     if (ipu::same_file(output, in))
       throw ipu::error(ipu::error_category::usage,

@@ -365,6 +365,8 @@ inline void print_training_plan(report& rep, const ipu::executable& e, const ipu
 inline void plan_into(report& rep, const plan_args& args) {
   using namespace ipu;
   plan_args a = args;  // with the options file's settings
+  for (const auto& [out, flag] : {std::pair{a.trace, "--trace"}, std::pair{a.report, "--report"}})
+    if (!out.empty()) refuse_overwriting_inputs(out, {a.model, a.options_file}, flag);
   if (!a.options_file.empty()) {
     static constexpr std::string_view applied[] = {"deviceIterations(", "replicationFactor(", "autoRoundNumIPUs("};
     options base;

@@ -392,6 +392,7 @@ inline void run_command(const run_args& args) {
     throw ipu::error(ipu::error_category::usage, "--profile applies to an ONNX model run on the host, not a PopEF file",
                      "--profile", "use --trace FILE: the Model Runtime's last step, per pipeline stage");
   report rep(a.json, {fs::path(a.model)});
+  if (!a.trace.empty()) refuse_overwriting_inputs(a.trace, {fs::path(a.model)}, "--trace");
   if (!a.profile.empty()) {
     refuse_overwriting_inputs(a.profile, {fs::path(a.model)}, "--profile");
     auto dir = fs::path(a.profile).parent_path();

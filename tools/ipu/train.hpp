@@ -355,6 +355,7 @@ inline void run_train_on(const train_args& a, train_detail::communicator* comm) 
   const auto ext = fs::path(a.trained).extension().string();
   if (ext != ".onnx" && ext != ".popef")
     throw usage("-o '" + a.trained + "' is neither .onnx nor .popef", "-o", "write TRAINED.onnx or TRAINED.popef");
+  refuse_overwriting_inputs(a.trained, {fs::path(a.model), fs::path(a.labels)}, "-o");
   // Checked before training, which can be long.
   const bool planned = a.device || a.ipus || a.strategy;
   const auto mode = parse_strategy(a.strategy.value_or("sharded"));
