@@ -5,7 +5,15 @@
 // be deterministic for a given thread count, so [0, n) is always cut into the same chunks — chunk
 // i of k is [i*n/k, (i+1)*n/k) with k = min(threads, n) — whoever runs them. The calling thread
 // runs chunk 0 itself, so a pool of N threads starts N-1 workers.
+//
+// A model's ops call parallel_for back to back, a few microseconds apart. Waking a sleeping thread
+// through the kernel takes tens of microseconds on a virtual machine, as long as a small op's whole
+// work, so a worker that finishes a job watches for the next one for a short while
+// (`spin_microseconds`) before it sleeps, and the caller watches for the workers' last chunk the
+// same way. Only sleeping threads are woken through the kernel.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <exception>
@@ -15,6 +23,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "ipu/error.hpp"
 #include "ipu/ops/kernel.hpp"
 
@@ -23,11 +35,16 @@ namespace ipu {
 struct thread_pool_options {
   /// Threads that run chunks, the caller included; 0 means std::thread::hardware_concurrency().
   std::size_t threads = 0;
+  /// How long an idle worker keeps watching for the next job before it sleeps, and the caller for
+  /// the last chunk before it sleeps; 0 sleeps at once. Watching costs a core for that long after
+  /// each job; sleeping costs a wake-up through the kernel on the next one.
+  std::chrono::microseconds spin{100};
 };
 
 class thread_pool {
  public:
-  explicit thread_pool(thread_pool_options options = {}) : threads_(resolve(options.threads)) {
+  explicit thread_pool(thread_pool_options options = {})
+      : threads_(resolve(options.threads)), spin_(std::max(options.spin, std::chrono::microseconds{0})) {
     workers_.reserve(threads_ - 1);
     try {
       for (std::size_t w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
@@ -70,17 +87,22 @@ class thread_pool {
     }
     std::lock_guard dispatch(dispatch_);  // one job at a time uses the workers
     std::vector<std::exception_ptr> errors(k);
+    bool sleepers = false;
     {
       std::lock_guard lock(mutex_);
       job_ = job{n, k, &body, &errors};
-      pending_ = k - 1;
-      ++generation_;
+      pending_.store(k - 1, std::memory_order_relaxed);
+      generation_.fetch_add(1, std::memory_order_release);
+      sleepers = sleeping_ > 0;
     }
-    wake_.notify_all();
+    if (sleepers) wake_.notify_all();
     run_chunk(0, n, k, body, errors);
-    {
+    if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock lock(mutex_);
-      done_.wait(lock, [&] { return pending_ == 0; });
+      done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    }
+    {
+      std::lock_guard lock(mutex_);
       job_ = {};
     }
     for (auto& e : errors)
@@ -127,32 +149,53 @@ class thread_pool {
       if (e) std::rethrow_exception(e);
   }
 
+  /// Polls `ready` for up to spin_; whether it became true.
+  template <class Ready>
+  bool spin_until(Ready ready) const {
+    if (ready()) return true;
+    if (spin_.count() == 0) return false;
+    const auto until = std::chrono::steady_clock::now() + spin_;
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+        _mm_pause();
+#endif
+        if (ready()) return true;
+      }
+      if (std::chrono::steady_clock::now() >= until) return false;
+    }
+  }
+
   void work(std::size_t index) {
     std::size_t seen = 0;
     for (;;) {
+      spin_until([&] {
+        return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_acquire) != seen;
+      });
       job j;
       {
         std::unique_lock lock(mutex_);
-        wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
-        if (stop_) return;
-        seen = generation_;
+        ++sleeping_;
+        wake_.wait(lock, [&] { return stop_.load(std::memory_order_relaxed) || generation_.load(std::memory_order_relaxed) != seen; });
+        --sleeping_;
+        if (stop_.load(std::memory_order_relaxed)) return;
+        seen = generation_.load(std::memory_order_relaxed);
         j = job_;
       }
       if (index >= j.chunks) continue;  // fewer chunks than threads: nothing for this worker
       run_chunk(index, j.n, j.chunks, *j.body, *j.errors);
-      bool last;
-      {
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // Under the mutex, so that a caller between its test and its wait cannot miss it.
         std::lock_guard lock(mutex_);
-        last = --pending_ == 0;
+        done_.notify_one();
       }
-      if (last) done_.notify_one();
     }
   }
 
   void shutdown() noexcept {
     {
       std::lock_guard lock(mutex_);
-      stop_ = true;
+      stop_.store(true, std::memory_order_relaxed);
     }
     wake_.notify_all();
     for (auto& t : workers_)
@@ -163,14 +206,16 @@ class thread_pool {
   static inline thread_local thread_pool* active_pool = nullptr;
 
   std::size_t threads_;
+  std::chrono::microseconds spin_;
   std::vector<std::thread> workers_;
   std::mutex dispatch_;
-  std::mutex mutex_;
+  std::mutex mutex_;  // guards job_ and sleeping_; generation_ and stop_ change under it too
   std::condition_variable wake_, done_;
   job job_;
-  std::size_t pending_ = 0;
-  std::size_t generation_ = 0;
-  bool stop_ = false;
+  std::size_t sleeping_ = 0;                  // workers waiting on wake_
+  std::atomic<std::size_t> pending_{0};       // chunks of the current job the workers have not finished
+  std::atomic<std::size_t> generation_{0};    // jobs started
+  std::atomic<bool> stop_{false};
 };
 
 }  // namespace ipu
