@@ -53,16 +53,21 @@ def outputs(model_file, name, *flags):
     return np.load(os.path.join(out, "y.npy"))
 
 
-# ipu convert, every pass: one Conv, no BatchNormalization, Neg or dead Sigmoid left.
+# ipu convert, every pass: one FusedConv (the Conv with its Relu), no BatchNormalization, Neg or
+# dead Sigmoid left.
 j = json.loads(run("convert", path("model.onnx"), "-o", path("opt.onnx"), "--json").stdout)
 expect([p["pass"] for p in j["passes"]] == ["eliminate-dead-code", "fold-constants", "fold-batch-normalization",
-                                          "fuse-layer-normalization", "fuse-swish"], f"convert's default passes: {j['passes']}")
-expect(j["ops_before"] == 6 and j["ops_after"] == 3, f"convert: ops {j['ops_before']} -> {j['ops_after']}, want 6 -> 3")
+                                          "fuse-conv-activation", "fuse-layer-normalization", "fuse-swish"],
+       f"convert's default passes: {j['passes']}")
+expect(j["ops_before"] == 6 and j["ops_after"] == 2, f"convert: ops {j['ops_before']} -> {j['ops_after']}, want 6 -> 2")
 opt = onnx.load(path("opt.onnx"))
 onnx.checker.check_model(opt)
 # Folded values are written as Constant nodes (the exporter's form for constants, as against weights).
-expect(sorted(n.op_type for n in opt.graph.node if n.op_type != "Constant") == ["Add", "Conv", "Relu"],
+expect(sorted(n.op_type for n in opt.graph.node if n.op_type != "Constant") == ["Add", "FusedConv"],
        f"the optimised model's ops: {[n.op_type for n in opt.graph.node]}")
+fused = next(n for n in opt.graph.node if n.op_type == "FusedConv")
+expect(fused.domain == "com.microsoft" and helper.get_attribute_value(fused.attribute[-1]) == b"Relu",
+       f"the fused op: {fused}")
 text = run("convert", path("model.onnx"), "-o", path("opt_text.onnx")).stdout
 expect("fold-batch-normalization" in text and "6 -> 5" in text and "wrote " in text, f"convert's text: {text!r}")
 
@@ -88,7 +93,7 @@ expect([(p["pass"], p["ops_before"], p["ops_after"]) for p in j["passes"]] == [(
 
 # compile: the PopEF file holds the optimised graph; its report says what ran.
 j = json.loads(run("compile", path("model.onnx"), "-o", path("model.popef"), "--json").stdout)
-expect(len(j["passes"]) == 5 and j["passes"][-1]["ops_after"] == 3, f"compile's passes: {j['passes']}")
+expect(len(j["passes"]) == 6 and j["passes"][-1]["ops_after"] == 2, f"compile's passes: {j['passes']}")
 j = json.loads(run("compile", path("model.onnx"), "-o", path("plain.popef"), "--no-optimize", "--json").stdout)
 expect(j["passes"] == [], f"compile --no-optimize: {j['passes']}")
 got = outputs(path("model.popef"), "popef")

@@ -5,8 +5,9 @@
 // The graph optimisation stage on its own, as PopRT's model conversion: imports the model (fixing
 // dynamic dimensions as `ipu compile` does), runs the passes (ipu/passes/optimize.hpp; by default
 // all of them, in order) and writes the optimised graph as ONNX, to inspect or to run elsewhere.
-// Fused ops of Graphcore's domain (fuse-swish's ai.graphcore Swish) run here and on PopART; for a
-// runtime without them, leave those passes out of --passes.
+// Fused ops of Graphcore's domain (fuse-swish's ai.graphcore Swish) run here and on PopART, and
+// fuse-conv-activation's com.microsoft FusedConv here and on ONNX Runtime; for a runtime without
+// them, leave those passes out of --passes.
 // Prints each pass with the ops before and after it. Weights over 1 GiB in all go to an external
 // data file OUT.data beside OUT (protobuf cannot hold a file over 2 GB).
 #include <CLI/CLI.hpp>

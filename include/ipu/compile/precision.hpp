@@ -193,9 +193,10 @@ inline int float8_scale_exponent(float max_abs) {
 
 namespace detail {
 
-/// Which inputs of `op` a matrix-engine product reads: Conv's data and weight, MatMul's and Gemm's
-/// A and B (not biases).
+/// Which inputs of `op` a matrix-engine product reads: Conv's (and FusedConv's) data and weight,
+/// MatMul's and Gemm's A and B (not biases).
 inline bool is_product_operand(const op_node& op, std::size_t input) {
+  if (op.domain == "com.microsoft" && op.type == "FusedConv") return input <= 1;
   if (!op.domain.empty()) return false;
   if (op.type == "Conv") return input <= 1;
   if (op.type == "MatMul" || op.type == "Gemm") return input <= 1;

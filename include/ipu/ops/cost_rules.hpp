@@ -649,6 +649,19 @@ constexpr op_cost conv_of(const op_cost_context& c, const conv_shape& s, std::si
 
 constexpr op_cost conv(const op_cost_context& c) { return conv_of(c, conv_shape_of(c), 2); }
 
+/// com.microsoft FusedConv: the convolution, then Z's addition and the activation as passes over
+/// the output (PopLibs applies a non-linearity as a vertex pass of its own after the convolution).
+constexpr op_cost fused_conv(const op_cost_context& c) {
+  auto r = conv_of(c, conv_shape_of(c), 2);
+  const auto out = c.output_elements();
+  const auto t = c.type(c.output());
+  if (c.has_input(3)) r += vector_pass(c, t, out, 2, 1, operand_exchange_bytes(c, 3, out));
+  const auto activation = c.string_attr("activation");
+  if (activation == "Sigmoid" || activation == "Tanh") r += vector_pass(c, t, out, 1, scalar_rate_ops(c, t));
+  else if (!activation.empty()) r += vector_pass(c, t, out, 1, 2);
+  return r;
+}
+
 /// ipu::ConvWeightsGrad(dY, X): the weight-update pass. PopLibs turns it into a convolution
 /// (poplin::getWeightUpdateParams: X's channels as the batch, the batch as the reduced input
 /// channels, dY's channels out, dY's spatial extent as the kernel, the forward's strides becoming

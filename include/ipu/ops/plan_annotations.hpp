@@ -59,6 +59,7 @@ constexpr std::string_view to_string(matmul_serialization_mode m) noexcept {
 namespace detail {
 
 constexpr bool plans_on_the_amp(const op_node& op) {
+  if (op.domain == "com.microsoft" && op.type == "FusedConv") return true;
   if (!op.domain.empty() && op.domain != "ai.onnx") return false;
   return op.type == "Conv" || op.type == "ConvTranspose" || op.type == "MatMul" || op.type == "Gemm";
 }

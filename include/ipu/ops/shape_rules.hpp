@@ -516,6 +516,35 @@ constexpr std::vector<tensor_info> conv(const infer_context& c) {
   return {tensor_info{c.in_type(0), shape(std::move(out))}};
 }
 
+/// com.microsoft FusedConv(X, W, B, Z): Conv's shape; F32 as ONNX Runtime's, or F16 (a model
+/// compiled at half precision); Z, when
+/// given, of the output's shape; an activation the kernel applies, with its parameters.
+constexpr std::vector<tensor_info> fused_conv(const infer_context& c) {
+  auto out = conv(c);
+  if (c.in_type(0) != data_type::F32 && c.in_type(0) != data_type::F16)
+    throw c.fail("FusedConv takes F32 or F16, not " + std::string(to_string(c.in_type(0))),
+                 "use Conv and the activation op for other types");
+  if (c.has_input(3)) {
+    same_type(c, 0, 3);
+    if (c.in_shape(3) != out[0].shape)
+      throw c.fail("Z " + to_string(c.input(3)) + " is not of the output's shape " + to_string(out[0].shape),
+                   "give Z the convolution's output shape");
+  }
+  const auto activation = c.attr_string("activation");
+  const auto params = c.attr_floats("activation_params").size();
+  std::size_t want = 0;
+  if (activation == "Clip" || activation == "HardSigmoid") want = 2;
+  else if (activation == "LeakyRelu") want = 1;
+  else if (!(activation.empty() || activation == "Relu" || activation == "Sigmoid" || activation == "Tanh"))
+    throw c.fail("activation '" + activation + "' is not one FusedConv applies",
+                 "use Relu, Clip, LeakyRelu, HardSigmoid, Sigmoid or Tanh, or a Conv followed by the activation op");
+  if (params != want)
+    throw c.fail("activation '" + activation + "' takes " + std::to_string(want) + " activation_params, not " +
+                     std::to_string(params),
+                 "give Clip [min, max], LeakyRelu [alpha], HardSigmoid [alpha, beta], the others none");
+  return out;
+}
+
 /// ipu::ConvWeightsGrad(dY, X), attributes of the Conv from X to Y (kernel_shape required): dW
 /// [M, C/group, kernel...]; dY must be what that Conv makes of X.
 constexpr std::vector<tensor_info> conv_weights_grad(const infer_context& c) {

@@ -34,36 +34,6 @@ namespace ipu::passes {
 
 namespace detail {
 
-/// The known values of float tensor `t` as doubles; nullopt when unknown or not a float type.
-inline std::optional<std::vector<double>> known_doubles(const graph& g, tensor_id t) {
-  if (t == no_tensor) return std::nullopt;
-  const auto& info = g.tensor(t).info;
-  const auto* d = known_data(g, t);
-  const auto n = static_cast<std::size_t>(info.shape.num_elements());
-  if (!d || d->size() != info.num_bytes()) return std::nullopt;
-  std::vector<double> v(n);
-  const auto* p = d->data();
-  switch (info.type) {
-    case data_type::F64: std::memcpy(v.data(), p, n * 8); break;
-    case data_type::F32:
-      for (std::size_t i = 0; i < n; ++i) {
-        float x;
-        std::memcpy(&x, p + 4 * i, 4);
-        v[i] = x;
-      }
-      break;
-    case data_type::F16:
-      for (std::size_t i = 0; i < n; ++i) {
-        half x;
-        std::memcpy(&x, p + 2 * i, 2);
-        v[i] = static_cast<float>(x);
-      }
-      break;
-    default: return std::nullopt;
-  }
-  return v;
-}
-
 /// `v` rounded to `type` (F16, F32 or F64), as tensor bytes held by a shared block, so that copies
 /// of the graph share them.
 inline byte_buffer rounded(const std::vector<double>& v, data_type type) {

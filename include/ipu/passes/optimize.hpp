@@ -16,6 +16,7 @@
 #include "ipu/passes/dead_code.hpp"
 #include "ipu/passes/fold_batch_normalization.hpp"
 #include "ipu/passes/fold_constants.hpp"
+#include "ipu/passes/fuse_conv_activation.hpp"
 #include "ipu/passes/fuse_layer_normalization.hpp"
 #include "ipu/passes/fuse_qdq.hpp"
 #include "ipu/passes/fuse_swish.hpp"
@@ -42,6 +43,9 @@ inline const std::vector<pass_info>& all_passes() {
        [](const graph& g) { return fold_constants(g); }, true, {}},
       {"fold-batch-normalization", "fold inference BatchNormalization into the Conv or Gemm before it",
        [](const graph& g) { return fold_batch_normalization(g); }, true, {}},
+      {"fuse-conv-activation",
+       "fuse a Relu, Clip or LeakyRelu into the F32 Conv before it (com.microsoft FusedConv, as ONNX Runtime fuses them)",
+       [](const graph& g) { return fuse_conv_activation(g); }, true, {}},
       {"fuse-layer-normalization", "fuse layer normalisation written out as nine ONNX ops into LayerNormalization",
        [](const graph& g) { return fuse_layer_normalization(g); }, true, {}},
       {"fuse-swish", "fuse Sigmoid(x) times x (SiLU) into ai.graphcore Swish", [](const graph& g) { return fuse_swish(g); }, true, {}},

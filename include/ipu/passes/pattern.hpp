@@ -1,14 +1,18 @@
 #pragma once
 // What the fusion passes ask of a graph while they match a pattern of ops.
 #include <cstddef>
-#include <string>
 #include <cstdint>
+#include <cstring>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <variant>
 #include <vector>
 
 #include "ipu/format.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/graph/known_values.hpp"
+#include "ipu/half.hpp"
 
 namespace ipu::passes::detail {
 
@@ -58,6 +62,36 @@ constexpr float float_attribute(const op_node& op, std::string_view name, float 
   if (const auto* a = op.find_attribute(name))
     if (const auto* v = std::get_if<float>(&a->value)) return *v;
   return fallback;
+}
+
+/// The known values of float tensor `t` as doubles; nullopt when unknown or not a float type.
+inline std::optional<std::vector<double>> known_doubles(const graph& g, tensor_id t) {
+  if (t == no_tensor) return std::nullopt;
+  const auto& info = g.tensor(t).info;
+  const auto* d = known_data(g, t);
+  const auto n = static_cast<std::size_t>(info.shape.num_elements());
+  if (!d || d->size() != info.num_bytes()) return std::nullopt;
+  std::vector<double> v(n);
+  const auto* p = d->data();
+  switch (info.type) {
+    case data_type::F64: std::memcpy(v.data(), p, n * 8); break;
+    case data_type::F32:
+      for (std::size_t i = 0; i < n; ++i) {
+        float x;
+        std::memcpy(&x, p + 4 * i, 4);
+        v[i] = x;
+      }
+      break;
+    case data_type::F16:
+      for (std::size_t i = 0; i < n; ++i) {
+        half x;
+        std::memcpy(&x, p + 2 * i, 2);
+        v[i] = static_cast<float>(x);
+      }
+      break;
+    default: return std::nullopt;
+  }
+  return v;
 }
 
 }  // namespace ipu::passes::detail

@@ -13,6 +13,9 @@ inline constexpr op_def conv[] = {
     {"", "ConvTranspose", detail::infer::conv_transpose, detail::cost_rules::conv_transpose, {},
      detail::grad::conv_transpose},
     {"ipu", "ConvWeightsGrad", detail::infer::conv_weights_grad, detail::cost_rules::conv_weights_grad, {}},
+    // Conv with its activation (and a residual Z) applied as it writes, as ONNX Runtime's graph
+    // optimizer fuses them; the fuse-conv-activation pass makes it. Inference only: no gradient.
+    {"com.microsoft", "FusedConv", detail::infer::fused_conv, detail::cost_rules::fused_conv, {}},
 };
 
 }  // namespace ipu::op_families

@@ -19,6 +19,7 @@
 
 #include "ipu/ops/kernels/blas.hpp"
 #include "ipu/ops/kernels/conv_dnnl.hpp"
+#include "ipu/ops/kernels/fast_math.hpp"
 #include "ipu/ops/kernels/gemm.hpp"
 #include "ipu/ops/kernels/numeric.hpp"
 #include "ipu/ops/kernels/vector_isa.hpp"
@@ -233,6 +234,91 @@ void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bi
   }
 }
 
+// --- FusedConv's activation ------------------------------------------------------------------
+/// The activation com.microsoft FusedConv applies to the convolution's output (after adding its
+/// optional input Z), as ONNX Runtime's graph optimizer writes it and the fuse-conv-activation pass
+/// makes it. Each computes what the standalone op's kernel computes on F32, bit for bit.
+enum class conv_activation_kind : unsigned char { none, relu, clip, leaky_relu, hard_sigmoid, sigmoid, tanh };
+
+struct conv_activation {
+  conv_activation_kind kind = conv_activation_kind::none;
+  float alpha = 0, beta = 0;  // Clip: min, max; LeakyRelu: alpha; HardSigmoid: alpha, beta
+  const float* z = nullptr;   // Z, of the output's shape, added before the activation; may be null
+
+  [[nodiscard]] bool empty() const noexcept { return kind == conv_activation_kind::none && z == nullptr; }
+};
+
+/// y[i] = activation(y[i] + z[i]) for the `n` outputs from `offset` on: one pass while they are
+/// still in cache.
+inline void apply_conv_activation(const conv_activation& a, float* y, std::size_t offset, std::size_t n) {
+  y += offset;
+  if (a.z)
+    for (std::size_t i = 0; i < n; ++i) y[i] += a.z[offset + i];
+  const float lo = a.alpha, hi = a.beta;
+  switch (a.kind) {
+    case conv_activation_kind::none: break;
+    case conv_activation_kind::relu:
+      for (std::size_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? 0.0f : y[i];
+      break;
+    case conv_activation_kind::clip:
+      for (std::size_t i = 0; i < n; ++i) y[i] = y[i] < lo ? lo : (y[i] > hi ? hi : y[i]);
+      break;
+    case conv_activation_kind::leaky_relu:
+      for (std::size_t i = 0; i < n; ++i) y[i] = y[i] < 0.0f ? a.alpha * y[i] : y[i];
+      break;
+    case conv_activation_kind::hard_sigmoid:
+      for (std::size_t i = 0; i < n; ++i) y[i] = std::clamp(a.alpha * y[i] + a.beta, 0.0f, 1.0f);
+      break;
+    case conv_activation_kind::sigmoid:
+      for (std::size_t i = 0; i < n; ++i) y[i] = sigmoid_vectorisable(y[i]);
+      break;
+    case conv_activation_kind::tanh:
+      for (std::size_t i = 0; i < n; ++i) y[i] = tanh_vectorisable(y[i]);
+      break;
+  }
+}
+
+/// FusedConv's `activation` and `activation_params`, and its Z input (F32's; an F16 Z is left to
+/// the caller), checked.
+inline conv_activation conv_activation_of(const kernel_context& ctx) {
+  conv_activation a;
+  if (ctx.has_input(3)) {
+    expect_type(ctx, 3, ctx.input(0).info().type);
+    if (ctx.input(3).info().shape != ctx.outputs[0].info().shape)
+      throw ctx.fail("Z " + to_string(ctx.input(3).info()) + " is not of the output's shape " +
+                         to_string(ctx.outputs[0].info()),
+                     "give Z the convolution's output shape");
+    if (ctx.input(3).info().type == data_type::F32) a.z = ctx.input(3).as<float>().data();  // F16: conv_with widens it
+  }
+  const auto name = ctx.attr_string("activation");
+  const auto params = ctx.attr_floats("activation_params");
+  struct known {
+    const char* name;
+    conv_activation_kind kind;
+    std::size_t params;
+  };
+  static constexpr known kinds[] = {{"", conv_activation_kind::none, 0},
+                                    {"Relu", conv_activation_kind::relu, 0},
+                                    {"Clip", conv_activation_kind::clip, 2},
+                                    {"LeakyRelu", conv_activation_kind::leaky_relu, 1},
+                                    {"HardSigmoid", conv_activation_kind::hard_sigmoid, 2},
+                                    {"Sigmoid", conv_activation_kind::sigmoid, 0},
+                                    {"Tanh", conv_activation_kind::tanh, 0}};
+  for (const auto& k : kinds) {
+    if (name != k.name) continue;
+    if (params.size() != k.params)
+      throw ctx.fail("activation '" + name + "' takes " + std::to_string(k.params) + " activation_params, not " +
+                         std::to_string(params.size()),
+                     "give Clip [min, max], LeakyRelu [alpha], HardSigmoid [alpha, beta], the others none");
+    a.kind = k.kind;
+    if (!params.empty()) a.alpha = params[0];
+    if (params.size() > 1) a.beta = params[1];
+    return a;
+  }
+  throw ctx.fail("activation '" + name + "' is not one FusedConv applies",
+                 "use Relu, Clip, LeakyRelu, HardSigmoid, Sigmoid or Tanh, or a Conv followed by the activation op");
+}
+
 /// F32 Conv on oneDNN; false when oneDNN does not take it. A kernel longer than the output (the
 /// shape of Conv's weight gradient in the gradient rule: X^T [C, N, in] by dY^T [M, N, out]) runs as
 /// oneDNN's backward_weights of the convolution it differentiates: that Conv's stride is this one's
@@ -241,14 +327,14 @@ void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bi
 /// 8, one thread) convolution_forward ran them 1-2x slower than conv_small_output, backward_weights
 /// 1.3-2.3x faster.
 inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
-                      std::int64_t m, std::int64_t group) {
+                      std::int64_t m, std::int64_t group, const conv_activation& act) {
   const auto x = ctx.input(0).as<float>().data(), w = ctx.input(1).as<float>().data();
   const float* bias = ctx.has_input(2) ? ctx.input(2).as<float>().data() : nullptr;
   float* y = ctx.outputs[0].as<float>().data();
   dnnl_conv_shape s;
   if (!dnnl_conv_shape_of(g, s)) return false;
   if (group == 1 && g.kernel_size() > g.out_size() && g.kernel_size() >= 32) {
-    if (bias) return false;
+    if (bias || !act.empty()) return false;
     dnnl_conv_shape b;
     b.kind = dnnl_conv_kind::backward_weights;
     b.n = c;
@@ -274,7 +360,11 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
   s.ic = c;
   s.oc = m;
   s.group = group;
-  return dnnl_conv_run(ctx, s, x, w, bias, y, ctx.input_is_constant(1));
+  if (act.empty()) return dnnl_conv_run(ctx, s, x, w, bias, y, ctx.input_is_constant(1));
+  const auto per_image = static_cast<std::size_t>(m * g.out_size());
+  return dnnl_conv_run(ctx, s, x, w, bias, y, ctx.input_is_constant(1), 0, [&](std::int64_t first, std::int64_t count) {
+    apply_conv_activation(act, y, static_cast<std::size_t>(first) * per_image, static_cast<std::size_t>(count) * per_image);
+  });
 }
 
 /// F32 pointwise convolution (1x1 kernel, stride 1, no padding, one group): per image one GEMM
@@ -282,10 +372,11 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
 /// into. oneDNN's convolution reorders X into its blocked layout and Y back on every call, which
 /// on these shapes cost more than the arithmetic (bench_kernels conv/mobilenet_pointwise_1x1, one
 /// thread: 1.60 ms through oneDNN's convolution, see benchmarks/README.md for the GEMM's).
-/// Work is shared out per image and, for small batches, per block of output channels; each output
-/// element is one GEMM row's dot product, whatever the split.
+/// Work is shared out per image and, for small batches, per block of output channels, and each
+/// unit runs in blocks of columns; each output element is one GEMM row's dot product, whatever the
+/// split.
 inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
-                           std::int64_t m, std::int64_t group) {
+                           std::int64_t m, std::int64_t group, const conv_activation& act) {
   for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
     if (g.kernel[d] != 1 || g.stride[d] != 1 || g.pad_begin[d] != 0 || g.pad_end[d] != 0) return false;
   if (group != 1 || g.in_size() != g.out_size()) return false;
@@ -301,9 +392,18 @@ inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, 
     for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
       const std::int64_t img = u / parts, r0 = (u % parts) * rows, r1 = std::min(m, r0 + rows);
       if (r0 >= r1) continue;
-      float* yu = y + (img * m + r0) * hw;
-      for (std::int64_t r = r0; r < r1; ++r) std::fill(yu + (r - r0) * hw, yu + (r - r0 + 1) * hw, bias ? bias[r] : 0.0f);
-      gemm<float>(false, false, r1 - r0, hw, c, 1.0f, w + r0 * c, c, x + img * c * hw, hw, 1.0f, yu, hw);
+      // Columns in blocks of about 192 KiB of output, so that the bias, the product and the
+      // activation each find the block in cache rather than stream the whole output three times.
+      const std::int64_t block = std::min(hw, std::max<std::int64_t>(256, ceil_div(std::int64_t{49152}, r1 - r0) / 64 * 64));
+      for (std::int64_t j0 = 0; j0 < hw; j0 += block) {
+        const std::int64_t cols = std::min(block, hw - j0);
+        float* yu = y + (img * m + r0) * hw + j0;
+        for (std::int64_t r = r0; r < r1; ++r) std::fill_n(yu + (r - r0) * hw, cols, bias ? bias[r] : 0.0f);
+        gemm<float>(false, false, r1 - r0, cols, c, 1.0f, w + r0 * c, c, x + img * c * hw + j0, hw, 1.0f, yu, hw);
+        if (!act.empty())
+          for (std::int64_t r = r0; r < r1; ++r)
+            apply_conv_activation(act, y, static_cast<std::size_t>((img * m + r) * hw + j0), static_cast<std::size_t>(cols));
+      }
     }
   });
   return true;
@@ -412,7 +512,7 @@ inline constexpr std::int64_t depthwise_block_max_width = 15;
 /// one thread: 4.56 ms through oneDNN; see benchmarks/README.md for this kernel's). Planes are
 /// shared out whole.
 inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
-                           std::int64_t m, std::int64_t group) {
+                           std::int64_t m, std::int64_t group, const conv_activation& act) {
   if (group != c || m != c || g.rank != 2 || g.dilation[1] != 1 || g.dilation[2] != 1) return false;
   const float* x = ctx.input(0).as<float>().data();
   const float* w = ctx.input(1).as<float>().data();
@@ -465,6 +565,8 @@ inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, 
           float* yp = y + (img * c + c0 + l) * oh * ow;
           for (std::int64_t i = 0; i < oh * ow; ++i) yp[i] = yt[static_cast<std::size_t>(i * L + l)];
         }
+        if (!act.empty())
+          apply_conv_activation(act, y, static_cast<std::size_t>((img * c + c0) * oh * ow), static_cast<std::size_t>(lanes * oh * ow));
       }
     });
     return true;
@@ -487,6 +589,7 @@ inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, 
         if (kh == 3) plane.template operator()<3>();
         else if (kh == 5) plane.template operator()<5>();
         else plane.template operator()<7>();
+        if (!act.empty()) apply_conv_activation(act, y, static_cast<std::size_t>(p * oh * ow), static_cast<std::size_t>(oh * ow));
         continue;
       }
       std::fill(yp, yp + oh * ow, b0);
@@ -506,12 +609,14 @@ inline bool depthwise_conv(const kernel_context& ctx, const window_geometry& g, 
           }
         }
       }
+      if (!act.empty()) apply_conv_activation(act, y, static_cast<std::size_t>(p * oh * ow), static_cast<std::size_t>(oh * ow));
     }
   });
   return true;
 }
 
-inline void conv_kernel(const kernel_context& ctx) {
+/// Conv, or FusedConv's convolution followed by `act` (F32 or F16, which fused_conv_kernel checks).
+inline void conv_with(const kernel_context& ctx, const conv_activation& act) {
   const auto x = ctx.input(0);
   const auto w = ctx.input(1);
   expect_type(ctx, 1, x.info().type);
@@ -541,8 +646,9 @@ inline void conv_kernel(const kernel_context& ctx) {
                      "give one bias per output channel");
   }
   if (sy.num_elements() == 0) return;
-  if (x.info().type == data_type::F32 && (pointwise_conv(ctx, g, n, c, m, group) ||
-                                          depthwise_conv(ctx, g, n, c, m, group) || dnnl_conv(ctx, g, n, c, m, group)))
+  if (x.info().type == data_type::F32 &&
+      (pointwise_conv(ctx, g, n, c, m, group, act) || depthwise_conv(ctx, g, n, c, m, group, act) ||
+       dnnl_conv(ctx, g, n, c, m, group, act)))
     return;
   visit(float_types, x.info().type, ctx, [&]<class T>() {
     const widened<T> wx(x.as<T>()), ww(w.as<T>());
@@ -551,8 +657,32 @@ inline void conv_kernel(const kernel_context& ctx) {
       for (const T v : ctx.input(2).as<T>()) bias.push_back(widen(v));
     widened_output<T> out(y.as<T>());
     conv_compute(ctx, wx.data(), ww.data(), bias.empty() ? nullptr : bias.data(), out.data(), n, c, m, group, g);
+    if constexpr (std::is_same_v<compute_t<T>, float>) {
+      // F16 applies the activation before its one rounding, on the widened Z.
+      if (!act.empty()) {
+        conv_activation a = act;
+        std::vector<float> z;
+        if (ctx.has_input(3) && !a.z) {
+          for (const T v : ctx.input(3).as<T>()) z.push_back(widen(v));
+          a.z = z.data();
+        }
+        apply_conv_activation(a, out.data(), 0, static_cast<std::size_t>(sy.num_elements()));
+      }
+    }
     out.finish();
   });
+}
+
+inline void conv_kernel(const kernel_context& ctx) { conv_with(ctx, {}); }
+
+/// com.microsoft FusedConv(X, W, B, Z): activation(Conv(X, W, B) + Z); F32 as in ONNX Runtime,
+/// and F16, which a model compiled at half precision makes of it.
+inline void fused_conv_kernel(const kernel_context& ctx) {
+  const auto t = ctx.input(0).info().type;
+  if (t != data_type::F32 && t != data_type::F16)
+    throw ctx.fail("FusedConv takes F32 or F16, not " + std::string(to_string(t)),
+                   "use Conv and the activation op for other types");
+  conv_with(ctx, conv_activation_of(ctx));
 }
 
 // --- ConvTranspose ---------------------------------------------------------------------------------
@@ -785,6 +915,7 @@ inline void conv_weights_grad_kernel(const kernel_context& ctx) {
 
 inline void register_conv_kernels(op_registry& r) {
   r.add({"", "Conv", &conv_kernel, true});
+  r.add({"com.microsoft", "FusedConv", &fused_conv_kernel, true});
   r.add({"", "ConvTranspose", &conv_transpose_kernel, true});
   r.add({"ipu", "ConvWeightsGrad", &conv_weights_grad_kernel, true});
 }

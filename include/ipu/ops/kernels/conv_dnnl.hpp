@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <new>
 #include <map>
 #include <memory>
@@ -246,8 +247,11 @@ inline dnnl::memory dnnl_prepared_shared(const kernel_context& ctx, const dnnl_c
 /// does not take the shape. `shared_is_constant`: the shared operand is a constant of the graph
 /// (kernel_context::input_is_constant), so its reordered form can be kept between runs. Operands
 /// are of `s`'s element types (integer ones for forward only, the zero point `src_zero_point`).
+/// `after_slice(first, count)`, when given, runs on the thread that computed units [first, first +
+/// count) once they are in `out`.
 inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const void* in, const void* shared,
-                          const float* bias, void* out, bool shared_is_constant, std::int32_t src_zero_point = 0) {
+                          const float* bias, void* out, bool shared_is_constant, std::int32_t src_zero_point = 0,
+                          const std::function<void(std::int64_t, std::int64_t)>& after_slice = {}) {
   const bool by_oc = s.kind == dnnl_conv_kind::backward_weights;
   const std::int64_t units = by_oc ? s.oc : s.n;
   s.bias = bias && s.kind == dnnl_conv_kind::forward;
@@ -336,6 +340,10 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const vo
       if (s.src_zero_point) args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_mem);
       plan->conv.execute(stream, args);
       if (plan->out_reorder) plan->out_reorder.execute(stream, out_mem, out_user);
+      if (after_slice) {  // forward: the slice's images, while they are in cache
+        stream.wait();
+        after_slice(first, step);
+      }
       if (by_oc) {  // diff_weights [step, ic, ...] -> the op's Y [ic, oc, ...] columns first..
         stream.wait();
         dnnl_swap_planes(out_buf, step, s.ic, k_plane, 0, first, s.oc, static_cast<float*>(out));
