@@ -363,7 +363,9 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
   if (act.empty()) return dnnl_conv_run(ctx, s, x, w, bias, y, ctx.input_is_constant(1));
   const auto per_image = static_cast<std::size_t>(m * g.out_size());
   return dnnl_conv_run(ctx, s, x, w, bias, y, ctx.input_is_constant(1), 0, [&](std::int64_t first, std::int64_t count) {
-    apply_conv_activation(act, y, static_cast<std::size_t>(first) * per_image, static_cast<std::size_t>(count) * per_image);
+    run_on(host_vector_isa(), [&] {
+      apply_conv_activation(act, y, static_cast<std::size_t>(first) * per_image, static_cast<std::size_t>(count) * per_image);
+    });
   });
 }
 
@@ -372,9 +374,10 @@ inline bool dnnl_conv(const kernel_context& ctx, const window_geometry& g, std::
 /// into. oneDNN's convolution reorders X into its blocked layout and Y back on every call, which
 /// on these shapes cost more than the arithmetic (bench_kernels conv/mobilenet_pointwise_1x1, one
 /// thread: 1.60 ms through oneDNN's convolution, see benchmarks/README.md for the GEMM's).
-/// Work is shared out per image and, for small batches, per block of output channels, and each
-/// unit runs in blocks of columns; each output element is one GEMM row's dot product, whatever the
-/// split.
+/// Work is shared out per image and, for small batches, per block of output channels; each output
+/// element is one GEMM row's dot product, whatever the split. (Splitting a unit's columns to keep
+/// the bias, the product and FusedConv's activation in cache lost more in OpenBLAS than it saved:
+/// MobileNetV2's pointwise convolutions 26.7 -> 28.9 ms, one thread.)
 inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, std::int64_t n, std::int64_t c,
                            std::int64_t m, std::int64_t group, const conv_activation& act) {
   for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
@@ -392,18 +395,13 @@ inline bool pointwise_conv(const kernel_context& ctx, const window_geometry& g, 
     for (auto u = static_cast<std::int64_t>(u0); u < static_cast<std::int64_t>(u1); ++u) {
       const std::int64_t img = u / parts, r0 = (u % parts) * rows, r1 = std::min(m, r0 + rows);
       if (r0 >= r1) continue;
-      // Columns in blocks of about 192 KiB of output, so that the bias, the product and the
-      // activation each find the block in cache rather than stream the whole output three times.
-      const std::int64_t block = std::min(hw, std::max<std::int64_t>(256, ceil_div(std::int64_t{49152}, r1 - r0) / 64 * 64));
-      for (std::int64_t j0 = 0; j0 < hw; j0 += block) {
-        const std::int64_t cols = std::min(block, hw - j0);
-        float* yu = y + (img * m + r0) * hw + j0;
-        for (std::int64_t r = r0; r < r1; ++r) std::fill_n(yu + (r - r0) * hw, cols, bias ? bias[r] : 0.0f);
-        gemm<float>(false, false, r1 - r0, cols, c, 1.0f, w + r0 * c, c, x + img * c * hw + j0, hw, 1.0f, yu, hw);
-        if (!act.empty())
-          for (std::int64_t r = r0; r < r1; ++r)
-            apply_conv_activation(act, y, static_cast<std::size_t>((img * m + r) * hw + j0), static_cast<std::size_t>(cols));
-      }
+      float* yu = y + (img * m + r0) * hw;
+      for (std::int64_t r = r0; r < r1; ++r) std::fill(yu + (r - r0) * hw, yu + (r - r0 + 1) * hw, bias ? bias[r] : 0.0f);
+      gemm<float>(false, false, r1 - r0, hw, c, 1.0f, w + r0 * c, c, x + img * c * hw, hw, 1.0f, yu, hw);
+      if (!act.empty())
+        run_on(host_vector_isa(), [&] {
+          apply_conv_activation(act, y, static_cast<std::size_t>((img * m + r0) * hw), static_cast<std::size_t>((r1 - r0) * hw));
+        });
     }
   });
   return true;
