@@ -8,7 +8,7 @@
 // Constant scales of Resize / Upsample stay F32, as ONNX requires.
 //
 // 8-bit floats (PopRT's --precision fp8_weight / fp8) start from the F16 model and go further for
-// the matrix-engine ops Conv, MatMul and Gemm, as the IPU's FP8 matrix products do:
+// the matrix-engine ops Conv (and FusedConv), MatMul and Gemm, as the IPU's FP8 matrix products do:
 //
 //   fp8_weight  Each float weight (a variable or constant, F16 after the conversion above) whose
 //               every consumer takes it as a Conv weight (input 1) or a MatMul / Gemm operand (A or
