@@ -62,6 +62,13 @@ class thread_pool {
 
   [[nodiscard]] std::size_t size() const noexcept { return threads_; }
 
+  /// Workers asleep now, waiting to be woken through the kernel (the others run a chunk or watch
+  /// for the next job).
+  [[nodiscard]] std::size_t sleeping_workers() {
+    std::lock_guard lock(mutex_);
+    return sleeping_;
+  }
+
   /// The chunk boundaries parallel_for uses for `n` items: chunks()+1 ascending offsets.
   [[nodiscard]] std::vector<std::size_t> chunk_bounds(std::size_t n) const {
     const std::size_t k = std::min(threads_, n);
