@@ -197,9 +197,11 @@ for md in j["models"]:
         expect("inspect", text, rf"^    {E(an['type'])} +{E(an['name'])} +{E(an['tensor'])} +handle {E(an['handle'])} ")
     expect("inspect", text, rf"^  tensor data: {md['tensor_data']['tensors']} tensors, {md['tensor_data']['bytes']:,} bytes$")
 
-# run: the text's latency and throughput figures are the JSON's; --profile's trace
+# run: the text's latency and throughput figures are the JSON's; --profile's trace, one span per node
+# of the model as written (--no-optimize: fuse-conv-activation would fuse LeNet's Conv and Relu)
 trace = os.path.join(work, "profile.json")
-text, j = with_json("run", "run", lenet, "--iterations", "3", "--output-dir", work, "--profile", trace, same_stdout=False)
+text, j = with_json("run", "run", lenet, "--iterations", "3", "--output-dir", work, "--profile", trace, "--no-optimize",
+                    same_stdout=False)
 lat = j["latency_ms"]
 expect("run", text, "^latency_ms " + " ".join(f"{k}={f(lat[k], 3)}" for k in ("mean", "median", "p90", "p95", "p99", "min", "max")) + "$")
 expect("run", text, rf"^throughput samples_per_s={f(j['throughput']['samples_per_s'], 1)} iterations_per_s="
@@ -241,7 +243,7 @@ half = len(staged.graph.node) // 2
 for i, n in enumerate(staged.graph.node):
     n.attribute.append(onnx.helper.make_attribute("__pipeline_stage", 0 if i < half else 1))
 onnx.save(staged, os.path.join(work, "staged.onnx"))
-text = run("run", os.path.join(work, "staged.onnx"), "--output-dir", work, "--profile", trace).stdout
+text = run("run", os.path.join(work, "staged.onnx"), "--output-dir", work, "--profile", trace, "--no-optimize").stdout
 expect("profile", text, rf"^wrote profile {E(trace)}: 1 of 1 measured runs, {len(staged.graph.node)} ops each$")
 with open(trace) as fh:
     spans = [e for e in json.load(fh)["traceEvents"] if e.get("ph") == "X" and e["cat"] == "op"]
