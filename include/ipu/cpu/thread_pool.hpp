@@ -9,7 +9,7 @@
 // A model's ops call parallel_for back to back, a few microseconds apart. Waking a sleeping thread
 // through the kernel takes tens of microseconds on a virtual machine, as long as a small op's whole
 // work, so a worker that finishes a job watches for the next one for a short while
-// (`spin_microseconds`) before it sleeps, and the caller watches for the workers' last chunk the
+// (`thread_pool_options::spin`) before it sleeps, and the caller watches for the workers' last chunk the
 // same way. Only sleeping threads are woken through the kernel.
 #include <algorithm>
 #include <atomic>
