@@ -136,6 +136,28 @@ TEST_CASE("a grouped Conv of 4 channels a group costs plan_conv's plan, on the S
   CHECK(ipu::estimate_op_cost(g, 0, mk2).cycles() == amp_cost(plan).cycles());
 }
 
+TEST_CASE("NchwcConv costs the convolution of its real channels, not its blocks' padding") {
+  // 3 input channels blocked into 8, 5 output channels into 8: the arithmetic is the 3 -> 5 Conv's.
+  ipu::builder b("blocked");
+  const auto x = b.add_input_tensor({data_type::F32, {2, 3, 6, 6}}, "x");
+  const auto w = b.add_input_tensor({data_type::F32, {5, 3, 3, 3}}, "w");
+  const std::vector<ipu::attribute> pads{{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}};
+  b.add_output(b.conv(x, w, ipu::no_tensor, {{}, {1, 1, 1, 1}}));
+  const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+  const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
+  auto attrs = pads;
+  attrs.push_back({"block", std::int64_t{8}});
+  b.add_output(b.op("NchwcConv", {xb, w}, attrs, ipu_op)[0]);
+  const auto g = std::move(b).build();
+  const auto conv = ipu::estimate_op_cost(g, 0, mk2), blocked = ipu::estimate_op_cost(g, 2, mk2);
+  CHECK(conv.macs == 2 * 5 * 3 * 9 * 36);
+  CHECK(blocked.macs == conv.macs);
+  // ToNchwc: one copy of its output's 2 x 8 x 36 elements, no arithmetic.
+  const auto reorder = ipu::estimate_op_cost(g, 1, mk2);
+  CHECK(reorder.macs == 0);
+  CHECK(reorder.cycles() > 0);
+}
+
 TEST_CASE("ConvTranspose costs the forward convolution it transposes (Y's channels in, X's out)") {
   // X [1, 4, 3, 3], W [4, 3, 3, 3], group 2, stride 2, pads 1: Y = (3 - 1) * 2 + 3 - 2 = 5 with
   // 3 * 2 = 6 channels. MACs: N * C_in * |X| * C_out / group * |k| = 1 * 4 * 9 * 3 * 9 = 972, those of

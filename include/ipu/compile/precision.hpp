@@ -197,6 +197,7 @@ namespace detail {
 /// MatMul's and Gemm's A and B (not biases).
 inline bool is_product_operand(const op_node& op, std::size_t input) {
   if (op.domain == "com.microsoft" && op.type == "FusedConv") return input <= 1;
+  if (op.domain == "ipu" && op.type == "NchwcConv") return input <= 1;  // X blocked: rounding is elementwise
   if (!op.domain.empty()) return false;
   if (op.type == "Conv") return input <= 1;
   if (op.type == "MatMul" || op.type == "Gemm") return input <= 1;

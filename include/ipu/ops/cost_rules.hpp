@@ -651,8 +651,8 @@ constexpr op_cost conv(const op_cost_context& c) { return conv_of(c, conv_shape_
 
 /// com.microsoft FusedConv: the convolution, then Z's addition and the activation as passes over
 /// the output (PopLibs applies a non-linearity as a vertex pass of its own after the convolution).
-constexpr op_cost fused_conv(const op_cost_context& c) {
-  auto r = conv_of(c, conv_shape_of(c), 2);
+constexpr op_cost fused_conv_of(const op_cost_context& c, const conv_shape& s) {
+  auto r = conv_of(c, s, 2);
   const auto out = c.output_elements();
   const auto t = c.type(c.output());
   if (c.has_input(3)) r += vector_pass(c, t, out, 2, 1, operand_exchange_bytes(c, 3, out));
@@ -660,6 +660,21 @@ constexpr op_cost fused_conv(const op_cost_context& c) {
   if (activation == "Sigmoid" || activation == "Tanh") r += vector_pass(c, t, out, 1, scalar_rate_ops(c, t));
   else if (!activation.empty()) r += vector_pass(c, t, out, 1, 2);
   return r;
+}
+
+constexpr op_cost fused_conv(const op_cost_context& c) { return fused_conv_of(c, conv_shape_of(c)); }
+
+/// ipu::NchwcConv: FusedConv's cost over the channels W and group give, not X's blocked padding
+/// (the blocked layout is the host's; an IPU lays a tensor out over its tiles in its own way).
+constexpr op_cost nchwc_conv(const op_cost_context& c) {
+  auto s = conv_shape_of(c);
+  s.in_channels = dim(c.input(1), 1) * s.groups;
+  return fused_conv_of(c, s);
+}
+
+/// ipu::ToNchwc / FromNchwc: one copy of the output.
+constexpr op_cost nchwc_reorder(const op_cost_context& c) {
+  return vector_pass(c, c.type(c.output()), c.output_elements(), 1, 1);
 }
 
 /// ipu::ConvWeightsGrad(dY, X): the weight-update pass. PopLibs turns it into a convolution

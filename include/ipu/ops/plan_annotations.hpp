@@ -60,6 +60,7 @@ namespace detail {
 
 constexpr bool plans_on_the_amp(const op_node& op) {
   if (op.domain == "com.microsoft" && op.type == "FusedConv") return true;
+  if (op.domain == "ipu" && op.type == "NchwcConv") return true;
   if (!op.domain.empty() && op.domain != "ai.onnx") return false;
   return op.type == "Conv" || op.type == "ConvTranspose" || op.type == "MatMul" || op.type == "Gemm";
 }

@@ -67,6 +67,7 @@ class infer_context {
   [[nodiscard]] constexpr std::int64_t opset() const noexcept { return op_->opset ? op_->opset : 1000; }
   [[nodiscard]] constexpr std::size_t num_outputs() const noexcept { return num_outputs_; }
   [[nodiscard]] constexpr std::size_t num_inputs() const noexcept { return inputs_.size(); }
+  [[nodiscard]] constexpr std::span<const infer_input> inputs() const noexcept { return inputs_; }
   [[nodiscard]] constexpr bool has_input(std::size_t i) const noexcept {
     return i < inputs_.size() && inputs_[i].info != nullptr;
   }
@@ -542,6 +543,82 @@ constexpr std::vector<tensor_info> fused_conv(const infer_context& c) {
     throw c.fail("activation '" + activation + "' takes " + std::to_string(want) + " activation_params, not " +
                      std::to_string(params),
                  "give Clip [min, max], LeakyRelu [alpha], HardSigmoid [alpha, beta], the others none");
+  return out;
+}
+
+// --- channel-blocked data (the nchwc-layout pass) ----------------------------------------------
+/// The `block` attribute of ipu::ToNchwc, FromNchwc and NchwcConv: channels per block, 8 or 16.
+constexpr std::int64_t nchwc_block(const infer_context& c) {
+  const auto b = c.attr_int("block", 8);
+  if (b != 8 && b != 16) throw c.fail("block " + std::to_string(b) + " is not 8 or 16", "give block 8 or 16");
+  return b;
+}
+constexpr std::int64_t nchwc_padded(std::int64_t channels, std::int64_t block) {
+  return (channels + block - 1) / block * block;
+}
+constexpr void need_nchwc_data(const infer_context& c, std::size_t i, std::string_view what) {
+  if (c.in_type(i) != data_type::F32 && c.in_type(i) != data_type::F16)
+    throw c.fail(std::string(what) + " is " + std::string(to_string(c.in_type(i))) + "; blocked layouts hold F32 or F16",
+                 "leave other types in NCHW (the nchwc-layout pass does)");
+  if (c.in_shape(i).rank() != 4)
+    throw c.fail(std::string(what) + " " + to_string(c.input(i)) + " is not 4-D [N, C, H, W]",
+                 "block 2-D image data only");
+}
+
+/// ipu::ToNchwc(X): X [N, C, H, W] (F32, or the F16 of a model compiled at half precision) with its channels in blocks, [N, ceil(C / block) * block, H,
+/// W], the last block's unused channels zero.
+constexpr std::vector<tensor_info> to_nchwc(const infer_context& c) {
+  const auto b = nchwc_block(c);
+  need_nchwc_data(c, 0, "X");
+  const auto& x = c.in_shape(0);
+  return {tensor_info{c.in_type(0), shape{x[0], nchwc_padded(x[1], b), x[2], x[3]}}};
+}
+
+/// ipu::FromNchwc(X), attribute `channels` C: blocked X [N, ceil(C / block) * block, H, W] back to
+/// [N, C, H, W].
+constexpr std::vector<tensor_info> from_nchwc(const infer_context& c) {
+  const auto b = nchwc_block(c);
+  need_nchwc_data(c, 0, "X");
+  const auto& x = c.in_shape(0);
+  const auto channels = c.attr_int("channels", 0);
+  if (channels < 1 || nchwc_padded(channels, b) != x[1])
+    throw c.fail("channels " + std::to_string(channels) + " do not fill X " + to_string(c.input(0)) + " in blocks of " +
+                     std::to_string(b),
+                 "give the channel count X had before ToNchwc");
+  return {tensor_info{c.in_type(0), shape{x[0], channels, x[2], x[3]}}};
+}
+
+/// ipu::NchwcConv(X, W, B, Z): FusedConv on blocked X (and Z, and the output), W and B as Conv's;
+/// an X of fewer channels than a block is read in NCHW, as it is.
+/// The rule is FusedConv's on the unblocked shapes, whose channel counts W and group give.
+constexpr std::vector<tensor_info> nchwc_conv(const infer_context& c) {
+  const auto b = nchwc_block(c);
+  need_nchwc_data(c, 0, "X");
+  const auto& x = c.in_shape(0);
+  const auto& wt = c.in_shape(1);
+  const auto group = c.attr_int("group", 1);
+  if (wt.rank() != 4 || group < 1 || group > x[1] || wt[1] < 1 || wt[1] > x[1] / group)
+    throw c.fail("W " + to_string(c.input(1)) + " with group " + std::to_string(group) + " does not fit blocked X " +
+                     to_string(c.input(0)),
+                 "give W [M, C/group, kh, kw] and 1 <= group <= C");
+  const auto channels = wt[1] * group;  // at most x[1]: no overflow
+  // X is blocked, or, with fewer channels than a block (an RGB stem), NCHW as it is.
+  if (nchwc_padded(channels, b) != x[1] && !(channels == x[1] && channels < b))
+    throw c.fail("blocked X " + to_string(c.input(0)) + " does not hold the " + std::to_string(channels) +
+                     " channels W " + to_string(c.input(1)) + " and group " + std::to_string(group) + " read",
+                 "block the convolution's input with ToNchwc of the same block");
+  const tensor_info plain_x{c.in_type(0), shape{x[0], channels, x[2], x[3]}};
+  std::vector<infer_input> plain(c.inputs().begin(), c.inputs().begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(c.num_inputs(), 3)));
+  plain[0].info = &plain_x;
+  auto out = fused_conv(infer_context(c.op(), plain, 1));
+  auto& y = out[0].shape;
+  y = shape{y[0], nchwc_padded(y[1], b), y[2], y[3]};
+  if (c.has_input(3)) {
+    same_type(c, 0, 3);
+    if (c.in_shape(3) != y)
+      throw c.fail("Z " + to_string(c.input(3)) + " is not of the blocked output's shape " + to_string(y),
+                   "block Z as the output");
+  }
   return out;
 }
 

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -46,6 +47,12 @@ struct dnnl_conv_shape {
   dnnl::memory::data_type src_type = dnnl::memory::data_type::f32, weights_type = dnnl::memory::data_type::f32,
                           dst_type = dnnl::memory::data_type::f32;
   bool src_zero_point = false;
+  /// 0: src and dst in NCHW; 8 or 16: both channel-blocked (oneDNN's nChw8c / nChw16c: [n,
+  /// ceil(c / block), h, w, block], the last block's unused channels padding), as the nchwc-layout
+  /// pass leaves them between consecutive convolutions (forward only).
+  std::int64_t block = 0;
+  /// With `block`: src in NCHW all the same (a stem of fewer channels than a block), dst blocked.
+  bool plain_src = false;
   friend auto operator<=>(const dnnl_conv_shape&, const dnnl_conv_shape&) = default;
 };
 
@@ -101,9 +108,10 @@ inline dnnl_user_layouts dnnl_user_layouts_of(const dnnl_conv_shape& s) {
   using tag = memory::format_tag;
   const memory::dims w_dims = s.group == 1 ? memory::dims{s.oc, s.ic, s.kh, s.kw}
                                            : memory::dims{s.group, s.oc / s.group, s.ic / s.group, s.kh, s.kw};
-  return {memory::desc(memory::dims{s.n, s.ic, s.ih, s.iw}, s.src_type, tag::nchw),
+  const tag data = s.block == 16 ? tag::nChw16c : s.block == 8 ? tag::nChw8c : tag::nchw;
+  return {memory::desc(memory::dims{s.n, s.ic, s.ih, s.iw}, s.src_type, s.plain_src ? tag::nchw : data),
           memory::desc(w_dims, s.weights_type, s.group == 1 ? tag::oihw : tag::goihw),
-          memory::desc(memory::dims{s.n, s.oc, s.oh, s.ow}, s.dst_type, tag::nchw)};
+          memory::desc(memory::dims{s.n, s.oc, s.oh, s.ow}, s.dst_type, data)};
 }
 
 /// The plan for `s`, created on first use; null when oneDNN does not take the shape (then the
@@ -120,8 +128,10 @@ inline std::shared_ptr<const dnnl_conv_plan> dnnl_conv_plan_for(const dnnl_conv_
   using tag = memory::format_tag;
   const auto f32 = memory::data_type::f32;
   const auto user = dnnl_user_layouts_of(s);
-  const memory::desc any_src(user.src.dims(), s.src_type, tag::any), any_dst(user.dst.dims(), s.dst_type, tag::any),
-      any_w(user.weights.dims(), s.weights_type, tag::any), bias_md(memory::dims{s.oc}, f32, tag::x);
+  // Blocked data stays as it is: the layout is the point of it.
+  const memory::desc any_src = s.block ? user.src : memory::desc(user.src.dims(), s.src_type, tag::any),
+                     any_dst = s.block ? user.dst : memory::desc(user.dst.dims(), s.dst_type, tag::any),
+                     any_w(user.weights.dims(), s.weights_type, tag::any), bias_md(memory::dims{s.oc}, f32, tag::x);
   const memory::dims strides{s.sh, s.sw}, dilations{s.dh - 1, s.dw - 1}, pad_l{s.pt, s.pl}, pad_r{s.pb, s.pr};
   std::shared_ptr<dnnl_conv_plan> plan;
   try {
@@ -141,6 +151,9 @@ inline std::shared_ptr<const dnnl_conv_plan> dnnl_conv_plan_for(const dnnl_conv_
                                : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, algo, any_src,
                                                                  any_w, any_dst, strides, dilations, pad_l, pad_r);
       const dnnl::convolution_forward::primitive_desc pd(desc, attr, engine);
+      // On blocked data the reference implementation is oneDNN's last resort (a 3-channel
+      // stem: 300 ms an image); the caller's own kernel does better.
+      if (s.block && std::string_view(pd.impl_info_str()).starts_with("ref")) return cache.emplace(key, nullptr).first->second;
       plan->shared = pd.weights_desc();
       plan->in = pd.src_desc();
       plan->out = pd.dst_desc();
@@ -260,12 +273,16 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const vo
   if (s.kind != dnnl_conv_kind::forward && (s.src_type != f32 || s.weights_type != f32 || s.dst_type != f32))
     return false;
   s.src_zero_point = src_zero_point != 0;
+  if (s.block && s.kind != dnnl_conv_kind::forward) return false;
   const auto in_bytes = static_cast<std::int64_t>(dnnl::memory::data_type_size(s.src_type));
   const auto out_bytes = static_cast<std::int64_t>(dnnl::memory::data_type_size(s.dst_type));
   // Elements of the op's sliced input and output per unit of the slicing (forward, backward_data).
   const std::int64_t in_plane = s.ih * s.iw, out_plane = s.oh * s.ow, k_plane = s.kh * s.kw;
-  const std::int64_t in_unit = s.kind == dnnl_conv_kind::forward ? s.ic * in_plane : s.oc * out_plane;
-  const std::int64_t out_unit = s.kind == dnnl_conv_kind::forward ? s.oc * out_plane : s.ic * in_plane;
+  // Blocked data holds whole blocks of channels.
+  auto padded = [&](std::int64_t channels) { return s.block ? (channels + s.block - 1) / s.block * s.block : channels; };
+  const std::int64_t in_unit =
+      s.kind == dnnl_conv_kind::forward ? (s.plain_src ? s.ic : padded(s.ic)) * in_plane : s.oc * out_plane;
+  const std::int64_t out_unit = s.kind == dnnl_conv_kind::forward ? padded(s.oc) * out_plane : s.ic * in_plane;
   auto sliced = [&](std::int64_t count) {
     dnnl_conv_shape t = s;
     (by_oc ? t.oc : t.n) = count;
@@ -298,7 +315,9 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const vo
   ctx.parallel_for(static_cast<std::size_t>(units), [&](std::size_t u0, std::size_t u1) {
     auto plan = dnnl_conv_plan_for(sliced(static_cast<std::int64_t>(u1 - u0)));
     std::int64_t step = static_cast<std::int64_t>(u1 - u0);
-    if (!plan) {  // not expected (only the slice size differs); then one unit at a time
+    // Not expected (only the slice size differs); then one unit at a time. Blocked data between
+    // convolutions takes its after_slice work one image at a time, while more of it is in cache.
+    if (!plan || (s.block && after_slice)) {
       plan = unit_plan;
       step = 1;
     }
