@@ -15,7 +15,8 @@ namespace test_optimize {
 TEST_CASE("pass lists: default, none, names in order; unknown and empty names refused with the list") {
   const auto all = ipu::passes::default_passes();
   CHECK(all == std::vector<std::string>{"eliminate-dead-code", "fold-constants", "fold-batch-normalization",
-                                        "fuse-conv-activation", "fuse-layer-normalization", "fuse-swish"});
+                                        "fuse-conv-activation", "fuse-layer-normalization", "fuse-swish",
+                                        "nchwc-layout"});
   CHECK(ipu::passes::parse_pass_list("default") == all);
   CHECK(ipu::passes::parse_pass_list("none").empty());
   CHECK(ipu::passes::parse_pass_list("fold-constants,eliminate-dead-code") ==
@@ -42,13 +43,15 @@ TEST_CASE("optimize runs the passes in order and reports what each did") {
   const auto opt = ipu::passes::optimize(g, ipu::passes::default_passes(), &report);
   CHECK_NOTHROW(ipu::validate(opt));
   CHECK(opt.num_ops() == 1);
-  REQUIRE(report.size() == 6);
+  REQUIRE(report.size() == 7);
   CHECK(report[0].name == "eliminate-dead-code");
   CHECK(report[0].ops_before == 3);
   CHECK(report[0].ops_after == 2);
   CHECK(report[1].ops_after == 1);  // Neg folded
   CHECK(report[5].name == "fuse-swish");
   CHECK(report[5].ops_after == 1);
+  CHECK(report[6].name == "nchwc-layout");
+  CHECK(report[6].ops_after == 1);  // no convolutions to block
   const auto in = ipu::host_tensor::from<float>({3}, {1, -1, 0.5f});
   const auto got = ipu::cpu::device(opt).run({in}), want = ipu::cpu::device(g).run({in});
   const auto o = got[0].as<float>(), w = want[0].as<float>();

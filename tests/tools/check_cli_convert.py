@@ -57,7 +57,8 @@ def outputs(model_file, name, *flags):
 # dead Sigmoid left.
 j = json.loads(run("convert", path("model.onnx"), "-o", path("opt.onnx"), "--json").stdout)
 expect([p["pass"] for p in j["passes"]] == ["eliminate-dead-code", "fold-constants", "fold-batch-normalization",
-                                          "fuse-conv-activation", "fuse-layer-normalization", "fuse-swish"],
+                                          "fuse-conv-activation", "fuse-layer-normalization", "fuse-swish",
+                                          "nchwc-layout"],
        f"convert's default passes: {j['passes']}")
 expect(j["ops_before"] == 6 and j["ops_after"] == 2, f"convert: ops {j['ops_before']} -> {j['ops_after']}, want 6 -> 2")
 opt = onnx.load(path("opt.onnx"))
@@ -93,7 +94,7 @@ expect([(p["pass"], p["ops_before"], p["ops_after"]) for p in j["passes"]] == [(
 
 # compile: the PopEF file holds the optimised graph; its report says what ran.
 j = json.loads(run("compile", path("model.onnx"), "-o", path("model.popef"), "--json").stdout)
-expect(len(j["passes"]) == 6 and j["passes"][-1]["ops_after"] == 2, f"compile's passes: {j['passes']}")
+expect(len(j["passes"]) == 7 and j["passes"][-1]["ops_after"] == 2, f"compile's passes: {j['passes']}")
 j = json.loads(run("compile", path("model.onnx"), "-o", path("plain.popef"), "--no-optimize", "--json").stdout)
 expect(j["passes"] == [], f"compile --no-optimize: {j['passes']}")
 got = outputs(path("model.popef"), "popef")

@@ -20,6 +20,7 @@
 #include "ipu/passes/fuse_layer_normalization.hpp"
 #include "ipu/passes/fuse_qdq.hpp"
 #include "ipu/passes/fuse_swish.hpp"
+#include "ipu/passes/nchwc_layout.hpp"
 
 namespace ipu::passes {
 
@@ -45,10 +46,14 @@ inline const std::vector<pass_info>& all_passes() {
        [](const graph& g) { return fold_batch_normalization(g); }, true, {}},
       {"fuse-conv-activation",
        "fuse a Relu, Clip or LeakyRelu into the F32 Conv before it (com.microsoft FusedConv, as ONNX Runtime fuses them)",
-       [](const graph& g) { return fuse_conv_activation(g); }, true, {}},
+       [](const graph& g) { return fuse_conv_activation(g); }, true, "nchwc-layout"},
       {"fuse-layer-normalization", "fuse layer normalisation written out as nine ONNX ops into LayerNormalization",
        [](const graph& g) { return fuse_layer_normalization(g); }, true, {}},
       {"fuse-swish", "fuse Sigmoid(x) times x (SiLU) into ai.graphcore Swish", [](const graph& g) { return fuse_swish(g); }, true, {}},
+      {"nchwc-layout",
+       "run chains of F32 2-D convolutions on channel-blocked data (ipu NchwcConv between ToNchwc and FromNchwc), as "
+       "ONNX Runtime's NCHWc transformer does",
+       [](const graph& g) { return nchwc_layout(g); }, true, {}},
   };
   return passes;
 }

@@ -1,0 +1,204 @@
+#pragma once
+// Layout planning for convolutional nets, as ONNX Runtime's NCHWc transformer does: the host's
+// fast convolutions (oneDNN's) work on channel-blocked data, and converting NCHW into it and back
+// around every op cost MobileNetV2 as much as its arithmetic. So convolutions that feed each other
+// run as ipu::NchwcConv on blocked data, with the elementwise ops between them:
+//
+//   x -> Conv -> Swish -> Conv -+-> Conv(Z) -> GlobalAveragePool
+//                               +------^
+//   x -> ToNchwc -> NchwcConv -> Swish -> NchwcConv -+-> NchwcConv(Z) -> FromNchwc -> GlobalAveragePool
+//                                                    +-------^
+//
+// The ops that join a group: F32 2-D Conv and FusedConv, and elementwise ops that map zeros to
+// zero with all operands of the output's shape (Relu, LeakyRelu, Tanh, Neg, HardSwish, Add, Sub,
+// Mul, ai.graphcore Swish), which compute the same on blocked data and keep the unused channels
+// zero. Groups are joined through data (a convolution's X and Z, an elementwise op's operands); a
+// group with two convolutions or more runs blocked, a smaller one would pay the reorders for
+// nothing. A tensor is blocked once (ToNchwc) however many ops of the group read it, and goes back
+// to NCHW (FromNchwc) only when something outside the group reads it, or it is a graph output.
+// Weights and biases stay as they are (the kernel reorders a constant weight once and keeps it).
+//
+// Which convolutions: 4-D F32 data, one group, one group per channel (depthwise), or groups of
+// whole blocks of channels, non-negative pads. A convolution of fewer input channels than a block
+// (an RGB stem) reads its input in NCHW and writes blocks: oneDNN has no fast kernel for it on
+// blocked input (300 ms an image for MobileNetV2's stem), and a fast one for this. The block is 8
+// channels: oneDNN's AVX2 layout, which AVX-512 hosts run as fast (MobileNetV2's chain of 52
+// convolutions, batch 4, one thread: 33.7 ms in blocks of 8, 31-33 ms in blocks of 16), so the
+// blocked graph is the same on every host. Inference only: NchwcConv has no gradient.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ipu/graph/graph.hpp"
+#include "ipu/passes/pattern.hpp"
+#include "ipu/passes/rewrite.hpp"
+
+namespace ipu::passes {
+
+/// Channels per block of the nchwc-layout pass's blocked tensors.
+inline constexpr std::int64_t nchwc_block = 8;
+
+namespace detail {
+
+constexpr std::int64_t nchwc_round_up(std::int64_t channels) { return (channels + nchwc_block - 1) / nchwc_block * nchwc_block; }
+
+/// Whether op `op` is a convolution the blocked layout takes.
+constexpr bool nchwc_convolution(const graph& g, const op_node& op) {
+  const bool fused = op.domain == "com.microsoft" && op.type == "FusedConv";
+  if (!(is_onnx_op(op, "Conv") || fused) || op.outputs.size() != 1 || op.inputs.size() < 2 ||
+      op.inputs.size() > (fused ? 4u : 3u) || op.inputs[0] == no_tensor || op.inputs[1] == no_tensor)
+    return false;
+  const auto& x = g.tensor(op.inputs[0]).info;
+  const auto& w = g.tensor(op.inputs[1]).info;
+  const auto& y = g.tensor(op.outputs[0]).info;
+  if (x.type != data_type::F32 || w.type != data_type::F32 || y.type != data_type::F32) return false;
+  if (x.shape.rank() != 4 || w.shape.rank() != 4 || y.shape.rank() != 4) return false;
+  for (const auto* s : {&x.shape, &w.shape, &y.shape})
+    for (std::size_t i = 0; i < 4; ++i)
+      if ((*s)[i] < 1) return false;
+  for (std::size_t i = 2; i < op.inputs.size(); ++i)
+    if (op.inputs[i] != no_tensor && g.tensor(op.inputs[i]).info.type != data_type::F32) return false;
+  if (const auto* a = op.find_attribute("pads"))
+    if (const auto* pads = std::get_if<std::vector<std::int64_t>>(&a->value))
+      for (const auto p : *pads)
+        if (p < 0) return false;
+  std::int64_t group = 1;
+  if (const auto* a = op.find_attribute("group"))
+    if (const auto* v = std::get_if<std::int64_t>(&a->value)) group = *v;
+  const std::int64_t c = x.shape[1], m = y.shape[1];
+  if (group < 1 || c % group != 0 || m % group != 0 || w.shape[1] * group != c) return false;
+  return group == 1 || (group == c && m == c) || ((c / group) % nchwc_block == 0 && (m / group) % nchwc_block == 0);
+}
+
+/// Whether op `op` computes each output element from the same element of its inputs, all of the
+/// output's 4-D F32 shape, and maps zeros to zero: it then runs on blocked data as it is, and
+/// leaves the unused channels zero.
+constexpr bool nchwc_elementwise(const graph& g, const op_node& op) {
+  const bool zero_preserving = is_onnx_op(op, "Relu") || is_onnx_op(op, "LeakyRelu") || is_onnx_op(op, "Tanh") ||
+                               is_onnx_op(op, "Neg") || is_onnx_op(op, "HardSwish") || is_onnx_op(op, "Add") ||
+                               is_onnx_op(op, "Sub") || is_onnx_op(op, "Mul") ||
+                               (op.domain == "ai.graphcore" && op.type == "Swish");
+  if (!zero_preserving || op.outputs.size() != 1 || op.inputs.empty()) return false;
+  const auto& y = g.tensor(op.outputs[0]).info;
+  if (y.type != data_type::F32 || y.shape.rank() != 4) return false;
+  for (const auto t : op.inputs)
+    if (t == no_tensor || g.tensor(t).info != y) return false;  // no broadcasting
+  return true;
+}
+
+/// The inputs of blockable op `op` that are blocked data: a convolution's X (unless it has fewer
+/// channels than a block: a stem reads NCHW, as oneDNN's fast kernels for it do) and Z, every input
+/// of an elementwise op.
+constexpr bool nchwc_data_input(const graph& g, const op_node& op, std::size_t k) {
+  const bool conv = is_onnx_op(op, "Conv") || (op.domain == "com.microsoft" && op.type == "FusedConv");
+  if (!conv) return true;
+  if (k == 0) return g.tensor(op.inputs[0]).info.shape[1] >= nchwc_block;
+  return k == 3;
+}
+
+}  // namespace detail
+
+/// `g` with each group of F32 2-D convolutions and the elementwise ops between them run on
+/// channel-blocked data between ToNchwc and FromNchwc (see above).
+inline graph nchwc_layout(const graph& g) {
+  enum class kind : unsigned char { none, conv, elementwise };
+  std::vector<kind> role(g.num_ops(), kind::none);
+  for (op_id i = 0; i < g.num_ops(); ++i)
+    role[i] = detail::nchwc_convolution(g, g.op(i))   ? kind::conv
+              : detail::nchwc_elementwise(g, g.op(i)) ? kind::elementwise
+                                                      : kind::none;
+  // Groups of blockable ops joined by data (union-find); a group runs blocked when it holds two
+  // convolutions or more. Fewer would pay the reorders for nothing.
+  std::vector<op_id> parent(g.num_ops());
+  for (op_id i = 0; i < g.num_ops(); ++i) parent[i] = i;
+  auto root = [&](op_id i) {
+    while (parent[i] != i) i = parent[i] = parent[parent[i]];
+    return i;
+  };
+  for (op_id i = 0; i < g.num_ops(); ++i) {
+    if (role[i] == kind::none) continue;
+    const auto& op = g.op(i);
+    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+      if (op.inputs[k] == no_tensor || !detail::nchwc_data_input(g, op, k)) continue;
+      const auto p = g.tensor(op.inputs[k]).producer;
+      if (p != no_op && role[p] != kind::none) parent[root(p)] = root(i);
+    }
+  }
+  std::vector<std::size_t> convolutions(g.num_ops(), 0);
+  for (op_id i = 0; i < g.num_ops(); ++i)
+    if (role[i] == kind::conv) ++convolutions[root(i)];
+  std::vector<bool> blocked(g.num_ops(), false);
+  bool any = false;
+  for (op_id i = 0; i < g.num_ops(); ++i) {
+    blocked[i] = role[i] != kind::none && convolutions[root(i)] >= 2;
+    any = any || blocked[i];
+  }
+  if (!any) return g;
+  const auto is_output = detail::output_mask(g);
+  graph_rewrite rw(g);
+  std::vector<tensor_id> blocked_of(g.num_tensors(), no_tensor);
+  auto blocked_info = [&](tensor_id t) {
+    const auto& s = g.tensor(t).info.shape;
+    return tensor_info{data_type::F32, shape{s[0], detail::nchwc_round_up(s[1]), s[2], s[3]}};
+  };
+  for (op_id i = 0; i < g.num_ops(); ++i) {
+    if (!blocked[i]) continue;
+    const auto& op = g.op(i);
+    annotation where = op.where;
+    where.checkpoint = false;
+    op_node b = op;  // an elementwise op stays itself, on blocked tensors
+    if (role[i] == kind::conv) {
+      b.domain = "ipu";
+      b.type = "NchwcConv";
+      b.opset = 1;
+      b.attributes.push_back({"block", nchwc_block});
+    }
+    b.where = where;
+    for (std::size_t k = 0; k < b.inputs.size(); ++k) {
+      const auto t = b.inputs[k];
+      if (t == no_tensor || !detail::nchwc_data_input(g, op, k)) continue;
+      if (blocked_of[t] == no_tensor) {  // the first blocked reader makes the blocked copy
+        blocked_of[t] = rw.add_tensor(g, g.tensor(t).name + "/nchwc", blocked_info(t));
+        op_node to;
+        to.domain = "ipu";
+        to.type = "ToNchwc";
+        to.opset = 1;
+        to.name = g.tensor(t).name + "/ToNchwc";
+        to.inputs = {t};
+        to.outputs = {blocked_of[t]};
+        to.attributes = {{"block", nchwc_block}};
+        to.where = where;
+        rw.inserted.emplace_back(i, to);
+      }
+      b.inputs[k] = blocked_of[t];
+    }
+    const auto y = op.outputs[0];
+    blocked_of[y] = rw.add_tensor(g, g.tensor(y).name + "/nchwc", blocked_info(y));
+    b.outputs = {blocked_of[y]};
+    rw.removed[i] = true;
+    rw.inserted.emplace_back(i, b);
+    // NCHW again for any reader that is not a blocked op taking it as data.
+    bool plain_reader = is_output[y];
+    for (const auto r : g.tensor(y).consumers) {
+      const auto& reader = g.op(r);
+      for (std::size_t k = 0; k < reader.inputs.size(); ++k)
+        if (reader.inputs[k] == y && !(blocked[r] && detail::nchwc_data_input(g, reader, k))) plain_reader = true;
+    }
+    if (plain_reader) {
+      op_node from;
+      from.domain = "ipu";
+      from.type = "FromNchwc";
+      from.opset = 1;
+      from.name = g.tensor(y).name + "/FromNchwc";
+      from.inputs = {blocked_of[y]};
+      from.outputs = {y};
+      from.attributes = {{"block", nchwc_block}, {"channels", g.tensor(y).info.shape[1]}};
+      from.where = op.where;  // a checkpoint on the op's output stays on it
+      rw.inserted.emplace_back(i, from);
+    }
+  }
+  return apply(g, rw);
+}
+
+}  // namespace ipu::passes
