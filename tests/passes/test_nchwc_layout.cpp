@@ -169,6 +169,30 @@ TEST_CASE("a stem of fewer channels than a block reads NCHW and writes blocks: n
   for (const std::size_t threads : {1u, 2u}) CHECK(relative_difference(run(blocked, threads), run(g, threads)) < 1e-5);
 }
 
+TEST_CASE("Concat along channels of whole blocks joins the group, as SqueezeNet's fire modules need; other Concats do not") {
+  for (const std::int64_t expand : {16, 12}) {
+    CAPTURE(expand);
+    ipu::builder b("fire", 17);
+    const auto x = b.add_input_tensor({data_type::F32, {2, 16, 7, 7}}, "x");
+    const auto s = b.relu(b.conv(x, weights(b, {8, 16, 1, 1}, 0.1, "ws"), weights(b, {8}, 0.2, "bs"), {}, "squeeze"));
+    const auto e1 = b.relu(b.conv(s, weights(b, {expand, 8, 1, 1}, 0.3, "w1"), weights(b, {expand}, 0.4, "b1"), {}, "expand1x1"));
+    const auto e3 = b.relu(b.conv(s, weights(b, {expand, 8, 3, 3}, 0.5, "w3"), weights(b, {expand}, 0.6, "b3"),
+                                  {{}, {1, 1, 1, 1}}, "expand3x3"));
+    b.add_output(b.op("Concat", {e1, e3}, {{"axis", std::int64_t{1}}})[0]);
+    const auto g = ipu::passes::fuse_conv_activation(std::move(b).build());
+    const auto blocked = ipu::passes::nchwc_layout(g);
+    CHECK_NOTHROW(ipu::validate(blocked));
+    CHECK(count(blocked, "NchwcConv") == 3);
+    CHECK(count(blocked, "ToNchwc") == 1);
+    // Blocked, the Concat's output is the graph output's FromNchwc; else each expansion's.
+    CHECK(count(blocked, "FromNchwc") == (expand == 16 ? 1u : 2u));
+    const auto concat = std::ranges::find_if(blocked.ops(), [](const auto& op) { return op.type == "Concat"; });
+    REQUIRE(concat != blocked.ops().end());
+    CHECK(blocked.tensor(concat->inputs[0]).name.ends_with("/nchwc") == (expand == 16));
+    for (const std::size_t threads : {1u, 2u}) CHECK(relative_difference(run(blocked, threads), run(g, threads)) < 1e-5);
+  }
+}
+
 TEST_CASE("what stays NCHW: a lone convolution, F64, groups that split blocks, 3-D data") {
   {  // a convolution with no convolution next to it
     ipu::builder b("lone", 17);

@@ -12,7 +12,8 @@
 // The ops that join a group: F32 2-D Conv and FusedConv, and elementwise ops that map zeros to
 // zero with all operands of the output's shape (Relu, LeakyRelu, Tanh, Neg, HardSwish, Add, Sub,
 // Mul, ai.graphcore Swish), which compute the same on blocked data and keep the unused channels
-// zero. Groups are joined through data (a convolution's X and Z, an elementwise op's operands); a
+// zero, and Concat along the channels of inputs of whole blocks of channels (SqueezeNet's fire
+// modules), which does too. Groups are joined through data (a convolution's X and Z, an elementwise op's operands); a
 // group with two convolutions or more runs blocked, a smaller one would pay the reorders for
 // nothing. A tensor is blocked once (ToNchwc) however many ops of the group read it, and goes back
 // to NCHW (FromNchwc) only when something outside the group reads it, or it is a graph output.
@@ -87,6 +88,26 @@ constexpr bool nchwc_elementwise(const graph& g, const op_node& op) {
   return true;
 }
 
+/// Whether op `op` concatenates 4-D F32 data along the channels, each input of whole blocks of
+/// them: each image's blocked input is then one contiguous run, as in NCHW, so Concat computes the
+/// blocked output as it is (and no block holds unused channels).
+constexpr bool nchwc_concat(const graph& g, const op_node& op) {
+  if (!is_onnx_op(op, "Concat") || op.outputs.size() != 1 || op.inputs.empty()) return false;
+  const auto* axis = op.find_attribute("axis");
+  const auto* a = axis ? std::get_if<std::int64_t>(&axis->value) : nullptr;
+  if (!a || (*a != 1 && *a != -3)) return false;
+  const auto& y = g.tensor(op.outputs[0]).info;
+  if (y.type != data_type::F32 || y.shape.rank() != 4) return false;
+  for (const auto t : op.inputs) {
+    if (t == no_tensor) return false;
+    const auto& x = g.tensor(t).info;
+    if (x.type != data_type::F32 || x.shape.rank() != 4 || x.shape[0] != y.shape[0] || x.shape[2] != y.shape[2] ||
+        x.shape[3] != y.shape[3] || x.shape[1] < 1 || x.shape[1] % nchwc_block != 0)
+      return false;
+  }
+  return true;
+}
+
 /// The inputs of blockable op `op` that are blocked data: a convolution's X (unless it has fewer
 /// channels than a block: a stem reads NCHW, as oneDNN's fast kernels for it do) and Z, every input
 /// of an elementwise op.
@@ -106,8 +127,8 @@ inline graph nchwc_layout(const graph& g) {
   std::vector<kind> role(g.num_ops(), kind::none);
   for (op_id i = 0; i < g.num_ops(); ++i)
     role[i] = detail::nchwc_convolution(g, g.op(i))   ? kind::conv
-              : detail::nchwc_elementwise(g, g.op(i)) ? kind::elementwise
-                                                      : kind::none;
+              : detail::nchwc_elementwise(g, g.op(i)) || detail::nchwc_concat(g, g.op(i)) ? kind::elementwise
+                                                                                          : kind::none;
   // Groups of blockable ops joined by data (union-find); a group runs blocked when it holds two
   // convolutions or more. Fewer would pay the reorders for nothing.
   std::vector<op_id> parent(g.num_ops());
