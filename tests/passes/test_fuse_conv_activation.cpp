@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -296,6 +297,48 @@ TEST_CASE("FusedConv as ONNX Runtime writes it: Z and every activation, against 
       const auto got = run(fused, 1), want = run(written_out, 1);
       CHECK(same_bits(got[0], want[0]));
     }
+}
+
+TEST_CASE("F16 FusedConv adds Z with no activation, as Conv then Add do") {
+  // A residual Add with nothing after it (MobileNetV2's and MNASNet's projections) at half precision.
+  const std::vector<std::int64_t> xs{2, 4, 5, 5}, ws{4, 4, 3, 3};
+  auto halves = [](const std::vector<float>& v) {
+    std::vector<ipu::half> h;
+    for (const float f : v) h.emplace_back(f);
+    return h;
+  };
+  ipu::graph both[2];
+  for (int written_out = 0; written_out < 2; ++written_out) {
+    ipu::builder b("f16", 17);
+    const auto x = b.add_input_tensor({data_type::F16, ipu::shape(xs)}, "x");
+    const auto z = b.add_input_tensor({data_type::F16, ipu::shape(xs)}, "z");
+    const auto w = b.add_constant(ipu::make_constant<ipu::half>(ipu::shape(ws), halves(wave(144, 0.3, 0.5))), "w");
+    const auto bias = b.add_constant(ipu::make_constant<ipu::half>({4}, halves(wave(4, 1.1, 0.4))), "b");
+    const ipu::conv_options pad{{}, {1, 1, 1, 1}};
+    if (written_out == 0)
+      b.add_output(b.op("FusedConv", {x, w, bias, z}, {{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}},
+                        ipu::op_options{1, 1, "f", "com.microsoft"})[0]);
+    else
+      b.add_output(b.add(b.conv(x, w, bias, pad), z));
+    both[written_out] = std::move(b).build();
+  }
+  std::vector<ipu::host_tensor> in;
+  for (std::size_t i = 0; i < 2; ++i) {
+    ipu::host_tensor t({data_type::F16, ipu::shape(xs)});
+    const auto v = halves(wave(200, 0.7 * static_cast<double>(i + 1), 2.0));
+    std::copy(v.begin(), v.end(), t.as<ipu::half>().begin());
+    in.push_back(std::move(t));
+  }
+  const auto fused = ipu::cpu::device(both[0]).run(in), written = ipu::cpu::device(both[1]).run(in);
+  // One rounding against two: at most one F16 unit in the last place apart, and Z is in both.
+  const auto f = fused[0].as<ipu::half>(), w = written[0].as<ipu::half>();
+  REQUIRE(f.size() == w.size());
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < f.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(static_cast<float>(f[i])) - static_cast<float>(w[i])));
+    scale = std::max(scale, std::abs(static_cast<double>(static_cast<float>(w[i]))));
+  }
+  CHECK(worst <= scale * 2e-3);
 }
 
 TEST_CASE("FusedConv refuses an unknown activation, a wrong parameter count, a misshapen Z and F64") {

@@ -656,8 +656,9 @@ inline void conv_with(const kernel_context& ctx, const conv_activation& act) {
     widened_output<T> out(y.as<T>());
     conv_compute(ctx, wx.data(), ww.data(), bias.empty() ? nullptr : bias.data(), out.data(), n, c, m, group, g);
     if constexpr (std::is_same_v<compute_t<T>, float>) {
-      // F16 applies the activation before its one rounding, on the widened Z.
-      if (!act.empty()) {
+      // F16 applies the activation before its one rounding, on the widened Z (which act does not
+      // hold: a Z with no activation leaves act empty).
+      if (!act.empty() || ctx.has_input(3)) {
         conv_activation a = act;
         std::vector<float> z;
         if (ctx.has_input(3) && !a.z) {
