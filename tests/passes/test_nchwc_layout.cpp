@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -273,6 +274,10 @@ TEST_CASE("the blocked ops refuse a block they do not have, channel counts that 
   const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
   CHECK_THROWS_WITH_AS((void)b.op("FromNchwc", {xb}, {{"channels", std::int64_t{9}}}, ipu_op),
                        doctest::Contains("channels 9 do not fill X"), ipu::error);
+  // A channel count that would overflow when rounded up to a block is refused, not wrapped.
+  CHECK_THROWS_WITH_AS(
+      (void)b.op("FromNchwc", {xb}, {{"channels", std::numeric_limits<std::int64_t>::max()}}, ipu_op),
+      doctest::Contains("do not fill X"), ipu::error);
   // W reads 4 input channels, one block; blocked X holds two blocks. (The shapes cannot tell 3
   // channels in a block of 8 from 4: the unused ones are zero.)
   const auto x12 = b.add_input_tensor({data_type::F32, {1, 12, 4, 4}}, "x12");

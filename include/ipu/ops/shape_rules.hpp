@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -553,7 +554,10 @@ constexpr std::int64_t nchwc_block(const infer_context& c) {
   if (b != 8 && b != 16) throw c.fail("block " + std::to_string(b) + " is not 8 or 16", "give block 8 or 16");
   return b;
 }
+/// `channels` rounded up to whole blocks; -1, which no dimension matches, when that would
+/// overflow (a hostile `channels` attribute or dimension).
 constexpr std::int64_t nchwc_padded(std::int64_t channels, std::int64_t block) {
+  if (channels > std::numeric_limits<std::int64_t>::max() - (block - 1)) return -1;
   return (channels + block - 1) / block * block;
 }
 constexpr void need_nchwc_data(const infer_context& c, std::size_t i, std::string_view what) {
@@ -571,6 +575,7 @@ constexpr std::vector<tensor_info> to_nchwc(const infer_context& c) {
   const auto b = nchwc_block(c);
   need_nchwc_data(c, 0, "X");
   const auto& x = c.in_shape(0);
+  if (nchwc_padded(x[1], b) < 0) throw c.fail("X " + to_string(c.input(0)) + " has too many channels to block");
   return {tensor_info{c.in_type(0), shape{x[0], nchwc_padded(x[1], b), x[2], x[3]}}};
 }
 
@@ -612,6 +617,7 @@ constexpr std::vector<tensor_info> nchwc_conv(const infer_context& c) {
   plain[0].info = &plain_x;
   auto out = fused_conv(infer_context(c.op(), plain, 1));
   auto& y = out[0].shape;
+  if (nchwc_padded(y[1], b) < 0) throw c.fail("W " + to_string(c.input(1)) + " has too many channels to block");
   y = shape{y[0], nchwc_padded(y[1], b), y[2], y[3]};
   if (c.has_input(3)) {
     same_type(c, 0, 3);

@@ -28,6 +28,7 @@
 // blocked graph is the same on every host. Inference only: NchwcConv has no gradient.
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ inline constexpr std::int64_t nchwc_block = 8;
 namespace detail {
 
 constexpr std::int64_t nchwc_round_up(std::int64_t channels) { return (channels + nchwc_block - 1) / nchwc_block * nchwc_block; }
+
+/// Whether `channels` can be rounded up to whole blocks without overflow.
+constexpr bool nchwc_blockable_channels(std::int64_t channels) {
+  return channels <= std::numeric_limits<std::int64_t>::max() - (nchwc_block - 1);
+}
 
 /// Whether op `op` is a convolution the blocked layout takes.
 constexpr bool nchwc_convolution(const graph& g, const op_node& op) {
@@ -68,6 +74,7 @@ constexpr bool nchwc_convolution(const graph& g, const op_node& op) {
   if (const auto* a = op.find_attribute("group"))
     if (const auto* v = std::get_if<std::int64_t>(&a->value)) group = *v;
   const std::int64_t c = x.shape[1], m = y.shape[1];
+  if (!nchwc_blockable_channels(c) || !nchwc_blockable_channels(m)) return false;
   if (group < 1 || c % group != 0 || m % group != 0 || w.shape[1] * group != c) return false;
   return group == 1 || (group == c && m == c) || ((c / group) % nchwc_block == 0 && (m / group) % nchwc_block == 0);
 }
@@ -82,7 +89,7 @@ constexpr bool nchwc_elementwise(const graph& g, const op_node& op) {
                                (op.domain == "ai.graphcore" && op.type == "Swish");
   if (!zero_preserving || op.outputs.size() != 1 || op.inputs.empty()) return false;
   const auto& y = g.tensor(op.outputs[0]).info;
-  if (y.type != data_type::F32 || y.shape.rank() != 4) return false;
+  if (y.type != data_type::F32 || y.shape.rank() != 4 || !nchwc_blockable_channels(y.shape[1])) return false;
   for (const auto t : op.inputs)
     if (t == no_tensor || g.tensor(t).info != y) return false;  // no broadcasting
   return true;

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -31,7 +32,9 @@ inline std::int64_t nchwc_block_of(const kernel_context& ctx) {
   return b;
 }
 
+/// `channels` rounded up to whole blocks; -1, which no dimension matches, when that would overflow.
 inline std::int64_t nchwc_padded_channels(std::int64_t channels, std::int64_t block) {
+  if (channels > std::numeric_limits<std::int64_t>::max() - (block - 1)) return -1;
   return (channels + block - 1) / block * block;
 }
 
@@ -86,7 +89,8 @@ inline void to_nchwc_kernel(const kernel_context& ctx) {
   expect_nchwc_data(ctx, x);
   const auto y = output(ctx, 0);
   const shape& s = x.shape;
-  if (y.info() != tensor_info{x.type, shape{s[0], nchwc_padded_channels(s[1], b), s[2], s[3]}})
+  if (nchwc_padded_channels(s[1], b) < 0 ||
+      y.info() != tensor_info{x.type, shape{s[0], nchwc_padded_channels(s[1], b), s[2], s[3]}})
     throw ctx.fail("output " + to_string(y.info()) + " is not X " + to_string(x) + " in blocks of " + std::to_string(b),
                    "fix the output shape in the model");
   visit(nchwc_types, x.type, ctx, [&]<class T>() {
