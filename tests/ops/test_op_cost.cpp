@@ -158,6 +158,43 @@ TEST_CASE("NchwcConv costs the convolution of its real channels, not its blocks'
   CHECK(reorder.cycles() > 0);
 }
 
+TEST_CASE("NchwcMaxPool and NchwcAveragePool cost the pooling of their real channels, not the padding") {
+  // 5 channels blocked into 8: the same windows over the 5 channels MaxPool and AveragePool pool.
+  ipu::builder b("blocked pools");
+  const auto x = b.add_input_tensor({data_type::F32, {2, 5, 9, 9}}, "x");
+  const ipu::pool_options window{{3, 3}, {2, 2}, {1, 1, 1, 1}};
+  b.add_output(b.max_pool(x, window));
+  b.add_output(b.average_pool(x, window));
+  const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+  const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
+  const std::vector<ipu::attribute> attrs{{"kernel_shape", std::vector<std::int64_t>{3, 3}},
+                                          {"strides", std::vector<std::int64_t>{2, 2}},
+                                          {"pads", std::vector<std::int64_t>{1, 1, 1, 1}},
+                                          {"channels", std::int64_t{5}}};
+  b.add_output(b.op("NchwcMaxPool", {xb}, attrs, ipu_op)[0]);
+  b.add_output(b.op("NchwcAveragePool", {xb}, attrs, ipu_op)[0]);
+  const auto g = std::move(b).build();
+  const auto max = ipu::estimate_op_cost(g, 0, mk2), average = ipu::estimate_op_cost(g, 1, mk2);
+  CHECK(ipu::estimate_op_cost(g, 3, mk2).cycles() == max.cycles());
+  CHECK(ipu::estimate_op_cost(g, 4, mk2).cycles() == average.cycles());
+  CHECK(max.cycles() > 0);
+}
+
+TEST_CASE("NchwcBatchNormalization costs the batch normalisation of its real channels") {
+  ipu::builder b("blocked batch norm");
+  const auto x = b.add_input_tensor({data_type::F32, {2, 5, 9, 9}}, "x");
+  std::vector<ipu::tensor_id> p;
+  for (int k = 0; k < 4; ++k) p.push_back(b.add_input_tensor({data_type::F32, {5}}, "p" + std::to_string(k)));
+  b.add_output(b.batch_normalization(x, p[0], p[1], p[2], p[3]));
+  const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+  const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
+  b.add_output(b.op("NchwcBatchNormalization", {xb, p[0], p[1], p[2], p[3]}, {}, ipu_op)[0]);
+  const auto g = std::move(b).build();
+  const auto plain = ipu::estimate_op_cost(g, 0, mk2);
+  CHECK(plain.cycles() > 0);
+  CHECK(ipu::estimate_op_cost(g, 2, mk2).cycles() == plain.cycles());
+}
+
 TEST_CASE("ConvTranspose costs the forward convolution it transposes (Y's channels in, X's out)") {
   // X [1, 4, 3, 3], W [4, 3, 3, 3], group 2, stride 2, pads 1: Y = (3 - 1) * 2 + 3 - 2 = 5 with
   // 3 * 2 = 6 channels. MACs: N * C_in * |X| * C_out / group * |k| = 1 * 4 * 9 * 3 * 9 = 972, those of

@@ -194,6 +194,269 @@ TEST_CASE("Concat along channels of whole blocks joins the group, as SqueezeNet'
   }
 }
 
+TEST_CASE("pools between convolutions join the group: MaxPool, AveragePool and the global pools run blocked") {
+  // A stem, a ceil_mode MaxPool, a padded 3x3 MaxPool, AveragePools with and without the padding
+  // counted, the global pools: 12 and 20 channels, so blocks have unused channels.
+  ipu::builder b("pools", 17);
+  const auto x = b.add_input_tensor({data_type::F32, {2, 3, 19, 19}}, "x");
+  auto y = b.relu(b.conv(x, weights(b, {12, 3, 3, 3}, 0.1, "w1"), weights(b, {12}, 0.2, "b1"), {{2, 2}, {1, 1, 1, 1}}));
+  y = b.max_pool(y, {{3, 3}, {2, 2}, {}, true}, "stem/pool");
+  CHECK(b.info(y).shape == ipu::shape{2, 12, 5, 5});
+  y = b.relu(b.conv(y, weights(b, {20, 12, 1, 1}, 0.3, "w2"), weights(b, {20}, 0.4, "b2")));
+  y = b.max_pool(y, {{3, 3}, {1, 1}, {1, 1, 1, 1}});
+  y = b.conv(y, weights(b, {12, 20, 3, 3}, 0.5, "w3"), weights(b, {12}, 0.6, "b3"), {{}, {1, 1, 1, 1}});
+  const ipu::pool_options window{{3, 3}, {2, 2}, {1, 1, 1, 1}};
+  b.add_output(b.average_pool(y, window));
+  auto counted = window;
+  counted.count_include_pad = true;
+  const auto a = b.average_pool(y, counted);
+  b.add_output(b.global_average_pool(a));
+  b.add_output(b.global_max_pool(a));
+  const auto g = std::move(b).build();
+  const auto blocked = ipu::passes::nchwc_layout(g);
+  CHECK_NOTHROW(ipu::validate(blocked));
+  CHECK(count(blocked, "NchwcConv") == 3);
+  CHECK(count(blocked, "NchwcMaxPool") == 3);
+  CHECK(count(blocked, "NchwcAveragePool") == 3);
+  CHECK(count(blocked, "MaxPool") + count(blocked, "AveragePool") + count(blocked, "GlobalAveragePool") +
+            count(blocked, "GlobalMaxPool") ==
+        0);
+  CHECK(count(blocked, "ToNchwc") == 0);    // the stem reads x as it is
+  CHECK(count(blocked, "FromNchwc") == 3);  // the graph outputs only
+  for (const auto& op : blocked.ops())
+    if (op.type == "NchwcMaxPool" || op.type == "NchwcAveragePool") {
+      const auto* channels = op.find_attribute("channels");
+      REQUIRE(channels != nullptr);
+      const auto c = std::get<std::int64_t>(channels->value);
+      CHECK((c == 12 || c == 20));
+      CHECK(blocked.tensor(op.inputs[0]).info.shape[1] == (c == 12 ? 16 : 24));
+    }
+  for (const std::size_t threads : {1u, 2u}) {
+    CAPTURE(threads);
+    const auto got = run(blocked, threads);
+    CHECK(relative_difference(got, run(g, threads)) < 1e-5);
+    CHECK(relative_difference(run(blocked, threads), got) == 0);
+  }
+}
+
+TEST_CASE("NchwcMaxPool and NchwcAveragePool give MaxPool's and AveragePool's values, NaN included, F32 and F16") {
+  for (const auto type : {data_type::F32, data_type::F16}) {
+    CAPTURE(type);
+    ipu::builder b("direct", 17);
+    const auto x = b.add_input_tensor({type, {2, 5, 7, 8}}, "x");
+    const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+    const std::vector<ipu::attribute> max_window{{"kernel_shape", std::vector<std::int64_t>{3, 2}},
+                                                 {"strides", std::vector<std::int64_t>{2, 3}},
+                                                 {"pads", std::vector<std::int64_t>{1, 0, 1, 1}},
+                                                 {"dilations", std::vector<std::int64_t>{1, 2}},
+                                                 {"ceil_mode", std::int64_t{1}}};
+    b.add_output(b.op("MaxPool", {x}, max_window)[0]);
+    auto blocked_window = max_window;
+    blocked_window.push_back({"channels", std::int64_t{5}});
+    const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
+    const auto from = [&](tensor_id t) {
+      return b.op("FromNchwc", {t}, {{"channels", std::int64_t{5}}}, ipu_op)[0];
+    };
+    b.add_output(from(b.op("NchwcMaxPool", {xb}, blocked_window, ipu_op)[0]));
+    for (const std::int64_t include_pad : {0, 1}) {
+      const std::vector<ipu::attribute> window{{"kernel_shape", std::vector<std::int64_t>{3, 3}},
+                                               {"strides", std::vector<std::int64_t>{2, 2}},
+                                               {"pads", std::vector<std::int64_t>{1, 1, 1, 1}},
+                                               {"count_include_pad", include_pad}};
+      b.add_output(b.op("AveragePool", {x}, window)[0]);
+      auto blocked_average = window;
+      blocked_average.push_back({"channels", std::int64_t{5}});
+      b.add_output(from(b.op("NchwcAveragePool", {xb}, blocked_average, ipu_op)[0]));
+    }
+    const auto g = std::move(b).build();
+    ipu::host_tensor in(g.tensor(g.inputs()[0]).info);
+    const auto v = wave(static_cast<std::size_t>(in.info().shape.num_elements()), 0.3, 2.0);
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const float e = i == 75 ? std::numeric_limits<float>::quiet_NaN() : v[i];
+      if (type == data_type::F32) in.as<float>()[i] = e;
+      else in.as<ipu::half>()[i] = ipu::half(e);
+    }
+    for (const std::size_t threads : {1u, 2u}) {
+      CAPTURE(threads);
+      ipu::cpu::device dev(g, {.threads = threads});
+      const auto out = dev.run(std::vector<ipu::host_tensor>{in});
+      REQUIRE(out.size() == 6);
+      for (std::size_t k = 0; k < 6; k += 2) {
+        CAPTURE(k);
+        REQUIRE(out[k].info() == out[k + 1].info());
+        // The same windows in the same order: the same bits, NaN where the plain pool has NaN.
+        const auto a = out[k].bytes(), c = out[k + 1].bytes();
+        CHECK(std::equal(a.begin(), a.end(), c.begin(), c.end()));
+      }
+    }
+  }
+}
+
+TEST_CASE("the blocked pools refuse attributes they do not have and channel counts that do not fit") {
+  ipu::builder b("bad pools", 17);
+  const auto x = b.add_input_tensor({data_type::F32, {1, 3, 4, 4}}, "x");
+  const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+  const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
+  const ipu::attribute kernel{"kernel_shape", std::vector<std::int64_t>{2, 2}};
+  CHECK(b.info(b.op("NchwcMaxPool", {xb}, {kernel, {"channels", std::int64_t{3}}}, ipu_op)[0]).shape ==
+        ipu::shape{1, 8, 3, 3});
+  // Indices are NCHW's: a blocked MaxPool has none to order.
+  CHECK_THROWS_WITH_AS(
+      (void)b.op("NchwcMaxPool", {xb}, {kernel, {"channels", std::int64_t{3}}, {"storage_order", std::int64_t{1}}}, ipu_op),
+      doctest::Contains("attribute 'storage_order' is not one of NchwcMaxPool's"), ipu::error);
+  CHECK_THROWS_WITH_AS((void)b.op("NchwcAveragePool", {xb}, {kernel, {"channels", std::int64_t{9}}}, ipu_op),
+                       doctest::Contains("channels 9 do not fill blocked X"), ipu::error);
+  CHECK_THROWS_WITH_AS((void)b.op("NchwcAveragePool", {xb}, {kernel}, ipu_op),
+                       doctest::Contains("channels 0 do not fill blocked X"), ipu::error);
+  CHECK_THROWS_WITH_AS((void)b.op("NchwcMaxPool", {xb}, {{"channels", std::int64_t{3}}}, ipu_op),
+                       doctest::Contains("kernel_shape is required"), ipu::error);
+}
+
+/// Per-channel parameters of a batch normalisation over `c` channels, the variances positive.
+std::vector<tensor_id> batch_norm_parameters(ipu::builder& b, std::int64_t c, double phase) {
+  std::vector<tensor_id> p;
+  for (int k = 0; k < 4; ++k) {
+    auto v = wave(static_cast<std::size_t>(c), phase + k, 0.5);
+    if (k == 3)
+      for (auto& e : v) e = 0.2f + e * e;
+    p.push_back(b.add_constant(ipu::make_constant<float>({c}, v), "bn" + std::to_string(phase) + "/" + std::to_string(k)));
+  }
+  return p;
+}
+
+TEST_CASE("a dense block runs blocked: its pre-activation BatchNormalizations join the group") {
+  // DenseNet's pattern: Concat -> BatchNormalization -> Relu -> Conv 1x1 -> Relu -> Conv 3x3 ->
+  // Concat, then a transition: BatchNormalization -> Relu -> Conv 1x1 -> AveragePool.
+  ipu::builder b("dense", 17);
+  const auto x = b.add_input_tensor({data_type::F32, {2, 16, 6, 6}}, "x");
+  auto layer = [&](tensor_id in, std::int64_t c, double phase) {
+    const auto p = batch_norm_parameters(b, c, phase);
+    auto y = b.relu(b.batch_normalization(in, p[0], p[1], p[2], p[3]));
+    y = b.relu(b.conv(y, weights(b, {16, c, 1, 1}, phase, "w1/" + std::to_string(phase))));
+    return b.conv(y, weights(b, {8, 16, 3, 3}, phase + 0.5, "w3/" + std::to_string(phase)), ipu::no_tensor,
+                  {{}, {1, 1, 1, 1}});
+  };
+  auto y = b.concat({x, layer(x, 16, 0.1)}, 1);
+  y = b.concat({y, layer(y, 24, 0.2)}, 1);
+  const auto p = batch_norm_parameters(b, 32, 0.3);
+  y = b.relu(b.batch_normalization(y, p[0], p[1], p[2], p[3]));
+  y = b.conv(y, weights(b, {12, 32, 1, 1}, 0.4, "transition"));
+  b.add_output(b.average_pool(y, {{2, 2}, {2, 2}}));
+  const auto g = std::move(b).build();
+  const auto blocked = ipu::passes::nchwc_layout(g);
+  CHECK_NOTHROW(ipu::validate(blocked));
+  CHECK(count(blocked, "NchwcConv") == 5);
+  CHECK(count(blocked, "NchwcBatchNormalization") == 3);
+  CHECK(count(blocked, "BatchNormalization") == 0);
+  CHECK(count(blocked, "ToNchwc") == 1);    // x
+  CHECK(count(blocked, "FromNchwc") == 1);  // the output
+  for (const std::size_t threads : {1u, 2u}) {
+    CAPTURE(threads);
+    const auto got = run(blocked, threads);
+    CHECK(relative_difference(got, run(g, threads)) < 1e-5);
+    CHECK(relative_difference(run(blocked, threads), got) == 0);
+  }
+}
+
+TEST_CASE("squeeze-and-excitation runs blocked: Mul by one factor per image and channel is NchwcScale") {
+  // x -> Conv -> Relu -+-> GlobalAveragePool -> Conv -> Relu -> Conv -> Sigmoid -+-> Mul -> Conv
+  //                    +--------------------------------------------------------+
+  for (const bool scale_first : {true, false}) {
+    CAPTURE(scale_first);
+    ipu::builder b("se", 17);
+    const auto x = b.add_input_tensor({data_type::F32, {2, 12, 5, 5}}, "x");
+    const auto y = b.relu(b.conv(x, weights(b, {20, 12, 1, 1}, 0.1, "w1")));
+    auto s = b.relu(b.conv(b.global_average_pool(y), weights(b, {8, 20, 1, 1}, 0.2, "fc1")));
+    s = b.sigmoid(b.conv(s, weights(b, {20, 8, 1, 1}, 0.3, "fc2"), weights(b, {20}, 0.4, "fc2b")));
+    const auto scaled = scale_first ? b.mul(s, y) : b.mul(y, s);
+    b.add_output(b.conv(scaled, weights(b, {12, 20, 1, 1}, 0.5, "project")));
+    const auto g = std::move(b).build();
+    const auto blocked = ipu::passes::nchwc_layout(g);
+    CHECK_NOTHROW(ipu::validate(blocked));
+    CHECK(count(blocked, "NchwcConv") == 4);
+    CHECK(count(blocked, "NchwcScale") == 1);
+    CHECK(count(blocked, "Mul") == 0);
+    CHECK(count(blocked, "ToNchwc") == 1);    // x
+    CHECK(count(blocked, "FromNchwc") == 2);  // the factors, for Sigmoid, and the output
+    const auto scale = std::ranges::find_if(blocked.ops(), [](const auto& op) { return op.type == "NchwcScale"; });
+    REQUIRE(scale != blocked.ops().end());
+    CHECK(blocked.tensor(scale->inputs[0]).info.shape == ipu::shape{2, 24, 5, 5});
+    CHECK(blocked.tensor(scale->inputs[1]).info.shape == ipu::shape{2, 20, 1, 1});
+    for (const std::size_t threads : {1u, 2u}) {
+      CAPTURE(threads);
+      CHECK(relative_difference(run(blocked, threads), run(g, threads)) < 1e-5);
+    }
+  }
+}
+
+TEST_CASE("NchwcBatchNormalization and NchwcScale give BatchNormalization's and Mul's values to the bit, F32 and F16") {
+  for (const auto type : {data_type::F32, data_type::F16}) {
+    CAPTURE(type);
+    ipu::builder b("channelwise", 17);
+    const auto x = b.add_input_tensor({type, {2, 5, 4, 3}}, "x");
+    const auto s = b.add_input_tensor({type, {2, 5, 1, 1}}, "s");
+    const auto s1 = b.add_input_tensor({type, {1, 5, 1, 1}}, "s1");
+    const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+    const auto p = batch_norm_parameters(b, 5, 0.7);
+    const ipu::attribute eps{"epsilon", 0.01f};
+    const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
+    const auto from = [&](tensor_id t) { return b.op("FromNchwc", {t}, {{"channels", std::int64_t{5}}}, ipu_op)[0]; };
+    b.add_output(b.op("BatchNormalization", {x, p[0], p[1], p[2], p[3]}, {eps})[0]);
+    b.add_output(from(b.op("NchwcBatchNormalization", {xb, p[0], p[1], p[2], p[3]}, {eps}, ipu_op)[0]));
+    b.add_output(b.mul(s, x));
+    b.add_output(from(b.op("NchwcScale", {xb, s}, {}, ipu_op)[0]));
+    b.add_output(b.mul(x, s1));
+    b.add_output(from(b.op("NchwcScale", {xb, s1}, {}, ipu_op)[0]));
+    const auto g = std::move(b).build();
+    std::vector<ipu::host_tensor> in;
+    for (std::size_t i = 0; i < 3; ++i) {
+      ipu::host_tensor t(g.tensor(g.inputs()[i]).info);
+      const auto v = wave(static_cast<std::size_t>(t.info().shape.num_elements()), 0.4 * static_cast<double>(i + 1), 3.0);
+      for (std::size_t k = 0; k < v.size(); ++k) {
+        if (type == data_type::F32) t.as<float>()[k] = v[k];
+        else t.as<ipu::half>()[k] = ipu::half(v[k]);
+      }
+      in.push_back(std::move(t));
+    }
+    for (const std::size_t threads : {1u, 2u}) {
+      CAPTURE(threads);
+      ipu::cpu::device dev(g, {.threads = threads});
+      const auto out = dev.run(in);
+      REQUIRE(out.size() == 6);
+      for (std::size_t k = 0; k < 6; k += 2) {
+        CAPTURE(k);
+        REQUIRE(out[k].info() == out[k + 1].info());
+        const auto a = out[k].bytes(), c = out[k + 1].bytes();
+        CHECK(std::equal(a.begin(), a.end(), c.begin(), c.end()));
+      }
+    }
+  }
+}
+
+TEST_CASE("the blocked channel ops refuse factors that do not fit X and attributes they do not have") {
+  ipu::builder b("bad channel ops", 17);
+  const auto x = b.add_input_tensor({data_type::F32, {2, 5, 4, 4}}, "x");
+  const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+  const auto xb = b.op("ToNchwc", {x}, {}, ipu_op)[0];
+  const auto s = b.add_input_tensor({data_type::F32, {2, 5, 2, 1}}, "s");
+  CHECK_THROWS_WITH_AS((void)b.op("NchwcScale", {xb, s}, {}, ipu_op), doctest::Contains("is not one factor per image"),
+                       ipu::error);
+  const auto s9 = b.add_input_tensor({data_type::F32, {1, 9, 1, 1}}, "s9");
+  CHECK_THROWS_WITH_AS((void)b.op("NchwcScale", {xb, s9}, {}, ipu_op), doctest::Contains("is not one factor per image"),
+                       ipu::error);
+  const auto p9 = batch_norm_parameters(b, 9, 0.1);
+  CHECK_THROWS_WITH_AS((void)b.op("NchwcBatchNormalization", {xb, p9[0], p9[1], p9[2], p9[3]}, {}, ipu_op),
+                       doctest::Contains("does not hold the 9 channels"), ipu::error);
+  const auto p5 = batch_norm_parameters(b, 5, 0.2);
+  CHECK_THROWS_WITH_AS(
+      (void)b.op("NchwcBatchNormalization", {xb, p5[0], p5[1], p9[2], p5[3]}, {}, ipu_op),
+      doctest::Contains("input_mean"), ipu::error);
+  // Inference only: a momentum would say the op trains.
+  CHECK_THROWS_WITH_AS(
+      (void)b.op("NchwcBatchNormalization", {xb, p5[0], p5[1], p5[2], p5[3]}, {{"momentum", 0.9f}}, ipu_op),
+      doctest::Contains("attribute 'momentum' is not one of NchwcBatchNormalization's"), ipu::error);
+}
+
 TEST_CASE("what stays NCHW: a lone convolution, F64, groups that split blocks, 3-D data") {
   {  // a convolution with no convolution next to it
     ipu::builder b("lone", 17);

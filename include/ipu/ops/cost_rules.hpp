@@ -358,6 +358,18 @@ constexpr op_cost batch_norm(const op_cost_context& c) {
   return vector_pass(c, c.type(c.output()), out, 1, 2, 2 * std::min(channels, share) * size_of(c.type(c.output())));
 }
 
+/// ipu::NchwcBatchNormalization (a multiply and an add) and ipu::NchwcScale (a multiply) per
+/// element of the channels the per-channel operand gives, not of the blocks' padding.
+constexpr op_cost nchwc_channelwise(const op_cost_context& c) {
+  const bool scale = c.op->type == "NchwcScale";
+  const auto padded = std::max<std::uint64_t>(dim(c.input(0), 1), 1);
+  const auto channels = std::min(scale ? dim(c.input(1), 1) : c.input_elements(1), padded);
+  const auto out = c.output_elements() / padded * channels;
+  const auto share = ceil_div(out, c.tiles());
+  const auto t = c.type(c.output());
+  return vector_pass(c, t, out, scale ? 2 : 1, scale ? 1 : 2, (scale ? 1 : 2) * std::min(channels, share) * size_of(t));
+}
+
 /// Two reductions of `n` elements of type `t` into `groups` statistics: a sum, and a sum of a
 /// product with `extra_ops` more instructions per vector (squares, centred products).
 constexpr op_cost statistics(const op_cost_context& c, data_type t, std::uint64_t n, std::uint64_t groups,
@@ -559,6 +571,21 @@ constexpr op_cost pooling(const op_cost_context& c) {
   const auto in_bytes = costed_bytes(c.input(0), c.options);
   const auto w = static_cast<std::uint32_t>(std::min<std::uint64_t>(window, 1u << 16));
   return vector_pass(c, t, c.output_elements(), w, std::max<std::uint32_t>(w - 1, 1), ceil_div(in_bytes, c.tiles()));
+}
+
+/// ipu::NchwcMaxPool / NchwcAveragePool: pooling's cost over the `channels` the blocked data
+/// holds, not its padding (the blocked layout is the host's, as for ipu::NchwcConv).
+constexpr op_cost nchwc_pooling(const op_cost_context& c) {
+  std::uint64_t window = 1;
+  for (auto k : c.ints_attr("kernel_shape")) window = mul_sat(window, k > 0 ? static_cast<std::uint64_t>(k) : 1);
+  const auto padded = std::max<std::uint64_t>(dim(c.input(0), 1), 1);
+  const auto channels = std::min<std::uint64_t>(
+      static_cast<std::uint64_t>(std::max<std::int64_t>(c.int_attr("channels", 1), 1)), padded);
+  const auto t = c.type(c.input(0));
+  const auto in_bytes = costed_bytes(c.input(0), c.options) / padded * channels;
+  const auto w = static_cast<std::uint32_t>(std::min<std::uint64_t>(window, 1u << 16));
+  return vector_pass(c, t, c.output_elements() / padded * channels, w, std::max<std::uint32_t>(w - 1, 1),
+                     ceil_div(in_bytes, c.tiles()));
 }
 
 constexpr op_cost global_pool(const op_cost_context& c) { return reduce(c); }

@@ -713,6 +713,24 @@ constexpr std::vector<tensor_info> pool(const infer_context& c, bool with_indice
 constexpr std::vector<tensor_info> max_pool(const infer_context& c) { return pool(c, true); }
 constexpr std::vector<tensor_info> average_pool(const infer_context& c) { return pool(c, false); }
 
+/// ipu::NchwcMaxPool / NchwcAveragePool(X): MaxPool (without Indices) / AveragePool over the 2-D
+/// windows of blocked X [N, Cp, H, W], which holds `channels` channels in blocks of `block`.
+constexpr std::vector<tensor_info> nchwc_pool(const infer_context& c) {
+  if (c.op().type == "NchwcMaxPool")
+    only_attributes(c, {"block", "channels", "kernel_shape", "auto_pad", "pads", "strides", "dilations", "ceil_mode"});
+  else
+    only_attributes(c, {"block", "channels", "kernel_shape", "auto_pad", "pads", "strides", "dilations", "ceil_mode",
+                        "count_include_pad"});
+  const auto b = nchwc_block(c);
+  need_nchwc_data(c, 0, "X");
+  const auto channels = c.attr_int("channels", 0);
+  if (channels < 1 || nchwc_padded(channels, b) != c.in_shape(0)[1])
+    throw c.fail("channels " + std::to_string(channels) + " do not fill blocked X " + to_string(c.input(0)) +
+                     " in blocks of " + std::to_string(b),
+                 "give the channel count X had before ToNchwc");
+  return pool(c, false);
+}
+
 constexpr std::vector<tensor_info> global_pool(const infer_context& c) {
   need_rank(c, 0, 3, "X");
   dims out = c.in_shape(0).dims();
@@ -736,6 +754,42 @@ constexpr std::vector<tensor_info> batch_norm(const infer_context& c) {
   const std::size_t extra = c.opset() >= 14 ? 2 : 4;
   for (std::size_t i = 0; i < extra; ++i) r.push_back(tensor_info{c.in_type(3), shape{ch}});
   return r;
+}
+
+/// ipu::NchwcBatchNormalization(X, scale, B, input_mean, input_var): inference BatchNormalization
+/// of blocked X [N, Cp, H, W], whose C channels the per-channel operands [C] give.
+constexpr std::vector<tensor_info> nchwc_batch_norm(const infer_context& c) {
+  only_attributes(c, {"block", "epsilon"});
+  const auto b = nchwc_block(c);
+  need_nchwc_data(c, 0, "X");
+  const auto ch = c.in_shape(1).rank() == 1 ? c.in_shape(1)[0] : -1;
+  const char* names[] = {"", "scale", "B", "input_mean", "input_var"};
+  for (std::size_t i = 1; i < 5; ++i)
+    if (c.in_shape(i) != shape{ch} || ch < 1)
+      throw c.fail(std::string(names[i]) + " " + to_string(c.input(i)) + " is not [C] as scale " +
+                       to_string(c.input(1)) + " is",
+                   "give one value per channel in each per-channel operand");
+  if (nchwc_padded(ch, b) != c.in_shape(0)[1])
+    throw c.fail("blocked X " + to_string(c.input(0)) + " does not hold the " + std::to_string(ch) +
+                     " channels of scale " + to_string(c.input(1)) + " in blocks of " + std::to_string(b),
+                 "block the normalised data with ToNchwc of the same block");
+  return {same_as_input(c)};
+}
+
+/// ipu::NchwcScale(X, S): blocked X [N, Cp, H, W] times S [N or 1, C, 1, 1] (NCHW), X's type.
+constexpr std::vector<tensor_info> nchwc_scale(const infer_context& c) {
+  only_attributes(c, {"block"});
+  const auto b = nchwc_block(c);
+  need_nchwc_data(c, 0, "X");
+  same_type(c, 0, 1);
+  const auto& x = c.in_shape(0);
+  const auto& s = c.in_shape(1);
+  if (s.rank() != 4 || (s[0] != 1 && s[0] != x[0]) || s[2] != 1 || s[3] != 1 || s[1] < 1 ||
+      nchwc_padded(s[1], b) != x[1])
+    throw c.fail("S " + to_string(c.input(1)) + " is not one factor per image (or one for all) and channel of blocked X " +
+                     to_string(c.input(0)),
+                 "give S [N or 1, C, 1, 1], C the channels X had before ToNchwc");
+  return {same_as_input(c)};
 }
 
 /// Per-channel operands `first`..`last` of a batch normalisation over X (input `x`): [C], X's type.

@@ -4,17 +4,22 @@
 // around every op cost MobileNetV2 as much as its arithmetic. So convolutions that feed each other
 // run as ipu::NchwcConv on blocked data, with the elementwise ops between them:
 //
-//   x -> Conv -> Swish -> Conv -+-> Conv(Z) -> GlobalAveragePool
+//   x -> Conv -> Swish -> Conv -+-> Conv(Z) -> Softmax
 //                               +------^
-//   x -> ToNchwc -> NchwcConv -> Swish -> NchwcConv -+-> NchwcConv(Z) -> FromNchwc -> GlobalAveragePool
+//   x -> ToNchwc -> NchwcConv -> Swish -> NchwcConv -+-> NchwcConv(Z) -> FromNchwc -> Softmax
 //                                                    +-------^
 //
-// The ops that join a group: F32 2-D Conv and FusedConv, and elementwise ops that map zeros to
+// The ops that join a group: F32 2-D Conv and FusedConv; elementwise ops that map zeros to
 // zero with all operands of the output's shape (Relu, LeakyRelu, Tanh, Neg, HardSwish, Add, Sub,
 // Mul, ai.graphcore Swish), which compute the same on blocked data and keep the unused channels
-// zero, and Concat along the channels of inputs of whole blocks of channels (SqueezeNet's fire
-// modules), which does too. Groups are joined through data (a convolution's X and Z, an elementwise op's operands); a
-// group with two convolutions or more runs blocked, a smaller one would pay the reorders for
+// zero; Concat along the channels of inputs of whole blocks of channels (SqueezeNet's fire
+// modules), which does too; 2-D MaxPool (without Indices), AveragePool and the global pools, as
+// ipu::NchwcMaxPool / NchwcAveragePool (GoogLeNet's pools, a ResNet stem's); and the ops that
+// scale each channel: inference BatchNormalization, as ipu::NchwcBatchNormalization (DenseNet's
+// pre-activation), and Mul by one factor per image and channel, as ipu::NchwcScale
+// (squeeze-and-excitation). Groups are joined through data (a convolution's X and Z, a batch
+// normalisation's or scaling's X, the other ops' operands); a group with two convolutions or
+// more runs blocked, a smaller one would pay the reorders for
 // nothing. A tensor is blocked once (ToNchwc) however many ops of the group read it, and goes back
 // to NCHW (FromNchwc) only when something outside the group reads it, or it is a graph output.
 // Weights and biases stay as they are (the kernel reorders a constant weight once and keeps it).
@@ -115,14 +120,125 @@ constexpr bool nchwc_concat(const graph& g, const op_node& op) {
   return true;
 }
 
+/// Whether op `op` is a 2-D pooling the blocked layout takes: MaxPool without its Indices output,
+/// AveragePool, GlobalMaxPool and GlobalAveragePool (as the 2-D windows of the whole plane), on 4-D
+/// F32 data. The pool then runs as ipu::NchwcMaxPool / NchwcAveragePool.
+constexpr bool nchwc_pool(const graph& g, const op_node& op) {
+  const bool windowed = is_onnx_op(op, "MaxPool") || is_onnx_op(op, "AveragePool");
+  if (!(windowed || is_onnx_op(op, "GlobalMaxPool") || is_onnx_op(op, "GlobalAveragePool"))) return false;
+  if (op.inputs.size() != 1 || op.inputs[0] == no_tensor || op.outputs.empty() || op.outputs[0] == no_tensor)
+    return false;
+  for (std::size_t k = 1; k < op.outputs.size(); ++k)
+    if (op.outputs[k] != no_tensor) return false;  // MaxPool's Indices address NCHW
+  const auto& x = g.tensor(op.inputs[0]).info;
+  const auto& y = g.tensor(op.outputs[0]).info;
+  if (x.type != data_type::F32 || y.type != data_type::F32 || x.shape.rank() != 4 || y.shape.rank() != 4) return false;
+  for (std::size_t i = 0; i < 4; ++i)
+    if (x.shape[i] < 1 || y.shape[i] < 1) return false;
+  if (windowed) {
+    const auto* k = op.find_attribute("kernel_shape");
+    const auto* kernel = k ? std::get_if<std::vector<std::int64_t>>(&k->value) : nullptr;
+    if (!kernel || kernel->size() != 2) return false;
+  }
+  return nchwc_blockable_channels(x.shape[1]);
+}
+
+/// `op`, a pool nchwc_pool takes, as the blocked op of the same windows.
+inline op_node nchwc_pool_op(const graph& g, const op_node& op) {
+  op_node b = op;
+  const bool max = op.type == "MaxPool" || op.type == "GlobalMaxPool";
+  b.domain = "ipu";
+  b.type = max ? "NchwcMaxPool" : "NchwcAveragePool";
+  b.opset = 1;
+  b.outputs.resize(1);
+  const auto& x = g.tensor(op.inputs[0]).info.shape;
+  b.attributes.clear();
+  if (op.type.starts_with("Global")) {
+    b.attributes.push_back({"kernel_shape", std::vector<std::int64_t>{x[2], x[3]}});
+  } else {
+    // MaxPool's storage_order orders only its Indices, which a blocked pool does not have.
+    for (const auto& a : op.attributes)
+      if (a.name != "storage_order") b.attributes.push_back(a);
+  }
+  b.attributes.push_back({"block", nchwc_block});
+  b.attributes.push_back({"channels", x[1]});
+  return b;
+}
+
+/// Whether op `op` is an inference BatchNormalization of 4-D F32 data (DenseNet's before each
+/// convolution), which runs as ipu::NchwcBatchNormalization.
+constexpr bool nchwc_batch_norm(const graph& g, const op_node& op) {
+  if (!is_onnx_op(op, "BatchNormalization") || op.inputs.size() != 5 || op.outputs.empty() ||
+      op.outputs[0] == no_tensor)
+    return false;
+  for (std::size_t k = 1; k < op.outputs.size(); ++k)
+    if (op.outputs[k] != no_tensor) return false;  // training outputs
+  if (const auto* a = op.find_attribute("training_mode"))
+    if (const auto* v = std::get_if<std::int64_t>(&a->value); !v || *v != 0) return false;
+  for (const auto t : op.inputs)
+    if (t == no_tensor) return false;
+  const auto& x = g.tensor(op.inputs[0]).info;
+  if (x.type != data_type::F32 || x.shape.rank() != 4 || g.tensor(op.outputs[0]).info != x) return false;
+  for (std::size_t i = 0; i < 4; ++i)
+    if (x.shape[i] < 1) return false;
+  for (std::size_t k = 1; k < 5; ++k)
+    if (g.tensor(op.inputs[k]).info != tensor_info{data_type::F32, shape{x.shape[1]}}) return false;
+  return nchwc_blockable_channels(x.shape[1]);
+}
+
+/// Which operand of a Mul is X [N, C, H, W] when the other is S [N or 1, C, 1, 1], one factor per
+/// image and channel (squeeze-and-excitation's rescaling), all F32: 0 or 1; -1 for any other Mul.
+/// Such a Mul runs as ipu::NchwcScale(X, S).
+constexpr int nchwc_scaled_operand(const graph& g, const op_node& op) {
+  if (!is_onnx_op(op, "Mul") || op.inputs.size() != 2 || op.outputs.size() != 1 || op.inputs[0] == no_tensor ||
+      op.inputs[1] == no_tensor)
+    return -1;
+  const auto& y = g.tensor(op.outputs[0]).info;
+  if (y.type != data_type::F32 || y.shape.rank() != 4 || y.shape[2] * y.shape[3] <= 1) return -1;
+  for (std::size_t i = 0; i < 4; ++i)
+    if (y.shape[i] < 1) return -1;
+  for (int k = 0; k < 2; ++k) {
+    const auto& x = g.tensor(op.inputs[static_cast<std::size_t>(k)]).info;
+    const auto& s = g.tensor(op.inputs[static_cast<std::size_t>(1 - k)]).info;
+    if (x == y && s.type == data_type::F32 && s.shape.rank() == 4 && (s.shape[0] == 1 || s.shape[0] == y.shape[0]) &&
+        s.shape[1] == y.shape[1] && s.shape[2] == 1 && s.shape[3] == 1 && nchwc_blockable_channels(y.shape[1]))
+      return k;
+  }
+  return -1;
+}
+
+/// `op`, a BatchNormalization nchwc_batch_norm takes or a Mul nchwc_scaled_operand does, as its
+/// blocked op (X first).
+inline op_node nchwc_channel_op(const graph& g, const op_node& op) {
+  op_node b = op;
+  b.domain = "ipu";
+  b.opset = 1;
+  b.outputs.resize(1);
+  b.attributes.clear();
+  if (is_onnx_op(op, "BatchNormalization")) {
+    b.type = "NchwcBatchNormalization";
+    if (const auto* eps = op.find_attribute("epsilon")) b.attributes.push_back(*eps);
+  } else {
+    b.type = "NchwcScale";
+    if (nchwc_scaled_operand(g, op) == 1) b.inputs = {op.inputs[1], op.inputs[0]};
+  }
+  b.attributes.push_back({"block", nchwc_block});
+  return b;
+}
+
 /// The inputs of blockable op `op` that are blocked data: a convolution's X (unless it has fewer
-/// channels than a block: a stem reads NCHW, as oneDNN's fast kernels for it do) and Z, every input
-/// of an elementwise op.
+/// channels than a block: a stem reads NCHW, as oneDNN's fast kernels for it do) and Z; a batch
+/// normalisation's X; a Mul's operand of the output's shape (not a per-channel factor); every
+/// input of the other ops.
 constexpr bool nchwc_data_input(const graph& g, const op_node& op, std::size_t k) {
   const bool conv = is_onnx_op(op, "Conv") || (op.domain == "com.microsoft" && op.type == "FusedConv");
-  if (!conv) return true;
-  if (k == 0) return g.tensor(op.inputs[0]).info.shape[1] >= nchwc_block;
-  return k == 3;
+  if (conv) {
+    if (k == 0) return g.tensor(op.inputs[0]).info.shape[1] >= nchwc_block;
+    return k == 3;
+  }
+  if (is_onnx_op(op, "BatchNormalization")) return k == 0;
+  if (is_onnx_op(op, "Mul")) return g.tensor(op.inputs[k]).info == g.tensor(op.outputs[0]).info;
+  return true;
 }
 
 }  // namespace detail
@@ -130,12 +246,16 @@ constexpr bool nchwc_data_input(const graph& g, const op_node& op, std::size_t k
 /// `g` with each group of F32 2-D convolutions and the elementwise ops between them run on
 /// channel-blocked data between ToNchwc and FromNchwc (see above).
 inline graph nchwc_layout(const graph& g) {
-  enum class kind : unsigned char { none, conv, elementwise };
+  enum class kind : unsigned char { none, conv, pool, channel, elementwise };
   std::vector<kind> role(g.num_ops(), kind::none);
-  for (op_id i = 0; i < g.num_ops(); ++i)
-    role[i] = detail::nchwc_convolution(g, g.op(i))   ? kind::conv
-              : detail::nchwc_elementwise(g, g.op(i)) || detail::nchwc_concat(g, g.op(i)) ? kind::elementwise
-                                                                                          : kind::none;
+  for (op_id i = 0; i < g.num_ops(); ++i) {
+    const auto& op = g.op(i);
+    role[i] = detail::nchwc_convolution(g, op) ? kind::conv
+              : detail::nchwc_pool(g, op)      ? kind::pool
+              : detail::nchwc_batch_norm(g, op) || detail::nchwc_scaled_operand(g, op) >= 0 ? kind::channel
+              : detail::nchwc_elementwise(g, op) || detail::nchwc_concat(g, op)            ? kind::elementwise
+                                                                                           : kind::none;
+  }
   // Groups of blockable ops joined by data (union-find); a group runs blocked when it holds two
   // convolutions or more. Fewer would pay the reorders for nothing.
   std::vector<op_id> parent(g.num_ops());
@@ -175,7 +295,13 @@ inline graph nchwc_layout(const graph& g) {
     const auto& op = g.op(i);
     annotation where = op.where;
     where.checkpoint = false;
-    op_node b = op;  // an elementwise op stays itself, on blocked tensors
+    op_node b = role[i] == kind::pool      ? detail::nchwc_pool_op(g, op)
+                : role[i] == kind::channel ? detail::nchwc_channel_op(g, op)
+                                           : op;  // an elementwise op stays itself
+    // b's input k is op's input source[k]: NchwcScale takes X first, whichever operand of Mul it was.
+    std::vector<std::size_t> source(b.inputs.size());
+    for (std::size_t k = 0; k < source.size(); ++k) source[k] = k;
+    if (role[i] == kind::channel && detail::nchwc_scaled_operand(g, op) == 1) source = {1, 0};
     if (role[i] == kind::conv) {
       b.domain = "ipu";
       b.type = "NchwcConv";
@@ -185,7 +311,7 @@ inline graph nchwc_layout(const graph& g) {
     b.where = where;
     for (std::size_t k = 0; k < b.inputs.size(); ++k) {
       const auto t = b.inputs[k];
-      if (t == no_tensor || !detail::nchwc_data_input(g, op, k)) continue;
+      if (t == no_tensor || !detail::nchwc_data_input(g, op, source[k])) continue;
       if (blocked_of[t] == no_tensor) {  // the first blocked reader makes the blocked copy
         blocked_of[t] = rw.add_tensor(g, g.tensor(t).name + "/nchwc", blocked_info(t));
         op_node to;

@@ -78,6 +78,9 @@ inline constexpr op_def elementwise[] = {
      detail::grad::variadic_sum},
     {"", "Where", detail::infer::where, detail::cost_rules::simple_elementwise, elementwise_op,
      detail::grad::where},
+    // Mul of channel-blocked X (ops/kernels/nchwc_channel.hpp) by one factor per image and channel,
+    // which the nchwc-layout pass makes of squeeze-and-excitation's rescaling. Inference only.
+    {"ipu", "NchwcScale", detail::infer::nchwc_scale, detail::cost_rules::nchwc_channelwise, {}},
 };
 
 }  // namespace ipu::op_families

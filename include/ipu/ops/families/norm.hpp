@@ -24,6 +24,9 @@ inline constexpr op_def norm[] = {
     {"ipu", "BatchNormalizationTrainingGrad", detail::infer::batch_norm_training_grad,
      detail::cost_rules::batch_norm_training_grad, {}},
     {"ipu", "LayerNormalizationGrad", detail::infer::layer_norm_grad, detail::cost_rules::layer_norm_grad, {}},
+    // Inference BatchNormalization on channel-blocked data (ops/kernels/nchwc_channel.hpp), which the
+    // nchwc-layout pass makes of one between blocked convolutions. Inference only: no gradient.
+    {"ipu", "NchwcBatchNormalization", detail::infer::nchwc_batch_norm, detail::cost_rules::nchwc_channelwise, {}},
 };
 
 }  // namespace ipu::op_families

@@ -66,6 +66,10 @@ inline constexpr op_def pool[] = {
     {"", "GlobalAveragePool", detail::infer::global_pool, detail::cost_rules::global_pool, {},
      detail::grad::global_average_pool},
     {"", "GlobalLpPool", detail::infer::global_pool, detail::cost_rules::global_pool, {}},
+    // MaxPool and AveragePool on channel-blocked data (ops/kernels/nchwc.hpp's layout), which the
+    // nchwc-layout pass makes of the pools between blocked convolutions. Inference only: no gradient.
+    {"ipu", "NchwcMaxPool", detail::infer::nchwc_pool, detail::cost_rules::nchwc_pooling, {}},
+    {"ipu", "NchwcAveragePool", detail::infer::nchwc_pool, detail::cost_rules::nchwc_pooling, {}},
     // A scatter of X into zeros: moving the output.
     {"", "MaxUnpool", detail::infer::max_unpool, detail::cost_rules::data_movement, {}},
 };

@@ -10,6 +10,8 @@
 #include "ipu/ops/kernels/linalg.hpp"
 #include "ipu/ops/kernels/multi_conv.hpp"
 #include "ipu/ops/kernels/nchwc.hpp"
+#include "ipu/ops/kernels/nchwc_channel.hpp"
+#include "ipu/ops/kernels/nchwc_pool.hpp"
 #include "ipu/ops/kernels/norm.hpp"
 #include "ipu/ops/kernels/pool.hpp"
 #include "ipu/ops/kernels/softmax.hpp"
@@ -26,6 +28,8 @@ inline void register_math_kernels(op_registry& registry) {
   detail::math_ops::register_conv_kernels(registry);
   detail::math_ops::register_multi_conv_kernels(registry);
   detail::math_ops::register_nchwc_kernels(registry);
+  detail::math_ops::register_nchwc_pool_kernels(registry);
+  detail::math_ops::register_nchwc_channel_kernels(registry);
   detail::math_ops::register_pool_kernels(registry);
   detail::math_ops::register_norm_kernels(registry);
 }
