@@ -491,6 +491,52 @@ TEST_CASE("what stays NCHW: a lone convolution, F64, groups that split blocks, 3
   }
 }
 
+TEST_CASE("blocks of 16: convolutions, pools and channel ops compute what blocks of 8 and the plain ops do") {
+  // x [2, 20, 7, 7] -> Conv 3x3 (20 -> 24, pads 1) -> MaxPool 3x3 (pads 1) -> BatchNormalization ->
+  // NchwcScale -> depthwise Conv -> AveragePool 2x2, by hand in blocks of 8 and of 16 (20 and 24
+  // channels: the last block of 16 has 12 and 8 unused channels), against the plain ops.
+  ipu::builder b("block16", 17);
+  const auto x = b.add_input_tensor({data_type::F32, {2, 20, 7, 7}}, "x");
+  const auto s = b.add_input_tensor({data_type::F32, {2, 24, 1, 1}}, "s");
+  const auto w = weights(b, {24, 20, 3, 3}, 0.1, "w"), bias = weights(b, {24}, 0.2, "bias");
+  const auto wd = weights(b, {24, 1, 3, 3}, 0.3, "wd");
+  const auto p = batch_norm_parameters(b, 24, 0.4);
+  const ipu::attribute pads{"pads", std::vector<std::int64_t>{1, 1, 1, 1}};
+  const ipu::attribute kernel3{"kernel_shape", std::vector<std::int64_t>{3, 3}};
+  const ipu::attribute kernel2{"kernel_shape", std::vector<std::int64_t>{2, 2}};
+  const ipu::attribute strides2{"strides", std::vector<std::int64_t>{2, 2}};
+  {
+    auto y = b.op("Conv", {x, w, bias}, {pads})[0];
+    y = b.op("MaxPool", {y}, {kernel3, pads})[0];
+    y = b.batch_normalization(y, p[0], p[1], p[2], p[3]);
+    y = b.mul(y, s);
+    y = b.op("Conv", {y, wd}, {pads, {"group", std::int64_t{24}}})[0];
+    b.add_output(b.op("AveragePool", {y}, {kernel2, strides2})[0]);
+  }
+  for (const std::int64_t block : {8, 16}) {
+    const ipu::op_options ipu_op{1, 1, {}, "ipu"};
+    const ipu::attribute blk{"block", block};
+    const ipu::attribute channels{"channels", std::int64_t{24}};
+    auto y = b.op("ToNchwc", {x}, {blk}, ipu_op)[0];
+    CHECK(b.info(y).shape == ipu::shape{2, block == 8 ? 24 : 32, 7, 7});
+    y = b.op("NchwcConv", {y, w, bias}, {pads, blk}, ipu_op)[0];
+    y = b.op("NchwcMaxPool", {y}, {kernel3, pads, blk, channels}, ipu_op)[0];
+    y = b.op("NchwcBatchNormalization", {y, p[0], p[1], p[2], p[3]}, {blk}, ipu_op)[0];
+    y = b.op("NchwcScale", {y, s}, {blk}, ipu_op)[0];
+    y = b.op("NchwcConv", {y, wd}, {pads, {"group", std::int64_t{24}}, blk}, ipu_op)[0];
+    y = b.op("NchwcAveragePool", {y}, {kernel2, strides2, blk, channels}, ipu_op)[0];
+    b.add_output(b.op("FromNchwc", {y}, {blk, channels}, ipu_op)[0]);
+  }
+  const auto g = std::move(b).build();
+  for (const std::size_t threads : {1u, 2u}) {
+    CAPTURE(threads);
+    const auto out = run(g, threads);
+    REQUIRE(out.size() == 3);
+    CHECK(relative_difference({out[1]}, {out[0]}) < 1e-5);
+    CHECK(relative_difference({out[2]}, {out[0]}) < 1e-5);
+  }
+}
+
 TEST_CASE("NchwcConv leaves the unused channels of its last block zero, whatever its activation makes of zero") {
   // ToNchwc -> NchwcConv(Sigmoid) with 5 output channels, its blocked output read as it is:
   // Sigmoid(0) is 0.5, and the kernel must leave 0 in channels 5..7.

@@ -48,30 +48,45 @@ void nchwc_pool_blocks(const T* x, T* y, std::size_t u0, std::size_t u1, const w
       for (std::int64_t ow = 0; ow < g.out[2]; ++ow) {
         const auto tw = tab[2][static_cast<std::size_t>(ow)];
         const std::int64_t sw = ow * g.stride[2] - g.pad_begin[2];
-        F best;
-        D sum{};
-        for (std::int64_t l = 0; l < B; ++l) best[l] = -std::numeric_limits<float>::infinity();
-        for (std::int64_t a = th.lo; a < th.hi; ++a) {
-          const T* row = xu + (sh + a * g.dilation[1]) * g.in[2] * B;
-          for (std::int64_t c = tw.lo; c < tw.hi; ++c) {
-            const T* v = row + (sw + c * g.dilation[2]) * B;
-            F e;
-            if constexpr (std::is_same_v<T, float>) std::memcpy(&e, v, sizeof e);
-            else
-              for (std::int64_t l = 0; l < B; ++l) e[l] = widen(v[l]);
-            if constexpr (Kind == pool_kind::max) {
-              // NaN propagates (like PyTorch and the plain kernel): once taken, nothing compares greater.
-              const I take = (e > best) | ((e != e) & (best == best));
-              best = reinterpret_cast<F>((reinterpret_cast<I>(e) & take) | (reinterpret_cast<I>(best) & ~take));
-            } else {
-              sum += __builtin_convertvector(e, D);
+        // f(e) for each tap's vector e of the window, in window order (rows, then columns).
+        auto each_tap = [&](auto&& f) {
+          for (std::int64_t a = th.lo; a < th.hi; ++a) {
+            const T* row = xu + (sh + a * g.dilation[1]) * g.in[2] * B;
+            for (std::int64_t c = tw.lo; c < tw.hi; ++c) {
+              const T* v = row + (sw + c * g.dilation[2]) * B;
+              F e;
+              if constexpr (std::is_same_v<T, float>) std::memcpy(&e, v, sizeof e);
+              else
+                for (std::int64_t l = 0; l < B; ++l) e[l] = widen(v[l]);
+              f(e);
             }
           }
-        }
+        };
         F result;
         if constexpr (Kind == pool_kind::max) {
+          F best;
+          for (std::int64_t l = 0; l < B; ++l) best[l] = -std::numeric_limits<float>::infinity();
+          // e > best ? e : best is one vmaxps, and keeps the first of equal values as the plain
+          // kernel does; it would drop a NaN, so a window holding one is taken again below.
+          I nan{};
+          each_tap([&](const F& e) {
+            best = e > best ? e : best;
+            nan |= e != e;
+          });
+          bool has_nan = false;
+          for (std::int64_t l = 0; l < B; ++l) has_nan = has_nan || nan[l] != 0;
+          if (has_nan) {
+            // NaN propagates (like PyTorch and the plain kernel): once taken, nothing compares greater.
+            for (std::int64_t l = 0; l < B; ++l) best[l] = -std::numeric_limits<float>::infinity();
+            each_tap([&](const F& e) {
+              const I take = (e > best) | ((e != e) & (best == best));
+              best = reinterpret_cast<F>((reinterpret_cast<I>(e) & take) | (reinterpret_cast<I>(best) & ~take));
+            });
+          }
           result = best;
         } else {
+          D sum{};
+          each_tap([&](const F& e) { sum += __builtin_convertvector(e, D); });
           const std::int64_t count = count_include_pad ? th.padded * tw.padded : (th.hi - th.lo) * (tw.hi - tw.lo);
           result = count > 0 ? __builtin_convertvector(sum / static_cast<double>(count), F) : F{};
         }
