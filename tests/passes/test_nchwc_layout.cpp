@@ -90,6 +90,23 @@ double relative_difference(const std::vector<ipu::host_tensor>& a, const std::ve
   return worst;
 }
 
+/// Runs `g` at 1 and 2 threads: its `outputs` outputs are pairs, a plain op's and its blocked
+/// counterpart's, which must hold the same bytes.
+void check_pairs_bitwise_equal(const ipu::graph& g, const std::vector<ipu::host_tensor>& in, std::size_t outputs) {
+  for (const std::size_t threads : {1u, 2u}) {
+    CAPTURE(threads);
+    ipu::cpu::device dev(g, {.threads = threads});
+    const auto out = dev.run(in);
+    REQUIRE(out.size() == outputs);
+    for (std::size_t k = 0; k < outputs; k += 2) {
+      CAPTURE(k);
+      REQUIRE(out[k].info() == out[k + 1].info());
+      const auto a = out[k].bytes(), c = out[k + 1].bytes();
+      CHECK(std::equal(a.begin(), a.end(), c.begin(), c.end()));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("an inverted residual block runs blocked: one ToNchwc for x, FromNchwc where NCHW is read, same results") {
@@ -276,19 +293,8 @@ TEST_CASE("NchwcMaxPool and NchwcAveragePool give MaxPool's and AveragePool's va
       if (type == data_type::F32) in.as<float>()[i] = e;
       else in.as<ipu::half>()[i] = ipu::half(e);
     }
-    for (const std::size_t threads : {1u, 2u}) {
-      CAPTURE(threads);
-      ipu::cpu::device dev(g, {.threads = threads});
-      const auto out = dev.run(std::vector<ipu::host_tensor>{in});
-      REQUIRE(out.size() == 6);
-      for (std::size_t k = 0; k < 6; k += 2) {
-        CAPTURE(k);
-        REQUIRE(out[k].info() == out[k + 1].info());
-        // The same windows in the same order: the same bits, NaN where the plain pool has NaN.
-        const auto a = out[k].bytes(), c = out[k + 1].bytes();
-        CHECK(std::equal(a.begin(), a.end(), c.begin(), c.end()));
-      }
-    }
+    // The same windows in the same order: the same bits, NaN where the plain pool has NaN.
+    check_pairs_bitwise_equal(g, {in}, 6);
   }
 }
 
@@ -418,18 +424,7 @@ TEST_CASE("NchwcBatchNormalization and NchwcScale give BatchNormalization's and 
       }
       in.push_back(std::move(t));
     }
-    for (const std::size_t threads : {1u, 2u}) {
-      CAPTURE(threads);
-      ipu::cpu::device dev(g, {.threads = threads});
-      const auto out = dev.run(in);
-      REQUIRE(out.size() == 6);
-      for (std::size_t k = 0; k < 6; k += 2) {
-        CAPTURE(k);
-        REQUIRE(out[k].info() == out[k + 1].info());
-        const auto a = out[k].bytes(), c = out[k + 1].bytes();
-        CHECK(std::equal(a.begin(), a.end(), c.begin(), c.end()));
-      }
-    }
+    check_pairs_bitwise_equal(g, in, 6);
   }
 }
 
