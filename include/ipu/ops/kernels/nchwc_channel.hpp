@@ -19,6 +19,7 @@
 
 #include "ipu/ops/kernels/nchwc.hpp"
 #include "ipu/ops/kernels/norm.hpp"
+#include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/kernels/vector_isa.hpp"
 #include "ipu/ops/registry.hpp"
 

@@ -22,6 +22,7 @@
 
 #include "ipu/ops/kernels/nchwc.hpp"
 #include "ipu/ops/kernels/pool.hpp"
+#include "ipu/ops/kernels/tensor_support.hpp"
 #include "ipu/ops/kernels/vector_isa.hpp"
 #include "ipu/ops/kernels/window.hpp"
 #include "ipu/ops/registry.hpp"
