@@ -134,8 +134,9 @@ void nchwc_pool_kernel(const kernel_context& ctx) {
   for (std::size_t d = 0; d < window_geometry::max_rank; ++d)
     for (std::int64_t o = 0; o < g.out[d]; ++o) tab[d].push_back(taps(g, d, o));
   const std::int64_t units = sx[0] * (sx[1] / b);
-  const auto grain = static_cast<std::size_t>(
-      std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(1, g.out_size() * g.kernel_size() * b)));
+  // About 64 K lane-taps a chunk, by divisions: a product of the sizes could overflow.
+  const auto grain = static_cast<std::size_t>(std::max<std::int64_t>(
+      1, 65536 / b / std::max<std::int64_t>(1, g.out_size()) / std::max<std::int64_t>(1, g.kernel_size())));
   visit(nchwc_types, xi.type, ctx, [&]<class T>() {
     const T* in = xv.as<T>().data();
     T* out = y.as<T>().data();
