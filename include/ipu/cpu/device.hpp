@@ -330,14 +330,18 @@ class device final : public subgraph_runner {
       if (observed) options_.on_op(step.op, begin, std::chrono::steady_clock::now());
     }
 
+    // Every copy is made before any is stored: a copy may read another output's buffer (a graph
+    // output that is also stored as an earlier one), which storing would free.
+    std::vector<std::pair<std::size_t, host_tensor>> copies;
     for (std::size_t i = 0; i < g.outputs().size(); ++i) {
       const auto t = g.outputs()[i];
       const auto& pl = plan.tensors[t];
       // A STRING output written in place points into `strings`, which ends with this run: copying
       // gives the tensor characters of its own.
       if (pl.where == storage::output && pl.index == i && f.info[t]->type != data_type::STRING) continue;
-      outputs[i] = host_tensor::copy_of(const_tensor_view(*f.info[t], f.at[t]));
+      copies.emplace_back(i, host_tensor::copy_of(const_tensor_view(*f.info[t], f.at[t])));
     }
+    for (auto& [i, copy] : copies) outputs[i] = std::move(copy);
     return outputs;
   }
 
