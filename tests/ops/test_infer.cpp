@@ -418,6 +418,44 @@ TEST_CASE("errors name the op and the shapes") {
   CHECK(squeeze.find("cannot squeeze axis 0 of F32[2,3]: its size is 2") != std::string::npos);
 }
 
+TEST_CASE("window sizes a stranger could choose to overflow int64 are refused by name") {
+  auto message = [](const infer_case& c) {
+    try {
+      (void)ours(c);
+    } catch (const ipu::error& e) {
+      return std::string(e.what());
+    }
+    FAIL("no error");
+    return std::string();
+  };
+  constexpr std::int64_t big = std::int64_t{1} << 62;
+  auto pool = [](ints k, std::vector<ipu::attribute> more = {}) {
+    infer_case c{"MaxPool", 13, {f32({1, 1, 4, 4})}, {attr("kernel_shape", std::move(k))}};
+    for (auto& a : more) c.attrs.push_back(std::move(a));
+    return c;
+  };
+  CHECK(message(pool({big, 1})).find("kernel_shape [" + std::to_string(big) + ",1] must be >= 1 and <= 2^59") !=
+        std::string::npos);
+  CHECK(message(pool({2, 2}, {attr("pads", ints{big, 0, big, 0})})).find("must be >= 0 and <= 2^59") !=
+        std::string::npos);
+  CHECK(message(pool({2, 2}, {attr("strides", ints{1, big})})).find("strides") != std::string::npos);
+  // Each value is in bounds, but the extent (k - 1) * d + 1 or the tap count is not.
+  constexpr std::int64_t k40 = std::int64_t{1} << 40;
+  CHECK(message(pool({k40, 1}, {attr("dilations", ints{k40, 1})})).find("spans more than 2^59 elements") !=
+        std::string::npos);
+  CHECK(message(pool({k40, k40}, {attr("pads", ints{k40, k40, k40, k40})})).find("has more than 2^59 taps") !=
+        std::string::npos);
+  // In bounds, the same huge window gives the sizes ONNX's formula does.
+  auto fits = pool({k40, 1}, {attr("pads", ints{k40, 0, k40, 0}), attr("strides", ints{k40, 1})});
+  CHECK(ours(fits)[0].shape == ipu::shape{1, 1, 2, 4});
+  // ConvTranspose: the stride times the input is checked as well.
+  const auto ct = message({"ConvTranspose", 13, {f32({1, 1, 4}), f32({1, 1, 3})},
+                           {attr("strides", ints{std::int64_t{1} << 58})}});
+  CHECK(ct.find("give spatial dimension 0 more than 2^59 elements") != std::string::npos);
+  CHECK(message({"ConvTranspose", 13, {f32({1, 1, 4}), f32({1, 1, 3})}, {attr("output_padding", ints{-1})}})
+            .find("output_padding [-1] must be >= 0") != std::string::npos);
+}
+
 TEST_CASE("check_shape_rules refuses a graph whose declared infos its ops' rules refute") {
   using ipu::tensor_kind;
   const auto build = [](ipu::shape declared, ipu::shape weights) {

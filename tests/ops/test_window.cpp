@@ -51,6 +51,28 @@ TEST_CASE("make_window_geometry right-aligns spatial dimensions and resolves aut
   CHECK_THROWS_AS(geometry({}, {1, 1, 2, 2, 2, 2}, {1, 1, 2, 2, 2, 2}, {1, 1, 1, 1}), ipu::error);
 }
 
+TEST_CASE("make_window_geometry refuses windows whose arithmetic would leave int64") {
+  constexpr std::int64_t big = std::int64_t{1} << 62, k40 = std::int64_t{1} << 40;
+  // Out of [1, 2^59]: a kernel, a stride, a dilation, a pad.
+  CHECK_THROWS_WITH_AS(geometry({}, {1, 1, 4}, {1, 1, 1}, {big}), doctest::Contains("must be in [1, 2^59]"), ipu::error);
+  CHECK_THROWS_AS(geometry({{"strides", mk::ints{big}}}, {1, 1, 4}, {1, 1, 1}, {2}), ipu::error);
+  CHECK_THROWS_AS(geometry({{"dilations", mk::ints{0}}}, {1, 1, 4}, {1, 1, 1}, {2}), ipu::error);
+  CHECK_THROWS_WITH_AS(geometry({{"pads", mk::ints{-1, 0}}}, {1, 1, 4}, {1, 1, 4}, {2}),
+                       doctest::Contains("pad -1 is not in [0, 2^59]"), ipu::error);
+  CHECK_THROWS_AS(geometry({{"pads", mk::ints{0, big}}}, {1, 1, 4}, {1, 1, 4}, {2}), ipu::error);
+  // In bounds one by one, but not the extent (k - 1) * d + 1, the tap count, or SAME's out * stride.
+  CHECK_THROWS_WITH_AS(geometry({{"dilations", mk::ints{k40}}}, {1, 1, 4}, {1, 1, 1}, {k40}),
+                       doctest::Contains("and so must the window's extent"), ipu::error);
+  CHECK_THROWS_WITH_AS(geometry({}, {1, 1, 4, 4, 4}, {1, 1, 1, 1, 1}, {k40, k40, 1}),
+                       doctest::Contains("more than 2^59 taps"), ipu::error);
+  CHECK_THROWS_WITH_AS(geometry({{"strides", mk::ints{k40}}, {"auto_pad", std::string("SAME_UPPER")}}, {1, 1, 4},
+                                {1, 1, k40}, {1}),
+                       doctest::Contains("spans more than 2^59 elements"), ipu::error);
+  // The largest legal values still give a geometry.
+  const auto g = geometry({{"pads", mk::ints{k40, k40}}, {"strides", mk::ints{k40}}}, {1, 1, 4}, {1, 1, 2}, {k40});
+  CHECK(g.extent(2) == k40);
+}
+
 TEST_CASE("valid_range lists the outputs whose tap reads inside the input") {
   // in 5, kernel 3, stride 2, dilation 1, pad 1 -> outputs 0..2 read o*2 - 1 + t.
   window_geometry g;

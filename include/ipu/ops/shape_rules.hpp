@@ -444,18 +444,31 @@ constexpr window read_window(const infer_context& c, std::size_t spatial, const 
   w.pads = c.attr_ints("pads", dims(2 * spatial, 0));
   w.auto_pad = c.attr_string("auto_pad", "NOTSET");
   w.ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  // Every value, and every window's extent, is at most a shape's element bound (2^59), so the
+  // window arithmetic that follows (padded sizes, output counts) stays inside int64.
   auto check = [&](const dims& v, std::size_t n, std::string_view name, std::int64_t min) {
     if (v.size() != n)
       throw c.fail(std::string(name) + " has " + std::to_string(v.size()) + " values but the input has " +
                        std::to_string(spatial) + " spatial dimensions (" + c.describe_inputs() + ")",
                    "give one value per spatial dimension (pads: begins then ends)");
     for (auto x : v)
-      if (x < min) throw c.fail(std::string(name) + " " + list(v) + " must be >= " + std::to_string(min));
+      if (x < min || x > shape::max_elements)
+        throw c.fail(std::string(name) + " " + list(v) + " must be >= " + std::to_string(min) + " and <= 2^59");
   };
   check(w.kernel, spatial, "kernel_shape", 1);
   check(w.strides, spatial, "strides", 1);
   check(w.dilations, spatial, "dilations", 1);
   check(w.pads, 2 * spatial, "pads", 0);
+  std::int64_t taps = 1;
+  for (std::size_t i = 0; i < spatial; ++i) {
+    std::int64_t span = 0;
+    if (__builtin_mul_overflow(w.kernel[i] - 1, w.dilations[i], &span) || span >= shape::max_elements)
+      throw c.fail("kernel_shape " + list(w.kernel) + " with dilations " + list(w.dilations) +
+                       " spans more than 2^59 elements on spatial dimension " + std::to_string(i),
+                   "use a smaller kernel or dilation");
+    if (__builtin_mul_overflow(taps, w.kernel[i], &taps) || taps > shape::max_elements)
+      throw c.fail("kernel_shape " + list(w.kernel) + " has more than 2^59 taps", "use a smaller kernel");
+  }
   if (w.auto_pad != "NOTSET" && w.auto_pad != "VALID" && w.auto_pad != "SAME_UPPER" && w.auto_pad != "SAME_LOWER")
     throw c.fail("auto_pad '" + w.auto_pad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
   return w;
@@ -677,6 +690,10 @@ constexpr std::vector<tensor_info> conv_transpose(const infer_context& c) {
   auto w = read_window(c, spatial, kernel);
   const auto out_pad = c.attr_ints("output_padding", dims(spatial, 0));
   if (out_pad.size() != spatial) throw c.fail("output_padding " + list(out_pad) + " needs one value per spatial dim");
+  for (auto p : out_pad)
+    if (p < 0 || p > shape::max_elements)
+      throw c.fail("output_padding " + list(out_pad) + " must be >= 0 and <= 2^59",
+                   "output_padding adds that many elements at each spatial dimension's end");
   dims out{x[0], m};
   if (c.has_attr("output_shape")) {
     auto os = c.attr_ints("output_shape");
@@ -685,8 +702,15 @@ constexpr std::vector<tensor_info> conv_transpose(const infer_context& c) {
     out.insert(out.end(), os.begin(), os.end());
   } else {
     for (std::size_t i = 0; i < spatial; ++i) {
+      // read_window bounds the extent, pads and output_padding by 2^59; the stride's product
+      // with the input can still overflow.
       const auto ek = (kernel[i] - 1) * w.dilations[i] + 1;
-      const auto full = w.strides[i] * (x[i + 2] - 1) + out_pad[i] + ek;
+      std::int64_t full = 0;
+      if (__builtin_mul_overflow(w.strides[i], x[i + 2] - 1, &full) ||
+          __builtin_add_overflow(full, out_pad[i] + ek, &full) || full > shape::max_elements)
+        throw c.fail("strides " + list(w.strides) + " on X " + to_string(c.input(0)) + " give spatial dimension " +
+                         std::to_string(i) + " more than 2^59 elements",
+                     "use a smaller stride or kernel");
       const auto d = (w.auto_pad == "SAME_UPPER" || w.auto_pad == "SAME_LOWER") ? x[i + 2] * w.strides[i]
                      : w.auto_pad == "VALID"                                 ? full
                                                                              : full - w.pads[i] - w.pads[i + spatial];

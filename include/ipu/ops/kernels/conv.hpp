@@ -93,7 +93,8 @@ void depthwise_conv(const kernel_context& ctx, const C* x, const C* w, const C* 
   const std::int64_t multiplier = out_channels / in_channels;
   const std::int64_t planes = batch * out_channels;
   const std::int64_t kh_n = g.kernel[1], kw_n = g.kernel[2];
-  const std::int64_t work = g.out_size() * g.kernel_size();
+  // Taps per plane, divided out one factor at a time: their product need not fit an int64.
+  const std::int64_t grain = std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(g.out_size(), 1) / g.kernel_size());
   // Valid output ranges per kernel column do not depend on the row: compute them once.
   std::vector<std::array<std::int64_t, 3>> columns;  // lo, hi, input offset
   for (std::int64_t kw = 0; kw < kw_n; ++kw) {
@@ -101,7 +102,7 @@ void depthwise_conv(const kernel_context& ctx, const C* x, const C* w, const C* 
     columns.push_back({lo, hi, kw * g.dilation[2] - g.pad_begin[2]});
   }
   const std::int64_t sw = g.stride[2];
-  parallel_blocks(ctx, static_cast<std::size_t>(planes), std::max<std::int64_t>(1, 65536 / std::max<std::int64_t>(work, 1)),
+  parallel_blocks(ctx, static_cast<std::size_t>(planes), static_cast<std::size_t>(grain),
                   [&](std::size_t p0, std::size_t p1) {
                     for (auto p = static_cast<std::int64_t>(p0); p < static_cast<std::int64_t>(p1); ++p) {
                       const std::int64_t n = p / out_channels, oc = p % out_channels;
@@ -779,12 +780,20 @@ inline void conv_transpose_kernel(const kernel_context& ctx) {
     g.kernel[d] = kernel[i];
     g.stride[d] = strides[i];
     g.dilation[d] = dilations[i];
-    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1)
-      throw ctx.fail("kernel, strides and dilations must be positive", "fix the op's attributes");
-    const std::int64_t full = g.stride[d] * (g.in[d] - 1) + out_pad[i] + g.extent(d);
+    check_window_values(ctx, kernel[i], strides[i], dilations[i]);
+    std::int64_t full = 0;
+    if (out_pad[i] < 0 || out_pad[i] > shape::max_elements || __builtin_mul_overflow(g.stride[d], g.in[d] - 1, &full) ||
+        __builtin_add_overflow(full, out_pad[i] + g.extent(d), &full) || full > shape::max_elements)
+      throw ctx.fail("stride " + std::to_string(g.stride[d]) + ", output_padding " + std::to_string(out_pad[i]) +
+                         " and kernel extent " + std::to_string(g.extent(d)) + " on input " + to_string(sx) +
+                         " give more than 2^59 elements, or output_padding is negative",
+                     "fix the op's strides, output_padding and kernel");
     const bool same = auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER";
     if (!output_shape.empty() || same) {
       const std::int64_t target = !output_shape.empty() ? output_shape[output_shape.size() - r + i] : g.in[d] * g.stride[d];
+      if (target < 0 || target > shape::max_elements)
+        throw ctx.fail("output size " + std::to_string(target) + " is not in [0, 2^59]",
+                       "fix the op's output_shape");
       const std::int64_t total = full - target;
       // Floor division: a negative total (a larger requested output) pads the end with zeros.
       if (auto_pad == "SAME_UPPER") {
@@ -797,6 +806,10 @@ inline void conv_transpose_kernel(const kernel_context& ctx) {
     } else if (auto_pad == "VALID" || auto_pad == "NOTSET" || auto_pad.empty()) {
       g.pad_begin[d] = auto_pad == "VALID" ? 0 : pads[i];
       g.pad_end[d] = auto_pad == "VALID" ? 0 : pads[r + i];
+      if (std::min(g.pad_begin[d], g.pad_end[d]) < 0 || std::max(g.pad_begin[d], g.pad_end[d]) > shape::max_elements)
+        throw ctx.fail("pads " + std::to_string(g.pad_begin[d]) + " and " + std::to_string(g.pad_end[d]) +
+                           " are not in [0, 2^59]",
+                       "give non-negative pads no larger than the output");
     } else {
       throw ctx.fail("auto_pad is '" + auto_pad + "'", "use NOTSET, SAME_UPPER, SAME_LOWER or VALID");
     }

@@ -65,7 +65,7 @@ void max_pool_with_indices(const kernel_context& ctx, const T* x, T* y, std::int
   using C = compute_t<T>;
   const std::int64_t s_in = g.in_size(), s_out = g.out_size();
   parallel_blocks(ctx, static_cast<std::size_t>(planes),
-                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
+                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out) / g.kernel_size()),
                   [&](std::size_t p0, std::size_t p1) {
     for (auto pl = static_cast<std::int64_t>(p0); pl < static_cast<std::int64_t>(p1); ++pl) {
       const T* xp = x + pl * s_in;
@@ -145,7 +145,7 @@ void max_pool_rows_with_indices(const kernel_context& ctx, const T* x, T* y, std
   const C lowest = std::numeric_limits<C>::has_infinity ? -std::numeric_limits<C>::infinity()
                                                         : std::numeric_limits<C>::lowest();
   parallel_blocks(ctx, static_cast<std::size_t>(planes),
-                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
+                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out) / g.kernel_size()),
                   [&](std::size_t p0, std::size_t p1) {
     std::vector<C> best(static_cast<std::size_t>(ow_n)), phases(static_cast<std::size_t>(sw * len));
     std::vector<std::int32_t> arg(static_cast<std::size_t>(ow_n));
@@ -213,7 +213,7 @@ void pool_rows(const kernel_context& ctx, const T* x, T* y, std::int64_t planes,
                                                                                 : std::numeric_limits<A>::lowest())
                                         : A{0};
   parallel_blocks(ctx, static_cast<std::size_t>(planes),
-                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out * g.kernel_size())),
+                  std::max<std::int64_t>(1, 32768 / std::max<std::int64_t>(1, s_out) / g.kernel_size()),
                   [&](std::size_t p0, std::size_t p1) {
     std::vector<A> acc(static_cast<std::size_t>(ow_n));
     for (auto pl = static_cast<std::int64_t>(p0); pl < static_cast<std::int64_t>(p1); ++pl) {

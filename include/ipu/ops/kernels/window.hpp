@@ -39,6 +39,20 @@ struct window_geometry {
   }
 };
 
+/// Refuses a window value that is not positive or above a shape's element bound (2^59), or whose
+/// extent (kernel - 1) * dilation + 1 is: with these bounds, the sums and products of window
+/// sizes with shapes that the kernels compute stay inside int64.
+inline void check_window_values(const kernel_context& ctx, std::int64_t kernel, std::int64_t stride,
+                                std::int64_t dilation) {
+  const auto bounded = [](std::int64_t v) { return v >= 1 && v <= shape::max_elements; };
+  std::int64_t span = 0;
+  if (!bounded(kernel) || !bounded(stride) || !bounded(dilation) ||
+      __builtin_mul_overflow(kernel - 1, dilation, &span) || span >= shape::max_elements)
+    throw ctx.fail("kernel " + std::to_string(kernel) + ", stride " + std::to_string(stride) + " and dilation " +
+                       std::to_string(dilation) + ": each must be in [1, 2^59], and so must the window's extent",
+                   "fix the op's kernel_shape, strides and dilations");
+}
+
 /// Reads the window attributes of a Conv / pool op. `x` and `y` are [N, C, spatial...];
 /// `kernel` is the kernel's spatial shape (from W for Conv, the attribute for pools).
 inline window_geometry make_window_geometry(const kernel_context& ctx, const shape& x, const shape& y,
@@ -77,10 +91,15 @@ inline window_geometry make_window_geometry(const kernel_context& ctx, const sha
     g.kernel[d] = kernel[i];
     g.stride[d] = strides[i];
     g.dilation[d] = dilations[i];
-    if (kernel[i] < 1 || strides[i] < 1 || dilations[i] < 1)
-      throw ctx.fail("kernel, strides and dilations must be positive", "fix the op's attributes");
+    check_window_values(ctx, kernel[i], strides[i], dilations[i]);
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const std::int64_t total = std::max<std::int64_t>(0, (g.out[d] - 1) * g.stride[d] + g.extent(d) - g.in[d]);
+      // out <= 2^59 and stride <= 2^59: the product is checked, not trusted.
+      std::int64_t total = 0;
+      if (g.out[d] < 1 || __builtin_mul_overflow(g.out[d] - 1, g.stride[d], &total) || total > shape::max_elements)
+        throw ctx.fail("output " + to_string(y) + " with stride " + std::to_string(g.stride[d]) +
+                           " spans more than 2^59 elements, or none",
+                       "fix the output shape or the strides in the model");
+      total = std::max<std::int64_t>(0, total + g.extent(d) - g.in[d]);
       g.pad_begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
       g.pad_end[d] = total - g.pad_begin[d];
     } else if (auto_pad == "VALID") {
@@ -88,10 +107,18 @@ inline window_geometry make_window_geometry(const kernel_context& ctx, const sha
     } else if (auto_pad == "NOTSET" || auto_pad.empty()) {
       g.pad_begin[d] = pads[i];
       g.pad_end[d] = pads[r + i];
+      for (const auto p : {pads[i], pads[r + i]})
+        if (p < 0 || p > shape::max_elements)
+          throw ctx.fail("pad " + std::to_string(p) + " is not in [0, 2^59]",
+                         "give non-negative pads no larger than the input");
     } else {
       throw ctx.fail("auto_pad is '" + auto_pad + "'", "use NOTSET, SAME_UPPER, SAME_LOWER or VALID");
     }
   }
+  if (g.kernel[0] > shape::max_elements / g.kernel[1] / g.kernel[2])
+    throw ctx.fail("a kernel of " + std::to_string(g.kernel[0]) + " x " + std::to_string(g.kernel[1]) + " x " +
+                       std::to_string(g.kernel[2]) + " has more than 2^59 taps",
+                   "use a smaller kernel");
   return g;
 }
 
