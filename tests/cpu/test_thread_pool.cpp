@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -85,7 +86,30 @@ TEST_SUITE("concurrent") {
       while (arrived.load() < 4) std::this_thread::yield();
     });
     CHECK(ids.size() == 4);
-    CHECK(ids.count(std::this_thread::get_id()) == 1);  // the caller runs chunk 0
+    CHECK(ids.count(std::this_thread::get_id()) == 1);  // the caller runs one of them
+  }
+
+  TEST_CASE("thread_pool: the caller runs the chunks of a worker that has not started") {
+    // With spin 0 the worker sleeps between jobs, and waking it through the kernel takes far
+    // longer than these chunks: the caller claims both chunks of most jobs. A pool that gave each
+    // chunk to a fixed thread would make the caller wait for the worker every time.
+    ipu::thread_pool pool({.threads = 2, .spin = std::chrono::microseconds{0}});
+    const auto caller = std::this_thread::get_id();
+    int caller_ran_both = 0;
+    for (int job = 0; job < 200; ++job) {
+      std::array<std::thread::id, 2> ran{};
+      std::array<std::pair<std::size_t, std::size_t>, 2> bounds{};
+      pool.parallel_for(10, [&](std::size_t b, std::size_t e) {
+        const std::size_t chunk = b == 0 ? 0 : 1;
+        ran[chunk] = std::this_thread::get_id();
+        bounds[chunk] = {b, e};
+      });
+      // Whoever runs them, the chunks are the same.
+      CHECK(bounds[0] == std::pair<std::size_t, std::size_t>{0, 5});
+      CHECK(bounds[1] == std::pair<std::size_t, std::size_t>{5, 10});
+      caller_ran_both += ran[0] == caller && ran[1] == caller;
+    }
+    CHECK(caller_ran_both > 0);
   }
 
   TEST_CASE("thread_pool: the lowest failing chunk's exception propagates after all chunks finish") {

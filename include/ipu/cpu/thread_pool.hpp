@@ -4,7 +4,13 @@
 // Host kernels get their parallelism through `ipu::parallel_for_fn` (ops/kernel.hpp). Results must
 // be deterministic for a given thread count, so [0, n) is always cut into the same chunks — chunk
 // i of k is [i*n/k, (i+1)*n/k) with k = min(threads, n) — whoever runs them. The calling thread
-// runs chunk 0 itself, so a pool of N threads starts N-1 workers.
+// runs chunks too, so a pool of N threads starts N-1 workers.
+//
+// Which thread runs which chunk is decided as they come: each thread, the caller included, claims
+// the next unclaimed chunk until none is left. On a virtual machine a worker is now and then not
+// running when a job starts (its vCPU is descheduled, or busy with another process); the caller
+// then runs that worker's chunk itself instead of waiting for it, so the job takes at worst about
+// as long as on one thread.
 //
 // A model's ops call parallel_for back to back, a few microseconds apart. Waking a sleeping thread
 // through the kernel takes tens of microseconds on a virtual machine, as long as a small op's whole
@@ -47,7 +53,7 @@ class thread_pool {
       : threads_(resolve(options.threads)), spin_(std::max(options.spin, std::chrono::microseconds{0})) {
     workers_.reserve(threads_ - 1);
     try {
-      for (std::size_t w = 1; w < threads_; ++w) workers_.emplace_back([this, w] { work(w); });
+      for (std::size_t w = 1; w < threads_; ++w) workers_.emplace_back([this] { work(); });
     } catch (...) {
       shutdown();
       throw error(error_category::runtime,
@@ -95,15 +101,18 @@ class thread_pool {
     std::lock_guard dispatch(dispatch_);  // one job at a time uses the workers
     std::vector<std::exception_ptr> errors(k);
     bool sleepers = false;
+    std::size_t generation = 0;
     {
       std::lock_guard lock(mutex_);
       job_ = job{n, k, &body, &errors};
-      pending_.store(k - 1, std::memory_order_relaxed);
-      generation_.fetch_add(1, std::memory_order_release);
+      pending_.store(k, std::memory_order_relaxed);
+      generation = generation_.load(std::memory_order_relaxed) + 1;
+      claims_.store(generation << claim_bits, std::memory_order_relaxed);
+      generation_.store(generation, std::memory_order_release);
       sleepers = sleeping_ > 0;
     }
     if (sleepers) wake_.notify_all();
-    run_chunk(0, n, k, body, errors);
+    run_claimed_chunks(generation, job{n, k, &body, &errors});
     if (!spin_until([&] { return pending_.load(std::memory_order_acquire) == 0; })) {
       std::unique_lock lock(mutex_);
       done_.wait(lock, [&] { return pending_.load(std::memory_order_acquire) == 0; });
@@ -128,9 +137,36 @@ class thread_pool {
     std::vector<std::exception_ptr>* errors = nullptr;
   };
 
+  // claims_ holds the job's generation above claim_bits and the next unclaimed chunk below them,
+  // so that a thread still holding an earlier job cannot claim a chunk of a later one.
+  static constexpr unsigned claim_bits = 16;
+  static constexpr std::size_t max_threads = std::size_t{1} << claim_bits;
+
   static std::size_t resolve(std::size_t threads) {
     if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+    if (threads >= max_threads)
+      throw error(error_category::runtime, std::to_string(threads) + " threads asked of a thread pool", "thread_pool",
+                  "ask for fewer than " + std::to_string(max_threads) + " threads");
     return threads;
+  }
+
+  /// Claims and runs chunks of job `generation` until none is left unclaimed, or at once returns
+  /// if another job has started since.
+  void run_claimed_chunks(std::size_t generation, const job& j) {
+    const std::size_t mine = generation << claim_bits;
+    std::size_t claim = claims_.load(std::memory_order_relaxed);
+    for (;;) {
+      if ((claim & ~(max_threads - 1)) != mine || (claim & (max_threads - 1)) >= j.chunks) return;
+      if (!claims_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel, std::memory_order_relaxed))
+        continue;
+      run_chunk(claim & (max_threads - 1), j.n, j.chunks, *j.body, *j.errors);
+      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // Under the mutex, so that a caller between its test and its wait cannot miss it.
+        std::lock_guard lock(mutex_);
+        done_.notify_one();
+      }
+      claim = claims_.load(std::memory_order_relaxed);
+    }
   }
   static std::size_t bound(std::size_t i, std::size_t k, std::size_t n) noexcept {
     // i*n/k without overflowing for huge n.
@@ -173,7 +209,7 @@ class thread_pool {
     }
   }
 
-  void work(std::size_t index) {
+  void work() {
     std::size_t seen = 0;
     for (;;) {
       spin_until([&] {
@@ -189,13 +225,7 @@ class thread_pool {
         seen = generation_.load(std::memory_order_relaxed);
         j = job_;
       }
-      if (index >= j.chunks) continue;  // fewer chunks than threads: nothing for this worker
-      run_chunk(index, j.n, j.chunks, *j.body, *j.errors);
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        // Under the mutex, so that a caller between its test and its wait cannot miss it.
-        std::lock_guard lock(mutex_);
-        done_.notify_one();
-      }
+      if (j.body) run_claimed_chunks(seen, j);
     }
   }
 
@@ -220,8 +250,9 @@ class thread_pool {
   std::condition_variable wake_, done_;
   job job_;
   std::size_t sleeping_ = 0;                  // workers waiting on wake_
-  std::atomic<std::size_t> pending_{0};       // chunks of the current job the workers have not finished
+  std::atomic<std::size_t> pending_{0};       // chunks of the current job not finished
   std::atomic<std::size_t> generation_{0};    // jobs started
+  std::atomic<std::size_t> claims_{0};        // the current job's generation and next chunk
   std::atomic<bool> stop_{false};
 };
 
