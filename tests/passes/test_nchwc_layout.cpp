@@ -110,12 +110,14 @@ void check_pairs_bitwise_equal(const ipu::graph& g, const std::vector<ipu::host_
 }  // namespace
 
 TEST_CASE("an inverted residual block runs blocked: one ToNchwc for x, FromNchwc where NCHW is read, same results") {
-  for (const bool side_reader : {false, true}) {
+  for (const bool side_reader : {false, true})
+  for (const std::int64_t block : {std::int64_t{8}, std::int64_t{16}}) {
     CAPTURE(side_reader);
+    CAPTURE(block);
     const auto g = inverted_residual(side_reader);
     const auto fused = ipu::passes::fuse_conv_activation(g);
     REQUIRE(count(fused, "FusedConv") == 3);  // the projection's Add is its Z
-    const auto blocked = ipu::passes::nchwc_layout(fused);
+    const auto blocked = ipu::passes::nchwc_layout(fused, block);
     CHECK_NOTHROW(ipu::validate(blocked));
     CHECK(count(blocked, "FusedConv") == 0);
     CHECK(count(blocked, "NchwcConv") == 3);
@@ -126,17 +128,17 @@ TEST_CASE("an inverted residual block runs blocked: one ToNchwc for x, FromNchwc
     if (side_reader) {
       const auto neg = std::ranges::find_if(blocked.ops(), [](const auto& op) { return op.type == "Neg"; });
       REQUIRE(neg != blocked.ops().end());
-      CHECK(blocked.tensor(neg->inputs[0]).info.shape == ipu::shape{2, 24, 9, 9});
+      CHECK(blocked.tensor(neg->inputs[0]).info.shape == ipu::shape{2, block == 8 ? 24 : 32, 9, 9});
     }
     for (const auto& op : blocked.ops()) {
       if (op.type != "NchwcConv" && op.type != "ToNchwc" && op.type != "FromNchwc") continue;
       CHECK(op.domain == "ipu");
-      const auto* block = op.find_attribute("block");
-      REQUIRE(block != nullptr);
-      CHECK(std::get<std::int64_t>(block->value) == ipu::passes::nchwc_block);
+      const auto* block_attr = op.find_attribute("block");
+      REQUIRE(block_attr != nullptr);
+      CHECK(std::get<std::int64_t>(block_attr->value) == block);
       for (const auto t : op.outputs) {
         const auto& s = blocked.tensor(t).info.shape;
-        if (op.type != "FromNchwc") CHECK(s[1] % ipu::passes::nchwc_block == 0);
+        if (op.type != "FromNchwc") CHECK(s[1] % block == 0);
       }
     }
     // The names users see stay: outputs keep theirs, blocked convolutions their Conv's.
@@ -153,12 +155,21 @@ TEST_CASE("an inverted residual block runs blocked: one ToNchwc for x, FromNchwc
   }
 }
 
+TEST_CASE("the block is the host's by default, 8 or 16; other blocks are refused") {
+  const auto host = ipu::passes::nchwc_host_block();
+  CHECK((host == 8 || host == 16));
+  const auto g = ipu::passes::fuse_conv_activation(inverted_residual(false));
+  CHECK(ipu::passes::nchwc_layout(g) == ipu::passes::nchwc_layout(g, host));
+  CHECK(ipu::passes::nchwc_layout(g, 8) != ipu::passes::nchwc_layout(g, 16));
+  CHECK_THROWS_WITH_AS(ipu::passes::nchwc_layout(g, 12), doctest::Contains("block channels by 8 or 16"), ipu::error);
+}
+
 TEST_CASE("elementwise ops between convolutions join their group; a group with one convolution stays NCHW") {
   // Unfused: Conv -> Relu -> depthwise Conv is a group of two convolutions, Relu on blocked data;
   // Clip (not zero-preserving for every bound) ends it; the projection and its Add are a group
   // of one convolution.
   const auto g = inverted_residual(false);
-  const auto blocked = ipu::passes::nchwc_layout(g);
+  const auto blocked = ipu::passes::nchwc_layout(g, 8);
   CHECK_NOTHROW(ipu::validate(blocked));
   CHECK(count(blocked, "NchwcConv") == 2);
   CHECK(count(blocked, "Conv") == 1);
@@ -178,7 +189,7 @@ TEST_CASE("a stem of fewer channels than a block reads NCHW and writes blocks: n
   y = b.conv(y, weights(b, {16, 1, 3, 3}, 0.3, "w2"), ipu::no_tensor, {{}, {1, 1, 1, 1}, {}, 16}, "depthwise/conv");
   b.add_output(y);
   const auto g = std::move(b).build();
-  const auto blocked = ipu::passes::nchwc_layout(g);
+  const auto blocked = ipu::passes::nchwc_layout(g, 8);
   CHECK_NOTHROW(ipu::validate(blocked));
   CHECK(count(blocked, "NchwcConv") == 2);
   CHECK(count(blocked, "ToNchwc") == 0);
@@ -198,7 +209,7 @@ TEST_CASE("Concat along channels of whole blocks joins the group, as SqueezeNet'
                                   {{}, {1, 1, 1, 1}}, "expand3x3"));
     b.add_output(b.op("Concat", {e1, e3}, {{"axis", std::int64_t{1}}})[0]);
     const auto g = ipu::passes::fuse_conv_activation(std::move(b).build());
-    const auto blocked = ipu::passes::nchwc_layout(g);
+    const auto blocked = ipu::passes::nchwc_layout(g, 8);
     CHECK_NOTHROW(ipu::validate(blocked));
     CHECK(count(blocked, "NchwcConv") == 3);
     CHECK(count(blocked, "ToNchwc") == 1);
@@ -230,7 +241,7 @@ TEST_CASE("pools between convolutions join the group: MaxPool, AveragePool and t
   b.add_output(b.global_average_pool(a));
   b.add_output(b.global_max_pool(a));
   const auto g = std::move(b).build();
-  const auto blocked = ipu::passes::nchwc_layout(g);
+  const auto blocked = ipu::passes::nchwc_layout(g, 8);
   CHECK_NOTHROW(ipu::validate(blocked));
   CHECK(count(blocked, "NchwcConv") == 3);
   CHECK(count(blocked, "NchwcMaxPool") == 3);
@@ -349,7 +360,7 @@ TEST_CASE("a dense block runs blocked: its pre-activation BatchNormalizations jo
   y = b.conv(y, weights(b, {12, 32, 1, 1}, 0.4, "transition"));
   b.add_output(b.average_pool(y, {{2, 2}, {2, 2}}));
   const auto g = std::move(b).build();
-  const auto blocked = ipu::passes::nchwc_layout(g);
+  const auto blocked = ipu::passes::nchwc_layout(g, 8);
   CHECK_NOTHROW(ipu::validate(blocked));
   CHECK(count(blocked, "NchwcConv") == 5);
   CHECK(count(blocked, "NchwcBatchNormalization") == 3);
@@ -377,7 +388,7 @@ TEST_CASE("squeeze-and-excitation runs blocked: Mul by one factor per image and 
     const auto scaled = scale_first ? b.mul(s, y) : b.mul(y, s);
     b.add_output(b.conv(scaled, weights(b, {12, 20, 1, 1}, 0.5, "project")));
     const auto g = std::move(b).build();
-    const auto blocked = ipu::passes::nchwc_layout(g);
+    const auto blocked = ipu::passes::nchwc_layout(g, 8);
     CHECK_NOTHROW(ipu::validate(blocked));
     CHECK(count(blocked, "NchwcConv") == 4);
     CHECK(count(blocked, "NchwcScale") == 1);
@@ -458,7 +469,7 @@ TEST_CASE("what stays NCHW: a lone convolution, F64, groups that split blocks, 3
     const auto x = b.add_input_tensor({data_type::F32, {1, 8, 5, 5}}, "x");
     b.add_output(b.relu(b.conv(x, weights(b, {8, 8, 3, 3}, 0.1, "w"), ipu::no_tensor, {{}, {1, 1, 1, 1}})));
     const auto g = std::move(b).build();
-    CHECK(ipu::passes::nchwc_layout(g) == g);
+    CHECK(ipu::passes::nchwc_layout(g, 8) == g);
   }
   {  // F64 chains
     ipu::builder b("f64", 17);
@@ -466,7 +477,7 @@ TEST_CASE("what stays NCHW: a lone convolution, F64, groups that split blocks, 3
     const auto w = b.add_constant(ipu::make_constant<double>({4, 4, 1, 1}, std::vector<double>(16, 0.25)), "w");
     b.add_output(b.conv(b.conv(x, w), w));
     const auto g = std::move(b).build();
-    CHECK(ipu::passes::nchwc_layout(g) == g);
+    CHECK(ipu::passes::nchwc_layout(g, 8) == g);
   }
   {  // two groups of 6 channels: a group would start inside a block
     ipu::builder b("groups", 17);
@@ -474,7 +485,7 @@ TEST_CASE("what stays NCHW: a lone convolution, F64, groups that split blocks, 3
     const auto y = b.conv(x, weights(b, {12, 6, 1, 1}, 0.1, "w1"), ipu::no_tensor, {{}, {}, {}, 2});
     b.add_output(b.conv(y, weights(b, {12, 12, 1, 1}, 0.2, "w2")));
     const auto g = std::move(b).build();
-    CHECK(ipu::passes::nchwc_layout(g) == g);  // the grouped one cannot, so the other has no neighbour
+    CHECK(ipu::passes::nchwc_layout(g, 8) == g);  // the grouped one cannot, so the other has no neighbour
   }
   {  // 3-D convolutions
     ipu::builder b("3d", 17);
@@ -482,7 +493,7 @@ TEST_CASE("what stays NCHW: a lone convolution, F64, groups that split blocks, 3
     const auto w = weights(b, {4, 4, 1, 1, 1}, 0.1, "w");
     b.add_output(b.conv(b.conv(x, w), w));
     const auto g = std::move(b).build();
-    CHECK(ipu::passes::nchwc_layout(g) == g);
+    CHECK(ipu::passes::nchwc_layout(g, 8) == g);
   }
 }
 

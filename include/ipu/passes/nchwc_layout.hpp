@@ -28,35 +28,67 @@
 // whole blocks of channels, non-negative pads. A convolution of fewer input channels than a block
 // (an RGB stem) reads its input in NCHW and writes blocks: oneDNN has no fast kernel for it on
 // blocked input (300 ms an image for MobileNetV2's stem), and a fast one for this. The block is 8
-// channels: oneDNN's AVX2 layout, which AVX-512 hosts run as fast (MobileNetV2's chain of 52
-// convolutions, batch 4, one thread: 33.7 ms in blocks of 8, 31-33 ms in blocks of 16), so the
-// blocked graph is the same on every host. Inference only: NchwcConv has no gradient.
+// channels (oneDNN's AVX2 layout) or 16 (its AVX-512 layout), by default whichever runs faster on
+// the host that runs the pass (nchwc_host_block): the blocked graph, and so its results' last bits,
+// can differ between hosts, and a compiled file keeps the block of the host that compiled it.
+// Inference only: NchwcConv has no gradient.
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
+
+#include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/passes/pattern.hpp"
 #include "ipu/passes/rewrite.hpp"
 
 namespace ipu::passes {
 
-/// Channels per block of the nchwc-layout pass's blocked tensors.
-inline constexpr std::int64_t nchwc_block = 8;
+/// The channel blocks the nchwc-layout pass can make: oneDNN's AVX2 layout (8) and its AVX-512
+/// layout (16).
+inline constexpr std::int64_t nchwc_max_block = 16;
+
+/// The block that runs fastest on this host, as measured (batch 4, one thread, blocks of 8 against
+/// 16): 16 where the CPU has AVX-512 (F, VL, BW, DQ), for oneDNN's AVX-512 kernels, but on AMD's
+/// Zen 4 (family 19h), whose AVX-512 executes as two 256-bit halves; 8 elsewhere.
+///   - AMD Zen 5 (family 1Ah, full 512-bit units): ResNet-18 152 -> 93 ms, GoogLeNet 134 -> 77,
+///     SqueezeNet 35 -> 21, MobileNetV2 31 -> 21, EfficientNet-B0 51 -> 42 in blocks of 16.
+///   - AMD Zen 4: GoogLeNet 138 -> 214-236 ms and SqueezeNet 34-37 -> 55-62 in blocks of 16.
+/// Intel's AVX-512 parts were not measured; ONNX Runtime blocks by 16 on them.
+inline std::int64_t nchwc_host_block() noexcept {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")))
+    return 8;
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  __cpuid(0, eax, ebx, ecx, edx);
+  const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
+  __cpuid(1, eax, ebx, ecx, edx);
+  const unsigned base = (eax >> 8) & 0xfu, family = base == 0xfu ? base + ((eax >> 20) & 0xffu) : base;
+  return amd && family == 0x19u ? 8 : 16;
+#else
+  return 8;
+#endif
+}
 
 namespace detail {
 
-constexpr std::int64_t nchwc_round_up(std::int64_t channels) { return (channels + nchwc_block - 1) / nchwc_block * nchwc_block; }
+constexpr std::int64_t nchwc_round_up(std::int64_t channels, std::int64_t block) {
+  return (channels + block - 1) / block * block;
+}
 
-/// Whether `channels` can be rounded up to whole blocks without overflow.
+/// Whether `channels` can be rounded up to whole blocks of any size the pass makes without overflow.
 constexpr bool nchwc_blockable_channels(std::int64_t channels) {
-  return channels <= std::numeric_limits<std::int64_t>::max() - (nchwc_block - 1);
+  return channels <= std::numeric_limits<std::int64_t>::max() - (nchwc_max_block - 1);
 }
 
 /// Whether op `op` is a convolution the blocked layout takes.
-constexpr bool nchwc_convolution(const graph& g, const op_node& op) {
+constexpr bool nchwc_convolution(const graph& g, const op_node& op, std::int64_t block) {
   const bool fused = op.domain == "com.microsoft" && op.type == "FusedConv";
   if (!(is_onnx_op(op, "Conv") || fused) || op.outputs.size() != 1 || op.inputs.size() < 2 ||
       op.inputs.size() > (fused ? 4u : 3u) || op.inputs[0] == no_tensor || op.inputs[1] == no_tensor)
@@ -81,7 +113,7 @@ constexpr bool nchwc_convolution(const graph& g, const op_node& op) {
   const std::int64_t c = x.shape[1], m = y.shape[1];
   if (!nchwc_blockable_channels(c) || !nchwc_blockable_channels(m)) return false;
   if (group < 1 || c % group != 0 || m % group != 0 || w.shape[1] * group != c) return false;
-  return group == 1 || (group == c && m == c) || ((c / group) % nchwc_block == 0 && (m / group) % nchwc_block == 0);
+  return group == 1 || (group == c && m == c) || ((c / group) % block == 0 && (m / group) % block == 0);
 }
 
 /// Whether op `op` computes each output element from the same element of its inputs, all of the
@@ -103,7 +135,7 @@ constexpr bool nchwc_elementwise(const graph& g, const op_node& op) {
 /// Whether op `op` concatenates 4-D F32 data along the channels, each input of whole blocks of
 /// them: each image's blocked input is then one contiguous run, as in NCHW, so Concat computes the
 /// blocked output as it is (and no block holds unused channels).
-constexpr bool nchwc_concat(const graph& g, const op_node& op) {
+constexpr bool nchwc_concat(const graph& g, const op_node& op, std::int64_t block) {
   if (!is_onnx_op(op, "Concat") || op.outputs.size() != 1 || op.inputs.empty()) return false;
   const auto* axis = op.find_attribute("axis");
   const auto* a = axis ? std::get_if<std::int64_t>(&axis->value) : nullptr;
@@ -114,7 +146,7 @@ constexpr bool nchwc_concat(const graph& g, const op_node& op) {
     if (t == no_tensor) return false;
     const auto& x = g.tensor(t).info;
     if (x.type != data_type::F32 || x.shape.rank() != 4 || x.shape[0] != y.shape[0] || x.shape[2] != y.shape[2] ||
-        x.shape[3] != y.shape[3] || x.shape[1] < 1 || x.shape[1] % nchwc_block != 0)
+        x.shape[3] != y.shape[3] || x.shape[1] < 1 || x.shape[1] % block != 0)
       return false;
   }
   return true;
@@ -144,7 +176,7 @@ constexpr bool nchwc_pool(const graph& g, const op_node& op) {
 }
 
 /// `op`, a pool nchwc_pool takes, as the blocked op of the same windows.
-inline op_node nchwc_pool_op(const graph& g, const op_node& op) {
+inline op_node nchwc_pool_op(const graph& g, const op_node& op, std::int64_t block) {
   op_node b = op;
   const bool max = op.type == "MaxPool" || op.type == "GlobalMaxPool";
   b.domain = "ipu";
@@ -160,7 +192,7 @@ inline op_node nchwc_pool_op(const graph& g, const op_node& op) {
     for (const auto& a : op.attributes)
       if (a.name != "storage_order") b.attributes.push_back(a);
   }
-  b.attributes.push_back({"block", nchwc_block});
+  b.attributes.push_back({"block", block});
   b.attributes.push_back({"channels", x[1]});
   return b;
 }
@@ -209,7 +241,7 @@ constexpr int nchwc_scaled_operand(const graph& g, const op_node& op) {
 
 /// `op`, a BatchNormalization nchwc_batch_norm takes or a Mul nchwc_scaled_operand does, as its
 /// blocked op (X first).
-inline op_node nchwc_channel_op(const graph& g, const op_node& op) {
+inline op_node nchwc_channel_op(const graph& g, const op_node& op, std::int64_t block) {
   op_node b = op;
   b.domain = "ipu";
   b.opset = 1;
@@ -222,7 +254,7 @@ inline op_node nchwc_channel_op(const graph& g, const op_node& op) {
     b.type = "NchwcScale";
     if (nchwc_scaled_operand(g, op) == 1) b.inputs = {op.inputs[1], op.inputs[0]};
   }
-  b.attributes.push_back({"block", nchwc_block});
+  b.attributes.push_back({"block", block});
   return b;
 }
 
@@ -230,10 +262,10 @@ inline op_node nchwc_channel_op(const graph& g, const op_node& op) {
 /// channels than a block: a stem reads NCHW, as oneDNN's fast kernels for it do) and Z; a batch
 /// normalisation's X; a Mul's operand of the output's shape (not a per-channel factor); every
 /// input of the other ops.
-constexpr bool nchwc_data_input(const graph& g, const op_node& op, std::size_t k) {
+constexpr bool nchwc_data_input(const graph& g, const op_node& op, std::size_t k, std::int64_t block) {
   const bool conv = is_onnx_op(op, "Conv") || (op.domain == "com.microsoft" && op.type == "FusedConv");
   if (conv) {
-    if (k == 0) return g.tensor(op.inputs[0]).info.shape[1] >= nchwc_block;
+    if (k == 0) return g.tensor(op.inputs[0]).info.shape[1] >= block;
     return k == 3;
   }
   if (is_onnx_op(op, "BatchNormalization")) return k == 0;
@@ -244,16 +276,20 @@ constexpr bool nchwc_data_input(const graph& g, const op_node& op, std::size_t k
 }  // namespace detail
 
 /// `g` with each group of F32 2-D convolutions and the elementwise ops between them run on
-/// channel-blocked data between ToNchwc and FromNchwc (see above).
-inline graph nchwc_layout(const graph& g) {
+/// channel-blocked data between ToNchwc and FromNchwc (see above), in blocks of `block` channels
+/// (8 or 16; by default the host's fastest).
+inline graph nchwc_layout(const graph& g, std::int64_t block = nchwc_host_block()) {
+  if (block != 8 && block != 16)
+    throw error(error_category::usage, "a channel block of " + std::to_string(block), "nchwc-layout",
+                "block channels by 8 or 16");
   enum class kind : unsigned char { none, conv, pool, channel, elementwise };
   std::vector<kind> role(g.num_ops(), kind::none);
   for (op_id i = 0; i < g.num_ops(); ++i) {
     const auto& op = g.op(i);
-    role[i] = detail::nchwc_convolution(g, op) ? kind::conv
+    role[i] = detail::nchwc_convolution(g, op, block) ? kind::conv
               : detail::nchwc_pool(g, op)      ? kind::pool
               : detail::nchwc_batch_norm(g, op) || detail::nchwc_scaled_operand(g, op) >= 0 ? kind::channel
-              : detail::nchwc_elementwise(g, op) || detail::nchwc_concat(g, op)            ? kind::elementwise
+              : detail::nchwc_elementwise(g, op) || detail::nchwc_concat(g, op, block)            ? kind::elementwise
                                                                                            : kind::none;
   }
   // Groups of blockable ops joined by data (union-find); a group runs blocked when it holds two
@@ -268,7 +304,7 @@ inline graph nchwc_layout(const graph& g) {
     if (role[i] == kind::none) continue;
     const auto& op = g.op(i);
     for (std::size_t k = 0; k < op.inputs.size(); ++k) {
-      if (op.inputs[k] == no_tensor || !detail::nchwc_data_input(g, op, k)) continue;
+      if (op.inputs[k] == no_tensor || !detail::nchwc_data_input(g, op, k, block)) continue;
       const auto p = g.tensor(op.inputs[k]).producer;
       if (p != no_op && role[p] != kind::none) parent[root(p)] = root(i);
     }
@@ -288,15 +324,15 @@ inline graph nchwc_layout(const graph& g) {
   std::vector<tensor_id> blocked_of(g.num_tensors(), no_tensor);
   auto blocked_info = [&](tensor_id t) {
     const auto& s = g.tensor(t).info.shape;
-    return tensor_info{data_type::F32, shape{s[0], detail::nchwc_round_up(s[1]), s[2], s[3]}};
+    return tensor_info{data_type::F32, shape{s[0], detail::nchwc_round_up(s[1], block), s[2], s[3]}};
   };
   for (op_id i = 0; i < g.num_ops(); ++i) {
     if (!blocked[i]) continue;
     const auto& op = g.op(i);
     annotation where = op.where;
     where.checkpoint = false;
-    op_node b = role[i] == kind::pool      ? detail::nchwc_pool_op(g, op)
-                : role[i] == kind::channel ? detail::nchwc_channel_op(g, op)
+    op_node b = role[i] == kind::pool      ? detail::nchwc_pool_op(g, op, block)
+                : role[i] == kind::channel ? detail::nchwc_channel_op(g, op, block)
                                            : op;  // an elementwise op stays itself
     // b's input k is op's input source[k]: NchwcScale takes X first, whichever operand of Mul it was.
     std::vector<std::size_t> source(b.inputs.size());
@@ -306,12 +342,12 @@ inline graph nchwc_layout(const graph& g) {
       b.domain = "ipu";
       b.type = "NchwcConv";
       b.opset = 1;
-      b.attributes.push_back({"block", nchwc_block});
+      b.attributes.push_back({"block", block});
     }
     b.where = where;
     for (std::size_t k = 0; k < b.inputs.size(); ++k) {
       const auto t = b.inputs[k];
-      if (t == no_tensor || !detail::nchwc_data_input(g, op, source[k])) continue;
+      if (t == no_tensor || !detail::nchwc_data_input(g, op, source[k], block)) continue;
       if (blocked_of[t] == no_tensor) {  // the first blocked reader makes the blocked copy
         blocked_of[t] = rw.add_tensor(g, g.tensor(t).name + "/nchwc", blocked_info(t));
         op_node to;
@@ -321,7 +357,7 @@ inline graph nchwc_layout(const graph& g) {
         to.name = g.tensor(t).name + "/ToNchwc";
         to.inputs = {t};
         to.outputs = {blocked_of[t]};
-        to.attributes = {{"block", nchwc_block}};
+        to.attributes = {{"block", block}};
         to.where = where;
         rw.inserted.emplace_back(i, to);
       }
@@ -337,7 +373,7 @@ inline graph nchwc_layout(const graph& g) {
     for (const auto r : g.tensor(y).consumers) {
       const auto& reader = g.op(r);
       for (std::size_t k = 0; k < reader.inputs.size(); ++k)
-        if (reader.inputs[k] == y && !(blocked[r] && detail::nchwc_data_input(g, reader, k))) plain_reader = true;
+        if (reader.inputs[k] == y && !(blocked[r] && detail::nchwc_data_input(g, reader, k, block))) plain_reader = true;
     }
     if (plain_reader) {
       op_node from;
@@ -347,7 +383,7 @@ inline graph nchwc_layout(const graph& g) {
       from.name = g.tensor(y).name + "/FromNchwc";
       from.inputs = {blocked_of[y]};
       from.outputs = {y};
-      from.attributes = {{"block", nchwc_block}, {"channels", g.tensor(y).info.shape[1]}};
+      from.attributes = {{"block", block}, {"channels", g.tensor(y).info.shape[1]}};
       from.where = op.where;  // a checkpoint on the op's output stays on it
       rw.inserted.emplace_back(i, from);
     }
