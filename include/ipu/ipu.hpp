@@ -12,6 +12,7 @@
 #include "ipu/float8.hpp"
 #include "ipu/format.hpp"
 #include "ipu/half.hpp"
+#include "ipu/host_cpu.hpp"
 #include "ipu/log.hpp"
 #include "ipu/ring_buffer.hpp"
 #include "ipu/shape.hpp"

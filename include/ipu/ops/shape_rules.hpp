@@ -24,6 +24,7 @@
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/topological_order.hpp"
+#include "ipu/ops/nchwc_blocks.hpp"
 #include "ipu/tensor_info.hpp"
 
 namespace ipu {
@@ -564,14 +565,8 @@ constexpr std::vector<tensor_info> fused_conv(const infer_context& c) {
 /// The `block` attribute of ipu::ToNchwc, FromNchwc and NchwcConv: channels per block, 8 or 16.
 constexpr std::int64_t nchwc_block(const infer_context& c) {
   const auto b = c.attr_int("block", 8);
-  if (b != 8 && b != 16) throw c.fail("block " + std::to_string(b) + " is not 8 or 16", "give block 8 or 16");
+  if (!is_nchwc_block(b)) throw c.fail("block " + std::to_string(b) + " is not 8 or 16", "give block 8 or 16");
   return b;
-}
-/// `channels` rounded up to whole blocks; -1, which no dimension matches, when that would
-/// overflow (a hostile `channels` attribute or dimension).
-constexpr std::int64_t nchwc_padded(std::int64_t channels, std::int64_t block) {
-  if (channels > std::numeric_limits<std::int64_t>::max() - (block - 1)) return -1;
-  return (channels + block - 1) / block * block;
 }
 constexpr void need_nchwc_data(const infer_context& c, std::size_t i, std::string_view what) {
   if (c.in_type(i) != data_type::F32 && c.in_type(i) != data_type::F16)
@@ -588,8 +583,8 @@ constexpr std::vector<tensor_info> to_nchwc(const infer_context& c) {
   const auto b = nchwc_block(c);
   need_nchwc_data(c, 0, "X");
   const auto& x = c.in_shape(0);
-  if (nchwc_padded(x[1], b) < 0) throw c.fail("X " + to_string(c.input(0)) + " has too many channels to block");
-  return {tensor_info{c.in_type(0), shape{x[0], nchwc_padded(x[1], b), x[2], x[3]}}};
+  if (nchwc_padded_channels(x[1], b) < 0) throw c.fail("X " + to_string(c.input(0)) + " has too many channels to block");
+  return {tensor_info{c.in_type(0), shape{x[0], nchwc_padded_channels(x[1], b), x[2], x[3]}}};
 }
 
 /// ipu::FromNchwc(X), attribute `channels` C: blocked X [N, ceil(C / block) * block, H, W] back to
@@ -599,7 +594,7 @@ constexpr std::vector<tensor_info> from_nchwc(const infer_context& c) {
   need_nchwc_data(c, 0, "X");
   const auto& x = c.in_shape(0);
   const auto channels = c.attr_int("channels", 0);
-  if (channels < 1 || nchwc_padded(channels, b) != x[1])
+  if (channels < 1 || nchwc_padded_channels(channels, b) != x[1])
     throw c.fail("channels " + std::to_string(channels) + " do not fill X " + to_string(c.input(0)) + " in blocks of " +
                      std::to_string(b),
                  "give the channel count X had before ToNchwc");
@@ -621,7 +616,7 @@ constexpr std::vector<tensor_info> nchwc_conv(const infer_context& c) {
                  "give W [M, C/group, kh, kw] and 1 <= group <= C");
   const auto channels = wt[1] * group;  // at most x[1]: no overflow
   // X is blocked, or, with fewer channels than a block (an RGB stem), NCHW as it is.
-  if (nchwc_padded(channels, b) != x[1] && !(channels == x[1] && channels < b))
+  if (nchwc_padded_channels(channels, b) != x[1] && !(channels == x[1] && channels < b))
     throw c.fail("blocked X " + to_string(c.input(0)) + " does not hold the " + std::to_string(channels) +
                      " channels W " + to_string(c.input(1)) + " and group " + std::to_string(group) + " read",
                  "block the convolution's input with ToNchwc of the same block");
@@ -630,8 +625,8 @@ constexpr std::vector<tensor_info> nchwc_conv(const infer_context& c) {
   plain[0].info = &plain_x;
   auto out = fused_conv(infer_context(c.op(), plain, 1));
   auto& y = out[0].shape;
-  if (nchwc_padded(y[1], b) < 0) throw c.fail("W " + to_string(c.input(1)) + " has too many channels to block");
-  y = shape{y[0], nchwc_padded(y[1], b), y[2], y[3]};
+  if (nchwc_padded_channels(y[1], b) < 0) throw c.fail("W " + to_string(c.input(1)) + " has too many channels to block");
+  y = shape{y[0], nchwc_padded_channels(y[1], b), y[2], y[3]};
   if (c.has_input(3)) {
     same_type(c, 0, 3);
     if (c.in_shape(3) != y)
@@ -748,7 +743,7 @@ constexpr std::vector<tensor_info> nchwc_pool(const infer_context& c) {
   const auto b = nchwc_block(c);
   need_nchwc_data(c, 0, "X");
   const auto channels = c.attr_int("channels", 0);
-  if (channels < 1 || nchwc_padded(channels, b) != c.in_shape(0)[1])
+  if (channels < 1 || nchwc_padded_channels(channels, b) != c.in_shape(0)[1])
     throw c.fail("channels " + std::to_string(channels) + " do not fill blocked X " + to_string(c.input(0)) +
                      " in blocks of " + std::to_string(b),
                  "give the channel count X had before ToNchwc");
@@ -793,7 +788,7 @@ constexpr std::vector<tensor_info> nchwc_batch_norm(const infer_context& c) {
       throw c.fail(std::string(names[i]) + " " + to_string(c.input(i)) + " is not [C] as scale " +
                        to_string(c.input(1)) + " is",
                    "give one value per channel in each per-channel operand");
-  if (nchwc_padded(ch, b) != c.in_shape(0)[1])
+  if (nchwc_padded_channels(ch, b) != c.in_shape(0)[1])
     throw c.fail("blocked X " + to_string(c.input(0)) + " does not hold the " + std::to_string(ch) +
                      " channels of scale " + to_string(c.input(1)) + " in blocks of " + std::to_string(b),
                  "block the normalised data with ToNchwc of the same block");
@@ -809,7 +804,7 @@ constexpr std::vector<tensor_info> nchwc_scale(const infer_context& c) {
   const auto& x = c.in_shape(0);
   const auto& s = c.in_shape(1);
   if (s.rank() != 4 || (s[0] != 1 && s[0] != x[0]) || s[2] != 1 || s[3] != 1 || s[1] < 1 ||
-      nchwc_padded(s[1], b) != x[1])
+      nchwc_padded_channels(s[1], b) != x[1])
     throw c.fail("S " + to_string(c.input(1)) + " is not one factor per image (or one for all) and channel of blocked X " +
                      to_string(c.input(0)),
                  "give S [N or 1, C, 1, 1], C the channels X had before ToNchwc");

@@ -38,20 +38,14 @@
 #include <string>
 #include <vector>
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <cpuid.h>
-#endif
-
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
+#include "ipu/host_cpu.hpp"
+#include "ipu/ops/nchwc_blocks.hpp"
 #include "ipu/passes/pattern.hpp"
 #include "ipu/passes/rewrite.hpp"
 
 namespace ipu::passes {
-
-/// The channel blocks the nchwc-layout pass can make: oneDNN's AVX2 layout (8) and its AVX-512
-/// layout (16).
-inline constexpr std::int64_t nchwc_max_block = 16;
 
 /// The block that runs fastest on this host, as measured (batch 4, one thread, blocks of 8 against
 /// 16): 16 where the CPU has AVX-512 (F, VL, BW, DQ), for oneDNN's AVX-512 kernels, but on AMD's
@@ -61,26 +55,11 @@ inline constexpr std::int64_t nchwc_max_block = 16;
 ///   - AMD Zen 4: GoogLeNet 138 -> 214-236 ms and SqueezeNet 34-37 -> 55-62 in blocks of 16.
 /// Intel's AVX-512 parts were not measured; ONNX Runtime blocks by 16 on them.
 inline std::int64_t nchwc_host_block() noexcept {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (!(__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq")))
-    return 8;
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  __cpuid(0, eax, ebx, ecx, edx);
-  const bool amd = ebx == 0x68747541u && edx == 0x69746e65u && ecx == 0x444d4163u;  // "AuthenticAMD"
-  __cpuid(1, eax, ebx, ecx, edx);
-  const unsigned base = (eax >> 8) & 0xfu, family = base == 0xfu ? base + ((eax >> 20) & 0xffu) : base;
-  return amd && family == 0x19u ? 8 : 16;
-#else
-  return 8;
-#endif
+  const host_cpu& cpu = this_host_cpu();
+  return cpu.avx512 && !(cpu.amd && cpu.family == 0x19u) ? 16 : 8;
 }
 
 namespace detail {
-
-constexpr std::int64_t nchwc_round_up(std::int64_t channels, std::int64_t block) {
-  return (channels + block - 1) / block * block;
-}
 
 /// Whether `channels` can be rounded up to whole blocks of any size the pass makes without overflow.
 constexpr bool nchwc_blockable_channels(std::int64_t channels) {
@@ -279,7 +258,7 @@ constexpr bool nchwc_data_input(const graph& g, const op_node& op, std::size_t k
 /// channel-blocked data between ToNchwc and FromNchwc (see above), in blocks of `block` channels
 /// (8 or 16; by default the host's fastest).
 inline graph nchwc_layout(const graph& g, std::int64_t block = nchwc_host_block()) {
-  if (block != 8 && block != 16)
+  if (!is_nchwc_block(block))
     throw error(error_category::usage, "a channel block of " + std::to_string(block), "nchwc-layout",
                 "block channels by 8 or 16");
   enum class kind : unsigned char { none, conv, pool, channel, elementwise };
@@ -324,7 +303,7 @@ inline graph nchwc_layout(const graph& g, std::int64_t block = nchwc_host_block(
   std::vector<tensor_id> blocked_of(g.num_tensors(), no_tensor);
   auto blocked_info = [&](tensor_id t) {
     const auto& s = g.tensor(t).info.shape;
-    return tensor_info{data_type::F32, shape{s[0], detail::nchwc_round_up(s[1], block), s[2], s[3]}};
+    return tensor_info{data_type::F32, shape{s[0], nchwc_padded_channels(s[1], block), s[2], s[3]}};
   };
   for (op_id i = 0; i < g.num_ops(); ++i) {
     if (!blocked[i]) continue;

@@ -26,6 +26,7 @@
 
 #include "ipu/ops/kernels/dnnl_thread.hpp"
 #include "ipu/ops/kernels/window.hpp"
+#include "ipu/ops/nchwc_blocks.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::detail::math_ops {
@@ -279,7 +280,7 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const vo
   // Elements of the op's sliced input and output per unit of the slicing (forward, backward_data).
   const std::int64_t in_plane = s.ih * s.iw, out_plane = s.oh * s.ow, k_plane = s.kh * s.kw;
   // Blocked data holds whole blocks of channels.
-  auto padded = [&](std::int64_t channels) { return s.block ? (channels + s.block - 1) / s.block * s.block : channels; };
+  auto padded = [&](std::int64_t channels) { return s.block ? nchwc_padded_channels(channels, s.block) : channels; };
   const std::int64_t in_unit =
       s.kind == dnnl_conv_kind::forward ? (s.plain_src ? s.ic : padded(s.ic)) * in_plane : s.oc * out_plane;
   const std::int64_t out_unit = s.kind == dnnl_conv_kind::forward ? padded(s.oc) * out_plane : s.ic * in_plane;
@@ -313,11 +314,12 @@ inline bool dnnl_conv_run(const kernel_context& ctx, dnnl_conv_shape s, const vo
     }
   }
   ctx.parallel_for(static_cast<std::size_t>(units), [&](std::size_t u0, std::size_t u1) {
-    auto plan = dnnl_conv_plan_for(sliced(static_cast<std::int64_t>(u1 - u0)));
-    std::int64_t step = static_cast<std::int64_t>(u1 - u0);
-    // Not expected (only the slice size differs); then one unit at a time. Blocked data between
-    // convolutions takes its after_slice work one image at a time, while more of it is in cache.
-    if (!plan || (s.block && after_slice)) {
+    // Blocked data between convolutions takes its after_slice work one image at a time, while more
+    // of it is in cache: the one-unit plan, and no plan made for the slice's size.
+    const bool unit_steps = s.block && after_slice;
+    std::int64_t step = unit_steps ? 1 : static_cast<std::int64_t>(u1 - u0);
+    auto plan = unit_steps ? unit_plan : dnnl_conv_plan_for(sliced(step));
+    if (!plan) {  // not expected (only the slice size differs); then one unit at a time
       plan = unit_plan;
       step = 1;
     }

@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -22,20 +21,15 @@
 #include "ipu/ops/kernels/conv.hpp"
 #include "ipu/ops/kernels/conv_dnnl.hpp"
 #include "ipu/ops/kernels/gemm.hpp"
+#include "ipu/ops/nchwc_blocks.hpp"
 #include "ipu/ops/registry.hpp"
 
 namespace ipu::detail::math_ops {
 
 inline std::int64_t nchwc_block_of(const kernel_context& ctx) {
   const auto b = ctx.attr_int("block", 8);
-  if (b != 8 && b != 16) throw ctx.fail("block " + std::to_string(b) + " is not 8 or 16", "give block 8 or 16");
+  if (!is_nchwc_block(b)) throw ctx.fail("block " + std::to_string(b) + " is not 8 or 16", "give block 8 or 16");
   return b;
-}
-
-/// `channels` rounded up to whole blocks; -1, which no dimension matches, when that would overflow.
-inline std::int64_t nchwc_padded_channels(std::int64_t channels, std::int64_t block) {
-  if (channels > std::numeric_limits<std::int64_t>::max() - (block - 1)) return -1;
-  return (channels + block - 1) / block * block;
 }
 
 /// X, checked: 4-D F32 or F16.

@@ -14,6 +14,7 @@
 // issues half the instructions, and Swish's went from 1.05 to 0.71 ns an element.
 #include <cstddef>
 
+#include "ipu/host_cpu.hpp"
 #include "ipu/ops/kernels/numeric.hpp"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__AVX2__)
@@ -43,20 +44,13 @@ namespace ipu::detail::math_ops {
 
 enum class vector_isa : unsigned char { baseline, avx2, avx512 };
 
-/// The widest copy the build has and the host CPU (and its operating system, which
-/// __builtin_cpu_supports checks through XGETBV) supports: AVX-512 (F, VL, BW and DQ), AVX2, or
-/// the baseline.
+/// The widest copy the build has and the host CPU supports (ipu::this_host_cpu): AVX-512 (F, VL,
+/// BW and DQ), AVX2, or the baseline.
 [[nodiscard]] inline vector_isa host_vector_isa() noexcept {
 #if IPU_AVX2_COPY
-  static const vector_isa isa = [] {
-#if IPU_AVX512_COPY
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq"))
-      return vector_isa::avx512;
-#endif
-    return __builtin_cpu_supports("avx2") ? vector_isa::avx2 : vector_isa::baseline;
-  }();
-  return isa;
+  const host_cpu& cpu = this_host_cpu();
+  if (IPU_AVX512_COPY && cpu.avx512) return vector_isa::avx512;
+  return cpu.avx2 ? vector_isa::avx2 : vector_isa::baseline;
 #else
   return vector_isa::baseline;
 #endif
