@@ -568,7 +568,10 @@ TEST_SUITE("concurrent") {
     CHECK_FALSE(dm.try_acquire(1));
     child.send('x');
     auto d = dm.acquire(8, {.wait = ipu::device_wait_config::forever(5ms)});
-    CHECK(d.id() == 28);
+    // Either 8-IPU device: the exiting process's locks are dropped one file at a time, so a poll
+    // can find IPUs 8-15 (device 29) free before 0-7 (device 28).
+    CHECK((d.id() == 28 || d.id() == 29));
+    CHECK(d.ipus().size() == 8);
     CHECK(child.wait() == 0);
   }
 
