@@ -18,9 +18,6 @@
 
 namespace test_vector_isa {
 
-// The ThreadSanitizer build runs this suite: the ASan build compiles one copy (IPU_NO_VECTOR_COPIES).
-TEST_SUITE("vector_copies") {
-
 namespace {
 
 namespace m = ipu::detail::math_ops;
@@ -94,10 +91,6 @@ TEST_CASE("the host's copy is the widest the CPU has and the build holds") {
 }
 
 TEST_CASE("every wider copy of a loop gives the baseline copy's bits") {
-#if !IPU_VECTOR_COPIES
-  MESSAGE("this build compiles one copy (IPU_NO_VECTOR_COPIES); the ThreadSanitizer build compares them");
-  return;
-#endif
   const auto isas = wider_copies();
   if (isas.empty()) {
     MESSAGE("this host runs only the baseline copy; nothing to compare");
@@ -127,7 +120,5 @@ TEST_CASE("the Sigmoid kernel, whose blocks run in the host's copy, gives the ba
   const std::vector<float> got(span.begin(), span.end());
   CHECK(same_bits(got, map_on(m::vector_isa::baseline, x, [](float v) { return m::sigmoid_vectorisable(v); })));
 }
-
-}  // TEST_SUITE("vector_copies")
 
 }  // namespace test_vector_isa

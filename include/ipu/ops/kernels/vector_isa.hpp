@@ -29,17 +29,6 @@
 #define IPU_AVX512_COPY 0
 #endif
 
-// IPU_NO_VECTOR_COPIES (the sanitizer builds define it): each host still takes its own paths (the
-// AVX2 or AVX-512 block sizes, few_rows_gemm), but every path runs the one copy compiled for the
-// build's target. The copies are the same source in other instructions; compiling them was half
-// the instrumented kernels' compile (943 -> 463 s under ASan). The ThreadSanitizer build keeps them
-// and runs tests/ops/test_vector_isa.cpp.
-#if defined(IPU_NO_VECTOR_COPIES)
-#define IPU_VECTOR_COPIES 0
-#else
-#define IPU_VECTOR_COPIES 1
-#endif
-
 namespace ipu::detail::math_ops {
 
 enum class vector_isa : unsigned char { baseline, avx2, avx512 };
@@ -56,7 +45,7 @@ enum class vector_isa : unsigned char { baseline, avx2, avx512 };
 #endif
 }
 
-#if IPU_AVX2_COPY && IPU_VECTOR_COPIES
+#if IPU_AVX2_COPY
 /// body() with everything it calls inlined and compiled for AVX2 (flatten: a callee left out of
 /// line would run the baseline code).
 template <class Body>
@@ -65,7 +54,7 @@ template <class Body>
 }
 #endif
 
-#if IPU_AVX512_COPY && IPU_VECTOR_COPIES
+#if IPU_AVX512_COPY
 /// body() inlined and compiled for AVX-512 with 512-bit vectors (GCC's generic tuning prefers 256)
 /// and without contraction into FMA.
 template <class Body>
@@ -78,13 +67,13 @@ template <class Body>
 /// Runs body() in the copy for `isa`; the baseline when the build has no such copy.
 template <class Body>
 void run_on(vector_isa isa, Body&& body) {
-#if IPU_AVX512_COPY && IPU_VECTOR_COPIES
+#if IPU_AVX512_COPY
   if (isa == vector_isa::avx512) {
     run_avx512(body);
     return;
   }
 #endif
-#if IPU_AVX2_COPY && IPU_VECTOR_COPIES
+#if IPU_AVX2_COPY
   if (isa == vector_isa::avx2) {
     run_avx2(body);
     return;
