@@ -16,7 +16,7 @@ constexpr bool is_nchwc_block(std::int64_t block) noexcept { return block == 8 |
 /// would overflow (a stranger's `channels` attribute or dimension).
 constexpr std::int64_t nchwc_padded_channels(std::int64_t channels, std::int64_t block) noexcept {
   if (channels > std::numeric_limits<std::int64_t>::max() - (block - 1)) return -1;
-  return (channels + block - 1) / block * block;
+  return (channels + (block - 1)) / block * block;  // not (channels + block) - 1, which can overflow
 }
 
 }  // namespace ipu
