@@ -34,7 +34,6 @@
 // Inference only: NchwcConv has no gradient.
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -63,7 +62,7 @@ namespace detail {
 
 /// Whether `channels` can be rounded up to whole blocks of any size the pass makes without overflow.
 constexpr bool nchwc_blockable_channels(std::int64_t channels) {
-  return channels <= std::numeric_limits<std::int64_t>::max() - (nchwc_max_block - 1);
+  return nchwc_padded_channels(channels, nchwc_max_block) >= 0;
 }
 
 /// Whether op `op` is a convolution the blocked layout takes.
