@@ -14,6 +14,8 @@ endfunction()
 # The concepts' messages say how to fix the type.
 ipu_compile_fail(device ipu_model_three_ipus "ipu: NumIpus must be a power of two")
 ipu_compile_fail(device ipu_model_too_many_ipus "ipu: NumIpus must be between 1 and 64")
+# A build switch with a value it does not take.
+ipu_compile_fail(ops vector_copies_two "ipu: IPU_VECTOR_COPIES is 1 \\(the default")
 ipu_compile_fail(core tensor_not_opted_in "ipu: this type is not a tensor; declare `using tensor_concept")
 ipu_compile_fail(core tensor_without_bytes "ipu: a tensor needs `bytes\\(\\) const`")
 ipu_compile_fail(graph graph_not_opted_in "ipu: this type is not a dataflow graph; opt in")

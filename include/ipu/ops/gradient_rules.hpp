@@ -872,6 +872,9 @@ constexpr void global_average_pool(gradient_context& c) {
 constexpr tensor_id nll_grad(gradient_context& c, tensor_id dy) {
   const auto x = c.input(0), t = c.input(1);
   const auto sx = c.shape_of(x);
+  if (sx.rank() < 2)  // inference refuses it first; said here too, as classes and wdims below need [1]
+    throw c.fail("the log-probabilities have fewer than two dimensions, not [N, C, ...]",
+                 "give them the batch and the classes as their first two dimensions");
   const auto classes = sx[1];
   const auto reduction = c.attr_string("reduction", "mean");
   if (reduction != "mean" && reduction != "sum" && reduction != "none")
@@ -889,8 +892,8 @@ constexpr tensor_id nll_grad(gradient_context& c, tensor_id dy) {
   auto g = c.add("OneHot", {target, c.constant(data_type::S64, shape{}, {static_cast<double>(classes)}), values},
                  {{"axis", std::int64_t{1}}});
   if (c.has_input(2)) {
-    std::vector<std::int64_t> wdims(sx.rank(), 1);
-    wdims[1] = classes;
+    std::vector<std::int64_t> wdims{1, classes};  // [1, C, 1, ...]
+    wdims.resize(sx.rank(), 1);
     g = c.add("Mul", {g, c.reshape(c.input(2), shape(wdims))});  // -weight[t] at the target's class
   }
   if (reduction == "mean") {

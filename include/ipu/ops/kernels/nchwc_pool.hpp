@@ -65,7 +65,7 @@ void nchwc_pool_blocks(const T* x, T* y, std::size_t u0, std::size_t u1, const w
         };
         F result;
         if constexpr (Kind == pool_kind::max) {
-          F best;
+          F best{};  // every lane set below; {} spares GCC 12's -O1 a false maybe-uninitialized
           for (std::int64_t l = 0; l < B; ++l) best[l] = -std::numeric_limits<float>::infinity();
           // e > best ? e : best is one vmaxps, and keeps the first of equal values as the plain
           // kernel does; it would drop a NaN, so a window holding one is taken again below.
