@@ -8,12 +8,10 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "ipu/ops/kernels/fast_math.hpp"
+#include "../proc_cpuinfo.hpp"
 #include "math_kernel_harness.hpp"
 
 namespace test_vector_isa {
@@ -50,20 +48,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 
 }  // namespace
 
-/// The CPU's flags from /proc/cpuinfo (nullopt without it): a witness independent of the
-/// compiler's __builtin_cpu_supports, which host_vector_isa() uses.
-std::optional<std::string> cpuinfo_flags() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("flags", 0) == 0) return line + " ";
-  return std::nullopt;
-}
-
-bool has_flag(const std::string& flags, const char* flag) {
-  return flags.find(" " + std::string(flag) + " ") != std::string::npos;
-}
-
 /// The copies this build has that the host can run, past the baseline.
 std::vector<m::vector_isa> wider_copies() {
   std::vector<m::vector_isa> isas;
@@ -77,13 +61,12 @@ const char* name_of(m::vector_isa isa) { return isa == m::vector_isa::avx512 ? "
 
 TEST_CASE("the host's copy is the widest the CPU has and the build holds") {
 #if IPU_AVX2_COPY
-  const auto flags = cpuinfo_flags();
-  if (!flags) return;  // no /proc/cpuinfo (not Linux): nothing independent to compare with
-  const bool avx512 = has_flag(*flags, "avx512f") && has_flag(*flags, "avx512vl") && has_flag(*flags, "avx512bw") &&
-                      has_flag(*flags, "avx512dq");
-  const auto expected = IPU_AVX512_COPY && avx512 ? m::vector_isa::avx512
-                        : has_flag(*flags, "avx2") ? m::vector_isa::avx2
-                                                   : m::vector_isa::baseline;
+  const auto info = ipu_test::first_processor_cpuinfo();
+  if (!info.contains("flags")) return;  // no /proc/cpuinfo (not Linux): nothing independent to compare with
+  const auto& flags = info.at("flags");
+  const auto expected = IPU_AVX512_COPY && ipu_test::has_kernels_avx512(flags) ? m::vector_isa::avx512
+                        : ipu_test::has_cpu_flag(flags, "avx2")               ? m::vector_isa::avx2
+                                                                               : m::vector_isa::baseline;
   CHECK(m::host_vector_isa() == expected);
 #else
   CHECK(m::host_vector_isa() == m::vector_isa::baseline);
