@@ -22,6 +22,7 @@
 #include "ipu/byte_buffer.hpp"
 #include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
+#include "ipu/ops/fused_activation.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/topological_order.hpp"
 #include "ipu/ops/nchwc_blocks.hpp"
@@ -548,16 +549,14 @@ constexpr std::vector<tensor_info> fused_conv(const infer_context& c) {
   }
   const auto activation = c.attr_string("activation");
   const auto params = c.attr_floats("activation_params").size();
-  std::size_t want = 0;
-  if (activation == "Clip" || activation == "HardSigmoid") want = 2;
-  else if (activation == "LeakyRelu") want = 1;
-  else if (!(activation.empty() || activation == "Relu" || activation == "Sigmoid" || activation == "Tanh"))
+  const fused_activation* known = find_fused_activation(activation);
+  if (!known)
     throw c.fail("activation '" + activation + "' is not one FusedConv applies",
-                 "use Relu, Clip, LeakyRelu, HardSigmoid, Sigmoid or Tanh, or a Conv followed by the activation op");
-  if (params != want)
-    throw c.fail("activation '" + activation + "' takes " + std::to_string(want) + " activation_params, not " +
-                     std::to_string(params),
-                 "give Clip [min, max], LeakyRelu [alpha], HardSigmoid [alpha, beta], the others none");
+                 std::string(fused_activation_names_help));
+  if (params != known->params)
+    throw c.fail("activation '" + activation + "' takes " + std::to_string(known->params) +
+                     " activation_params, not " + std::to_string(params),
+                 std::string(fused_activation_params_help));
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "ipu/ops/fused_activation.hpp"
 #include "ipu/ops/kernels/blas.hpp"
 #include "ipu/ops/kernels/conv_dnnl.hpp"
 #include "ipu/ops/kernels/fast_math.hpp"
@@ -238,8 +239,9 @@ void conv_compute(const kernel_context& ctx, const C* x, const C* w, const C* bi
 // --- FusedConv's activation ------------------------------------------------------------------
 /// The activation com.microsoft FusedConv applies to the convolution's output (after adding its
 /// optional input Z), as ONNX Runtime's graph optimizer writes it and the fuse-conv-activation pass
-/// makes it. Each computes what the standalone op's kernel computes on F32, bit for bit.
-enum class conv_activation_kind : unsigned char { none, relu, clip, leaky_relu, hard_sigmoid, sigmoid, tanh };
+/// makes it (the names: ops/fused_activation.hpp). Each computes what the standalone op's kernel
+/// computes on F32, bit for bit.
+using conv_activation_kind = fused_activation_kind;
 
 struct conv_activation {
   conv_activation_kind kind = conv_activation_kind::none;
@@ -293,31 +295,17 @@ inline conv_activation conv_activation_of(const kernel_context& ctx) {
   }
   const auto name = ctx.attr_string("activation");
   const auto params = ctx.attr_floats("activation_params");
-  struct known {
-    const char* name;
-    conv_activation_kind kind;
-    std::size_t params;
-  };
-  static constexpr known kinds[] = {{"", conv_activation_kind::none, 0},
-                                    {"Relu", conv_activation_kind::relu, 0},
-                                    {"Clip", conv_activation_kind::clip, 2},
-                                    {"LeakyRelu", conv_activation_kind::leaky_relu, 1},
-                                    {"HardSigmoid", conv_activation_kind::hard_sigmoid, 2},
-                                    {"Sigmoid", conv_activation_kind::sigmoid, 0},
-                                    {"Tanh", conv_activation_kind::tanh, 0}};
-  for (const auto& k : kinds) {
-    if (name != k.name) continue;
-    if (params.size() != k.params)
-      throw ctx.fail("activation '" + name + "' takes " + std::to_string(k.params) + " activation_params, not " +
-                         std::to_string(params.size()),
-                     "give Clip [min, max], LeakyRelu [alpha], HardSigmoid [alpha, beta], the others none");
-    a.kind = k.kind;
-    if (!params.empty()) a.alpha = params[0];
-    if (params.size() > 1) a.beta = params[1];
-    return a;
-  }
-  throw ctx.fail("activation '" + name + "' is not one FusedConv applies",
-                 "use Relu, Clip, LeakyRelu, HardSigmoid, Sigmoid or Tanh, or a Conv followed by the activation op");
+  const fused_activation* known = find_fused_activation(name);
+  if (!known)
+    throw ctx.fail("activation '" + name + "' is not one FusedConv applies", std::string(fused_activation_names_help));
+  if (params.size() != known->params)
+    throw ctx.fail("activation '" + name + "' takes " + std::to_string(known->params) + " activation_params, not " +
+                       std::to_string(params.size()),
+                   std::string(fused_activation_params_help));
+  a.kind = known->kind;
+  if (!params.empty()) a.alpha = params[0];
+  if (params.size() > 1) a.beta = params[1];
+  return a;
 }
 
 /// F32 Conv on oneDNN; false when oneDNN does not take it. A kernel longer than the output (the
