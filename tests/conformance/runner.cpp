@@ -23,7 +23,10 @@
 //                 values are numpy's draws, which no other generator reproduces, so only the
 //                 outputs' types and shapes are checked (a mismatch there fails),
 //   fail        - anything else: a wrong value, an error while running, a crash or a timeout.
-// Tests run in forked children, so a crashing kernel fails one test, not the run.
+// Tests run in forked children, so a crashing kernel fails one test, not the run. --no-fork runs
+// them in this process, each named before it starts (a crash then ends the run after naming the
+// test it was in): CTest runs it so, because under the sanitizers a fork costs about 0.3 s (ASan
+// locks and copies its stack depot), twenty times the test; the whole suite took 260 s, not 13.
 // Sequence and optional data (SequenceProto / OptionalProto files) are bound as the importer lowers
 // them (ipu/onnx/sequences.hpp): a sequence input's element shapes and an empty optional go into
 // import_options, and expected sequences are compared element by element. Dynamic input dimensions
@@ -484,6 +487,7 @@ int usage(const char* argv0) {
 int main(int argc, char** argv) {
   ipu::tune_openblas_for_host_device();  // this program owns its process
   options o;
+  bool timeout_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto value = [&]() -> std::string {
@@ -497,12 +501,18 @@ int main(int argc, char** argv) {
     else if (a == "--update-expected") o.update = true;
     else if (a == "--filter") o.filter = value();
     else if (a == "--threads") o.threads = std::stoul(value());
-    else if (a == "--timeout") o.timeout_s = std::stoi(value());
-    else if (a == "--no-fork") o.fork = false;
+    else if (a == "--timeout") {
+      o.timeout_s = std::stoi(value());
+      timeout_given = true;
+    } else if (a == "--no-fork") o.fork = false;
     else if (!a.empty() && a[0] == '-') return usage(argv[0]);
     else o.dirs.push_back(a);
   }
   if (o.dirs.empty()) return usage(argv[0]);
+  if (timeout_given && !o.fork) {
+    std::cerr << "error: --timeout stops a forked test; with --no-fork nothing could stop it (drop one of them)\n";
+    return 2;
+  }
   if (o.update && o.expected.empty()) {
     std::cerr << "error: --update-expected needs --expected FILE\n";
     return 2;
@@ -525,6 +535,7 @@ int main(int argc, char** argv) {
   std::size_t n_fail = 0, n_unsupported = 0;
   for (const auto& t : tests) {
     const auto name = t.filename().string();
+    if (!o.fork) std::cout << "running     " << name << std::endl;  // before a crash could end the run
     const auto r = run_isolated(t, o);
     switch (r.status) {
       case outcome::pass:
