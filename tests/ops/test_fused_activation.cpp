@@ -11,8 +11,8 @@
 namespace test_fused_activation {
 
 // The table is read at compile time as well (shape rules run in constant expressions).
-static_assert(ipu::find_fused_activation("Clip") != nullptr && ipu::find_fused_activation("Clip")->params == 2);
-static_assert(ipu::find_fused_activation("Gelu") == nullptr);
+static_assert(ipu::find_fused_activation("Clip")->params == 2);
+static_assert(!ipu::find_fused_activation("Gelu"));
 
 TEST_CASE("FusedConv's activations: names, kinds and parameter counts") {
   struct expected {
@@ -30,8 +30,8 @@ TEST_CASE("FusedConv's activations: names, kinds and parameter counts") {
   CHECK(std::size(ipu::fused_activations) == std::size(all));
   for (const auto& e : all) {
     CAPTURE(e.name);
-    const auto* a = ipu::find_fused_activation(e.name);
-    REQUIRE(a != nullptr);
+    const auto a = ipu::find_fused_activation(e.name);
+    REQUIRE(a.has_value());
     CHECK(a->kind == e.kind);
     CHECK(a->params == e.params);
   }
@@ -40,7 +40,7 @@ TEST_CASE("FusedConv's activations: names, kinds and parameter counts") {
 TEST_CASE("names are matched exactly: other spellings and other activations are not FusedConv's") {
   for (const char* name : {"relu", "RELU", "Swish", "Gelu", "Softplus", "Relu ", " Relu"}) {
     CAPTURE(name);
-    CHECK(ipu::find_fused_activation(name) == nullptr);
+    CHECK_FALSE(ipu::find_fused_activation(name).has_value());
   }
 }
 

@@ -3,6 +3,7 @@
 // by the name its `activation` attribute gives, and how many `activation_params` each takes: one
 // table for the shape rule that checks a model and the kernel that runs it.
 #include <cstddef>
+#include <optional>
 #include <string_view>
 
 namespace ipu {
@@ -25,11 +26,13 @@ inline constexpr fused_activation fused_activations[] = {
     {"Tanh", fused_activation_kind::tanh, 0},
 };
 
-/// The activation called `name`; nullptr when FusedConv applies none of that name.
-[[nodiscard]] constexpr const fused_activation* find_fused_activation(std::string_view name) noexcept {
+/// The activation called `name`; none when FusedConv applies none of that name. (A value, not a
+/// pointer into the table: GCC's UBSan builds cannot compare such a pointer with null in a
+/// constant expression, and the shape rules run in them.)
+[[nodiscard]] constexpr std::optional<fused_activation> find_fused_activation(std::string_view name) noexcept {
   for (const auto& a : fused_activations)
-    if (a.name == name) return &a;
-  return nullptr;
+    if (a.name == name) return a;
+  return std::nullopt;
 }
 
 /// How to mend an unknown activation, and a wrong count of parameters.

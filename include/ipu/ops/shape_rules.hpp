@@ -549,7 +549,7 @@ constexpr std::vector<tensor_info> fused_conv(const infer_context& c) {
   }
   const auto activation = c.attr_string("activation");
   const auto params = c.attr_floats("activation_params").size();
-  const fused_activation* known = find_fused_activation(activation);
+  const auto known = find_fused_activation(activation);
   if (!known)
     throw c.fail("activation '" + activation + "' is not one FusedConv applies",
                  std::string(fused_activation_names_help));

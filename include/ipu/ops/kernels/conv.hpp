@@ -295,7 +295,7 @@ inline conv_activation conv_activation_of(const kernel_context& ctx) {
   }
   const auto name = ctx.attr_string("activation");
   const auto params = ctx.attr_floats("activation_params");
-  const fused_activation* known = find_fused_activation(name);
+  const auto known = find_fused_activation(name);
   if (!known)
     throw ctx.fail("activation '" + name + "' is not one FusedConv applies", std::string(fused_activation_names_help));
   if (params.size() != known->params)
