@@ -41,6 +41,7 @@
 #include "ipu/error.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/ops/flags.hpp"
+#include "ipu/ops/fused_activation.hpp"
 #include "ipu/ops/plan_annotations.hpp"
 
 namespace ipu {
@@ -683,9 +684,12 @@ constexpr op_cost fused_conv_of(const op_cost_context& c, const conv_shape& s) {
   const auto out = c.output_elements();
   const auto t = c.type(c.output());
   if (c.has_input(3)) r += vector_pass(c, t, out, 2, 1, operand_exchange_bytes(c, 3, out));
-  const auto activation = c.string_attr("activation");
-  if (activation == "Sigmoid" || activation == "Tanh") r += vector_pass(c, t, out, 1, scalar_rate_ops(c, t));
-  else if (!activation.empty()) r += vector_pass(c, t, out, 1, 2);
+  // The shape rule has refused an unknown activation before any cost is asked for.
+  const auto activation = find_fused_activation(c.string_attr("activation"));
+  const auto kind = activation ? activation->kind : fused_activation_kind::none;
+  if (kind == fused_activation_kind::sigmoid || kind == fused_activation_kind::tanh)
+    r += vector_pass(c, t, out, 1, scalar_rate_ops(c, t));
+  else if (kind != fused_activation_kind::none) r += vector_pass(c, t, out, 1, 2);
   return r;
 }
 

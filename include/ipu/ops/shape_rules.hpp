@@ -22,9 +22,9 @@
 #include "ipu/byte_buffer.hpp"
 #include "ipu/data_type.hpp"
 #include "ipu/error.hpp"
-#include "ipu/ops/fused_activation.hpp"
 #include "ipu/graph/graph.hpp"
 #include "ipu/graph/topological_order.hpp"
+#include "ipu/ops/fused_activation.hpp"
 #include "ipu/ops/nchwc_blocks.hpp"
 #include "ipu/tensor_info.hpp"
 
