@@ -42,8 +42,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -475,6 +476,16 @@ std::set<std::string> read_list(const fs::path& p) {
   return names;
 }
 
+/// A whole decimal number from lo to hi, or nothing: a flag's value that is not one gets the usage
+/// message, not an uncaught exception.
+std::optional<long> whole_number(const std::string& text, long lo, long hi) {
+  if (text.empty() || text.size() > 9 || !std::all_of(text.begin(), text.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+    return std::nullopt;
+  const long v = std::stol(text);
+  if (v < lo || v > hi) return std::nullopt;
+  return v;
+}
+
 int usage(const char* argv0) {
   std::cerr << "usage: " << argv0
             << " NODE_TEST_DIR... [--expected FILE] [--update-expected] [--filter TEXT] [--threads N]"
@@ -500,10 +511,17 @@ int main(int argc, char** argv) {
     if (a == "--expected") o.expected = value();
     else if (a == "--update-expected") o.update = true;
     else if (a == "--filter") o.filter = value();
-    else if (a == "--threads") o.threads = std::stoul(value());
-    else if (a == "--timeout") {
-      o.timeout_s = std::stoi(value());
-      timeout_given = true;
+    else if (a == "--threads" || a == "--timeout") {
+      const auto v = a == "--threads" ? whole_number(value(), 1, 1024) : whole_number(value(), 1, 86400);
+      if (!v) {
+        std::cerr << "error: " << a << " takes a whole number (--threads 1-1024, --timeout 1-86400 seconds)\n";
+        return usage(argv[0]);
+      }
+      if (a == "--threads") o.threads = static_cast<std::size_t>(*v);
+      else {
+        o.timeout_s = static_cast<int>(*v);
+        timeout_given = true;
+      }
     } else if (a == "--no-fork") o.fork = false;
     else if (!a.empty() && a[0] == '-') return usage(argv[0]);
     else o.dirs.push_back(a);
