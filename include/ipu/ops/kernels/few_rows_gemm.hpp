@@ -8,8 +8,15 @@
 // multiplies and adds (vector_isa.hpp), so the AVX2 and AVX-512 copies give the same bits. The
 // baseline (SSE2) copy would be twice as slow as OpenBLAS, so without AVX2 the caller keeps
 // OpenBLAS, which sums in another order.
+//
+// And C = alpha A B^T + beta C for a few rows with B stored [n x k]: a fully connected layer at a
+// small batch (AlexNet's and VGG's classifiers), where B is read once from memory and the product
+// is bound by that read. A GEMM library packs B first; here each B row meets all of A's rows as it
+// streams past. Each dot product is summed in sixteen lanes in a fixed order, so every copy gives
+// the same bits, and so does any split of the columns over threads.
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 #include "ipu/ops/kernels/vector_isa.hpp"
 
@@ -62,6 +69,90 @@ inline bool few_rows_gemm(const float* a, std::size_t m, std::size_t k, const fl
   run_on(isa, [&] {
     if (isa == vector_isa::avx512) few_rows_gemm_blocks<64>(a, m, k, b, ldb, n, c, ldc);
     else few_rows_gemm_blocks<32>(a, m, k, b, ldb, n, c, ldc);
+  });
+  return true;
+}
+
+/// Lanes of each dot product in few_rows_gemm_bt, whatever the vector width: the sum's order is
+/// fixed, so the AVX2 and AVX-512 copies (two vectors of eight, one of sixteen) give the same bits.
+inline constexpr std::size_t few_rows_dot_lanes = 16;
+
+/// The dot products of `Rows` rows of A with `Cols` rows of B, each split over the lanes by k mod
+/// 16 (the last k % 16 products land in the first lanes), then the lanes summed as a tree. Written
+/// with vector types, not left to the vectorizer: at -O3 GCC vectorised the loop nest across rows
+/// with permutes, six times slower than the plain loop at -O2.
+template <std::size_t Rows, std::size_t Cols>
+inline void few_rows_dots(const float* a, std::size_t lda, const float* b, std::size_t ldb, std::size_t k,
+                          float (&dots)[Rows][Cols]) {
+  constexpr std::size_t L = few_rows_dot_lanes;
+  typedef float lanes __attribute__((vector_size(L * sizeof(float))));
+  lanes acc[Rows][Cols];
+#pragma GCC unroll 16
+  for (std::size_t r = 0; r < Rows; ++r)
+#pragma GCC unroll 16
+    for (std::size_t c = 0; c < Cols; ++c) acc[r][c] = lanes{};
+  const std::size_t k_whole = k - k % L;
+  // Unrolled whole, so that the accumulators live in registers at -O2 as well.
+  for (std::size_t p = 0; p < k_whole; p += L) {
+    lanes bv[Cols];
+#pragma GCC unroll 16
+    for (std::size_t c = 0; c < Cols; ++c) std::memcpy(&bv[c], b + c * ldb + p, sizeof(lanes));
+#pragma GCC unroll 16
+    for (std::size_t r = 0; r < Rows; ++r) {
+      lanes av;
+      std::memcpy(&av, a + r * lda + p, sizeof(lanes));
+#pragma GCC unroll 16
+      for (std::size_t c = 0; c < Cols; ++c) acc[r][c] += av * bv[c];
+    }
+  }
+  for (std::size_t r = 0; r < Rows; ++r)
+    for (std::size_t c = 0; c < Cols; ++c) {
+      float v[L];
+      std::memcpy(v, &acc[r][c], sizeof v);
+      for (std::size_t p = k_whole; p < k; ++p) v[p - k_whole] += a[r * lda + p] * b[c * ldb + p];
+      for (std::size_t w = L / 2; w > 0; w /= 2)
+        for (std::size_t l = 0; l < w; ++l) v[l] += v[l + w];
+      dots[r][c] = v[0];
+    }
+}
+
+/// C = alpha A B^T + beta C for a few rows of A ([m x k], row stride lda) and B stored [n x k]
+/// (row stride ldb), as a fully connected layer's weights are: each B row is read once, from
+/// memory, for all of A's rows (`Rows` at a time, the rest then find it in cache), where a GEMM
+/// library would pack B first. With beta 0, C is not read.
+template <std::size_t Rows, std::size_t Cols>
+inline void few_rows_gemm_bt_blocks(const float* a, std::size_t m, std::size_t lda, const float* b, std::size_t ldb,
+                                    std::size_t n, std::size_t k, float alpha, float beta, float* c, std::size_t ldc) {
+  auto store = [&](std::size_t i, std::size_t j, float dot) {
+    float& out = c[i * ldc + j];
+    out = beta == 0.0f ? alpha * dot : alpha * dot + beta * out;
+  };
+  auto block = [&]<std::size_t R, std::size_t C>(std::size_t i0, std::size_t j0) {
+    float dots[R][C];
+    few_rows_dots<R, C>(a + i0 * lda, lda, b + j0 * ldb, ldb, k, dots);
+    for (std::size_t r = 0; r < R; ++r)
+      for (std::size_t q = 0; q < C; ++q) store(i0 + r, j0 + q, dots[r][q]);
+  };
+  auto rows_of = [&]<std::size_t C>(std::size_t j0) {
+    std::size_t i0 = 0;
+    for (; i0 + Rows <= m; i0 += Rows) block.template operator()<Rows, C>(i0, j0);
+    for (; i0 < m; ++i0) block.template operator()<1, C>(i0, j0);
+  };
+  std::size_t j0 = 0;
+  for (; j0 + Cols <= n; j0 += Cols) rows_of.template operator()<Cols>(j0);
+  for (; j0 < n; ++j0) rows_of.template operator()<1>(j0);
+}
+
+/// few_rows_gemm_bt_blocks in the host's AVX2 or AVX-512 copy; false, with C untouched, when the
+/// host has neither (the caller keeps its GEMM library).
+inline bool few_rows_gemm_bt(const float* a, std::size_t m, std::size_t lda, const float* b, std::size_t ldb,
+                             std::size_t n, std::size_t k, float alpha, float beta, float* c, std::size_t ldc) {
+  const auto isa = host_vector_isa();
+  if (isa == vector_isa::baseline) return false;
+  run_on(isa, [&] {
+    // 16 accumulators in 32 zmm registers; an AVX2 lane vector takes two of its 16 ymm ones.
+    if (isa == vector_isa::avx512) few_rows_gemm_bt_blocks<4, 4>(a, m, lda, b, ldb, n, k, alpha, beta, c, ldc);
+    else few_rows_gemm_bt_blocks<4, 1>(a, m, lda, b, ldb, n, k, alpha, beta, c, ldc);
   });
   return true;
 }
