@@ -43,13 +43,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <map>
-#include <optional>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>

@@ -1,7 +1,8 @@
 #pragma once
 // Matrix multiplication for the numeric kernels: oneDNN's sgemm for F32 products beyond the
-// smallest, OpenBLAS for the smallest and for F64, a plain loop for integer types, and a splitter
-// that spreads one product over the context's parallel_for. oneDNN picks its kernels from the CPU
+// smallest, OpenBLAS for the smallest and for F64, a plain loop for integer types, a splitter
+// that spreads one product over the context's parallel_for, and for a few rows times a large B
+// stored [n x k] (a classifier at a small batch) a product that streams B once (few_rows_gemm.hpp). oneDNN picks its kernels from the CPU
 // it runs on (1.4-3.5x OpenBLAS's when OPENBLAS_CORETYPE holds OpenBLAS to an older core set, and
 // no slower otherwise, measured on the transformer's products); OpenBLAS's call costs less below
 // about 25^3 multiply-adds. OpenBLAS is used as the process configured it; programs that own the
@@ -84,7 +85,7 @@ void gemm(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64
 /// stored [n x k] that the caches cannot hold, a fully connected layer at a small batch, bound by
 /// reading B. One thread, AMD Zen 5, B from memory, against oneDNN's sgemm: 4 x 9216 by 4096 x 9216
 /// 12.8 -> 7.5 ms, 4 x 4096 by 1000 x 4096 (16 MB) 0.69 -> 0.49 ms. From the caches (B of 2 MB)
-/// oneDNN was up to 1.6x ahead, at one row level; without AVX2 there is no fast copy.
+/// oneDNN was up to 1.6x ahead and for one row level; without AVX2 there is no fast copy.
 [[nodiscard]] inline bool few_rows_bt_pays(bool trans_a, bool trans_b, std::int64_t m, std::int64_t n, std::int64_t k) {
   constexpr double min_b_bytes = 8.0 * 1024 * 1024;
   return !trans_a && trans_b && m >= static_cast<std::int64_t>(few_rows_min) &&
