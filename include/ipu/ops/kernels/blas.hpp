@@ -2,11 +2,12 @@
 // Matrix multiplication for the numeric kernels: oneDNN's sgemm for F32 products beyond the
 // smallest, OpenBLAS for the smallest and for F64, a plain loop for integer types, a splitter
 // that spreads one product over the context's parallel_for, and for a few rows times a large B
-// stored [n x k] (a classifier at a small batch) a product that streams B once (few_rows_gemm.hpp). oneDNN picks its kernels from the CPU
-// it runs on (1.4-3.5x OpenBLAS's when OPENBLAS_CORETYPE holds OpenBLAS to an older core set, and
-// no slower otherwise, measured on the transformer's products); OpenBLAS's call costs less below
-// about 25^3 multiply-adds. OpenBLAS is used as the process configured it; programs that own the
-// process opt into the host device's settings with ipu/cpu/blas_tuning.hpp.
+// stored [n x k] (a classifier at a small batch) a product that streams B once
+// (few_rows_gemm.hpp). oneDNN picks its kernels from the CPU it runs on (1.4-3.5x OpenBLAS's
+// when OPENBLAS_CORETYPE holds OpenBLAS to an older core set, and no slower otherwise, measured
+// on the transformer's products); OpenBLAS's call costs less below about 25^3 multiply-adds.
+// OpenBLAS is used as the process configured it; programs that own the process opt into the host
+// device's settings with ipu/cpu/blas_tuning.hpp.
 #include <cblas.h>
 #include <oneapi/dnnl/dnnl.h>
 
